@@ -1,0 +1,59 @@
+"""Atomic artifact folders: written under a temporary name, renamed into place when complete.
+
+A reader therefore sees either no folder or a whole one; a process killed mid-write leaves only a
+``.tmp-`` folder that nothing loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact folder that is missing, incomplete or of an unexpected kind."""
+
+
+@contextmanager
+def atomic_directory(final: Path) -> Iterator[Path]:
+    """Yield a scratch folder; on success it becomes ``final`` in one rename."""
+    final = Path(final)
+    if final.exists():
+        raise ArtifactError(f"{final} already exists; artifacts are never overwritten")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    scratch = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    scratch.mkdir()
+    try:
+        yield scratch
+        for path in scratch.iterdir():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+        scratch.rename(final)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def read_manifest(folder: Path, *, kind: str) -> dict[str, Any]:
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{folder} is not a complete artifact (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"{path} is unreadable: {exc}") from None
+    if manifest.get("artifact") != kind:
+        raise ArtifactError(f"{folder} holds a {manifest.get('artifact')!r}, expected {kind!r}")
+    return manifest

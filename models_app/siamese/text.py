@@ -1,0 +1,36 @@
+"""Text cleaning shared by every entry point (API, commands, imports, the review page)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+class TextError(ValueError):
+    """A text that cannot be normalized; the message says why."""
+
+
+def clean_text(text: object, *, max_length: int) -> str:
+    """Return ``text`` with whitespace collapsed, or raise ``TextError`` saying what is wrong.
+
+    Tabs and newlines count as whitespace; other control characters are refused rather than
+    stripped, because a silently altered input would be stored and judged as something the
+    caller never sent.
+    """
+    if not isinstance(text, str):
+        raise TextError("must be a string")
+    if any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in text):
+        raise TextError("contains control characters")
+    cleaned = _WHITESPACE.sub(" ", text).strip()
+    if not cleaned:
+        raise TextError("is empty")
+    if len(cleaned) > max_length:
+        raise TextError(f"is longer than {max_length} characters ({len(cleaned)})")
+    return cleaned
+
+
+def normalize_text(text: str) -> str:
+    """The key two texts are compared by when deciding they are the same string."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()

@@ -1,0 +1,61 @@
+"""Typed readers for environment variables.
+
+Every reader raises ``ImproperlyConfigured`` naming the variable when its value is malformed, so a
+bad deployment fails at start-up with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, *, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no), got {raw!r}")
+
+
+def env_int(name: str, *, default: int, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, *, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_path(name: str, *, default: Path) -> Path:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    path = Path(raw).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ImproperlyConfigured(f"{name} must name a directory, but {raw!r} is a file")
+    return path.resolve()

@@ -1,0 +1,190 @@
+"""Siamweb settings, read from the environment.
+
+With no variables set this is the embedded default: a SQLite file, a Celery broker on the local
+filesystem (no server), artifacts under ``var/``. Production sets ``SIAMWEB_ENV=production`` and
+real values; see README.md for the full list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from siamweb.env import env_bool, env_int, env_list, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("SIAMWEB_VAR_DIR", default=BASE_DIR / "var")
+
+SIAMWEB_ENV = env_str("SIAMWEB_ENV", "development")
+if SIAMWEB_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(
+        f"SIAMWEB_ENV must be 'development' or 'production', got {SIAMWEB_ENV!r}"
+    )
+PRODUCTION = SIAMWEB_ENV == "production"
+
+_DEV_SECRET_KEY = "siamweb-development-only-not-a-secret"
+SECRET_KEY = env_str("SECRET_KEY", "" if PRODUCTION else _DEV_SECRET_KEY)
+if PRODUCTION and (len(SECRET_KEY) < 32 or SECRET_KEY == _DEV_SECRET_KEY):
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a random value of at least 32 characters in production"
+    )
+
+DEBUG = env_bool("DEBUG", default=False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_htmx",
+    "annotations",
+    "models_app",
+    "worker",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "siamweb.urls"
+WSGI_APPLICATION = "siamweb.wsgi.application"
+ASGI_APPLICATION = "siamweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_from_env() -> dict:
+    url = env_str("DATABASE_URL")
+    if not url:
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "siamweb.sqlite3",
+            # The web server and the worker write to one file: wait for locks instead of failing,
+            # and let readers run beside a writer.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
+    if not config.get("ENGINE") or not config.get("NAME"):
+        raise ImproperlyConfigured(f"DATABASE_URL is malformed: no engine or database in {url!r}")
+    return config
+
+
+DATABASES = {"default": _database_from_env()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "review"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+# --- Siamweb -------------------------------------------------------------------------------------
+SIAMWEB_ARTIFACTS_DIR = env_path("SIAMWEB_ARTIFACTS_DIR", default=VAR_DIR / "artifacts")
+SIAMWEB_MAX_TEXT_LENGTH = env_int("SIAMWEB_MAX_TEXT_LENGTH", default=200, minimum=10)
+SIAMWEB_MAX_TEXTS_PER_REQUEST = env_int("SIAMWEB_MAX_TEXTS_PER_REQUEST", default=1000, minimum=1)
+SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
+SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)
+# Nearest members fetched per requested group: several members of one group crowd the top hits.
+SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
+
+# --- Celery --------------------------------------------------------------------------------------
+# Without CELERY_BROKER_URL the broker is a folder on disk: no server needed on a bare machine.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", default=3600, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3900, minimum=1)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
+CELERY_BEAT_SCHEDULE = {
+    "reindex-taxonomies-with-new-members": {
+        "task": "worker.tasks.reindex_stale_taxonomies",
+        "schedule": float(SIAMWEB_REINDEX_CHECK_SECONDS),
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
