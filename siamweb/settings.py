@@ -187,4 +187,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # faiss announces which CPU build it loaded on every start.
+    "loggers": {"faiss.loader": {"level": "WARNING"}},
 }

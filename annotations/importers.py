@@ -1,0 +1,195 @@
+"""Readers for taxonomy files. They parse and validate; they never touch the database.
+
+Each reader returns a ``ParsedTaxonomy`` holding the groups, the member strings and every row it
+refused with the reason, so that the import service can reject a file whole or skip the bad rows
+on request, and say which rows either way.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models_app.siamese.text import TextError, clean_text
+
+CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
+ONET_OCCUPATIONS = "Occupation Data.txt"
+ONET_ALTERNATES = "Alternate Titles.txt"
+ESCO_OCCUPATIONS = "occupations_en.csv"
+MAX_CODE_LENGTH = 64
+MAX_NAME_LENGTH = 300
+
+
+class ImportFileError(ValueError):
+    """The file as a whole cannot be read: missing, wrong encoding, wrong columns."""
+
+
+@dataclass(frozen=True)
+class RowError:
+    location: str  # "file:line"
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.reason}"
+
+
+@dataclass
+class ParsedTaxonomy:
+    groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # code → (name, description)
+    members: list[tuple[str, str]] = field(default_factory=list)  # (group code, text)
+    errors: list[RowError] = field(default_factory=list)
+    rows_read: int = 0
+    sha256: str = ""
+
+
+def parse_taxonomy(path: Path, fmt: str, *, max_text_length: int) -> ParsedTaxonomy:
+    readers = {"csv": _parse_csv, "onet": _parse_onet, "esco": _parse_esco}
+    if fmt not in readers:
+        raise ImportFileError(f"unknown format {fmt!r}; choose one of {', '.join(readers)}")
+    path = Path(path)
+    if not path.exists():
+        raise ImportFileError(f"{path} does not exist")
+    return readers[fmt](path, max_text_length)
+
+
+def _decode(path: Path, digest: hashlib._Hash) -> str:
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ImportFileError(f"{path} is a folder, expected a file") from None
+    except OSError as exc:
+        raise ImportFileError(f"{path} cannot be read: {exc.strerror}") from None
+    digest.update(data)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ImportFileError(
+            f"{path.name} is not UTF-8 text (invalid byte at line {line}); save it as UTF-8"
+        ) from None
+
+
+def _rows(text: str, name: str, required: Iterable[str], **csv_options) -> Iterator[tuple[int, dict]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""), **csv_options)
+    columns = reader.fieldnames or []
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise ImportFileError(
+            f"{name} lacks the column(s) {', '.join(missing)}; it has {', '.join(columns) or 'none'}"
+        )
+    for row in reader:
+        # reader.line_num is the physical line where the record ended (records may span lines).
+        yield reader.line_num, row
+
+
+def _clean(value: str | None, what: str, max_length: int) -> str:
+    try:
+        return clean_text(value if value is not None else "", max_length=max_length)
+    except TextError as exc:
+        raise TextError(f"{what} {exc}") from None
+
+
+def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
+    if path.is_dir():
+        raise ImportFileError(f"{path} is a folder; the csv format reads one file")
+    digest = hashlib.sha256()
+    parsed = ParsedTaxonomy()
+    for line, row in _rows(_decode(path, digest), path.name, CSV_REQUIRED_COLUMNS):
+        parsed.rows_read += 1
+        if None in row:
+            parsed.errors.append(RowError(f"{path.name}:{line}", "more fields than columns"))
+            continue
+        try:
+            code = _clean(row["group_code"], "group_code", MAX_CODE_LENGTH)
+            name = _clean(row["group_name"], "group_name", MAX_NAME_LENGTH)
+            text = _clean(row["text"], "text", max_text_length)
+        except TextError as exc:
+            parsed.errors.append(RowError(f"{path.name}:{line}", str(exc)))
+            continue
+        description = (row.get("description") or "").strip()
+        known = parsed.groups.get(code)
+        if known and known[0] != name:
+            parsed.errors.append(
+                RowError(
+                    f"{path.name}:{line}",
+                    f"group_code {code} is named {name!r} here but {known[0]!r} earlier",
+                )
+            )
+            continue
+        if not known or (description and not known[1]):
+            parsed.groups[code] = (name, description)
+        parsed.members.append((code, text))
+    parsed.sha256 = digest.hexdigest()
+    return parsed
+
+
+def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
+    if not path.is_dir():
+        raise ImportFileError(
+            f"{path} is not a folder; the onet format reads {ONET_OCCUPATIONS!r} and "
+            f"{ONET_ALTERNATES!r} from one"
+        )
+    digest = hashlib.sha256()
+    parsed = ParsedTaxonomy()
+    tab = {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
+    for filename, title_column in ((ONET_OCCUPATIONS, "Title"), (ONET_ALTERNATES, "Alternate Title")):
+        file_path = path / filename
+        if not file_path.exists():
+            raise ImportFileError(f"{path} has no {filename!r}")
+        required = ("O*NET-SOC Code", title_column)
+        for line, row in _rows(_decode(file_path, digest), filename, required, **tab):
+            parsed.rows_read += 1
+            location = f"{filename}:{line}"
+            try:
+                code = _clean(row["O*NET-SOC Code"], "O*NET-SOC Code", MAX_CODE_LENGTH)
+                text = _clean(row[title_column], title_column, max_text_length)
+            except TextError as exc:
+                parsed.errors.append(RowError(location, str(exc)))
+                continue
+            if filename == ONET_OCCUPATIONS:
+                if len(text) > MAX_NAME_LENGTH:
+                    parsed.errors.append(RowError(location, "Title is too long for a group name"))
+                    continue
+                parsed.groups[code] = (text, (row.get("Description") or "").strip())
+            elif code not in parsed.groups:
+                parsed.errors.append(RowError(location, f"unknown occupation code {code}"))
+                continue
+            parsed.members.append((code, text))
+    parsed.sha256 = digest.hexdigest()
+    return parsed
+
+
+def _parse_esco(path: Path, max_text_length: int) -> ParsedTaxonomy:
+    if path.is_dir():
+        path = path / ESCO_OCCUPATIONS
+        if not path.exists():
+            raise ImportFileError(f"{path.parent} has no {ESCO_OCCUPATIONS!r}")
+    digest = hashlib.sha256()
+    parsed = ParsedTaxonomy()
+    required = ("conceptUri", "preferredLabel", "altLabels")
+    for line, row in _rows(_decode(path, digest), path.name, required):
+        parsed.rows_read += 1
+        location = f"{path.name}:{line}"
+        # ESCO occupations have no short code: the URI's last segment is stable and unique.
+        code = (row["conceptUri"] or "").rstrip("/").rsplit("/", 1)[-1]
+        try:
+            code = _clean(code, "conceptUri", MAX_CODE_LENGTH)
+            name = _clean(row["preferredLabel"], "preferredLabel", MAX_NAME_LENGTH)
+        except TextError as exc:
+            parsed.errors.append(RowError(location, str(exc)))
+            continue
+        parsed.groups[code] = (name, (row.get("description") or "").strip())
+        parsed.members.append((code, name))
+        for label in (row["altLabels"] or "").split("\n"):
+            if not label.strip():
+                continue
+            try:
+                parsed.members.append((code, _clean(label, "altLabel", max_text_length)))
+            except TextError as exc:
+                parsed.errors.append(RowError(location, str(exc)))
+    parsed.sha256 = digest.hexdigest()
+    return parsed

@@ -1,0 +1,225 @@
+"""What the curators work on: taxonomies, their groups and member strings, inputs, predictions,
+the review queue, verdicts and the feedback pairs those verdicts yield."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Taxonomy(models.Model):
+    class Format(models.TextChoices):
+        CSV = "csv", "Generic CSV"
+        ONET = "onet", "O*NET"
+        ESCO = "esco", "ESCO"
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    source_format = models.CharField(max_length=16, choices=Format.choices, default=Format.CSV)
+    # sha256 of the last imported file(s): lets a repeated import of the same data do nothing.
+    source_sha256 = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "taxonomies"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Group(models.Model):
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="groups")
+    code = models.CharField(max_length=64)
+    name = models.CharField(max_length=300)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["taxonomy", "code"]
+        constraints = [
+            models.UniqueConstraint(fields=["taxonomy", "code"], name="group_code_unique"),
+        ]
+        indexes = [models.Index(fields=["taxonomy", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.name}"
+
+
+class Member(models.Model):
+    """One string that belongs to a group: a taxonomy title or a curator's confirmed input."""
+
+    class Source(models.TextChoices):
+        TAXONOMY = "taxonomy", "Taxonomy import"
+        CURATOR = "curator", "Curator verdict"
+        ADMIN = "admin", "Admin edit"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="members")
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="members")
+    text = models.CharField(max_length=500)
+    normalized_text = models.CharField(max_length=500)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.TAXONOMY)
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group", "text"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "normalized_text"], name="member_text_unique_in_group"
+            ),
+        ]
+        indexes = [models.Index(fields=["taxonomy", "normalized_text"])]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Input(models.Model):
+    """A raw string sent for normalization; repeated sends count occurrences, not new rows."""
+
+    class Source(models.TextChoices):
+        API = "api", "API"
+        UPLOAD = "upload", "CSV upload"
+        PLAYGROUND = "playground", "Playground"
+        DEMO = "demo", "Demo seed"
+        COMMAND = "command", "Command line"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="inputs")
+    text = models.CharField(max_length=500)
+    normalized_text = models.CharField(max_length=500)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.API)
+    occurrences = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["taxonomy", "normalized_text"], name="input_text_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Prediction(models.Model):
+    """The ranked groups a model version gave one input."""
+
+    input = models.ForeignKey(Input, on_delete=models.CASCADE, related_name="predictions")
+    model_version = models.ForeignKey(
+        "models_app.ModelVersion", on_delete=models.PROTECT, related_name="predictions"
+    )
+    # [{"group_id", "code", "name", "score", "member_id", "member"}, ...], best first.
+    ranked_groups = models.JSONField()
+    top_group = models.ForeignKey(
+        Group, null=True, on_delete=models.SET_NULL, related_name="top_predictions"
+    )
+    top_score = models.FloatField(null=True)
+    # Top score minus the runner-up: small margins are what the review queue shows first.
+    margin = models.FloatField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.input} → {self.top_group}"
+
+
+class ReviewItem(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        AWAITING_GROUP = "awaiting_group", "False match, awaiting the right group"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped"
+
+    OPEN_STATUSES = (Status.PENDING, Status.AWAITING_GROUP)
+
+    input = models.OneToOneField(Input, on_delete=models.CASCADE, related_name="review_item")
+    prediction = models.ForeignKey(Prediction, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # Higher first; set from the prediction so the queue needs no computation to order.
+    priority = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-priority", "id"]
+        indexes = [models.Index(fields=["status", "-priority", "id"], name="review_queue_order")]
+
+    def __str__(self) -> str:
+        return f"{self.input} ({self.status})"
+
+
+class Judgement(models.Model):
+    """A curator's verdict on one review item, stored before the response returns."""
+
+    class Verdict(models.TextChoices):
+        CONFIRM = "confirm", "Confirm"
+        FALSE_MATCH = "false_match", "False match"
+        REASSIGN = "reassign", "Reassign"
+        NONE = "none", "None of these"
+        SKIP = "skip", "Skip"
+
+    review_item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="judgements")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    # The group the input belongs to (confirm, reassign) ...
+    group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # ... and the group it was wrongly matched to (false match, reassign).
+    rejected_group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(verdict="confirm", group__isnull=False, rejected_group__isnull=True)
+                    | Q(verdict="reassign", group__isnull=False)
+                    | Q(verdict="false_match", group__isnull=True, rejected_group__isnull=False)
+                    | Q(verdict__in=["none", "skip"], group__isnull=True)
+                ),
+                name="judgement_groups_match_verdict",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} by {self.user} on {self.review_item}"
+
+
+class FeedbackPair(models.Model):
+    """A training pair: two strings and whether they mean the same group."""
+
+    class Origin(models.TextChoices):
+        CONFIRM = "confirm", "Curator confirmed"
+        FALSE_MATCH = "false_match", "Curator rejected the match"
+        REASSIGN = "reassign", "Curator reassigned"
+        REASSIGN_NEGATIVE = "reassign_negative", "Wrong match of a reassignment (hard negative)"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="feedback_pairs")
+    text_a = models.CharField(max_length=500)
+    text_b = models.CharField(max_length=500)
+    label = models.BooleanField(help_text="True when both texts belong to one group")
+    origin = models.CharField(max_length=24, choices=Origin.choices)
+    judgement = models.ForeignKey(
+        Judgement, null=True, blank=True, on_delete=models.SET_NULL, related_name="feedback_pairs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        relation = "=" if self.label else "≠"
+        return f"{self.text_a} {relation} {self.text_b}"

@@ -1,0 +1,151 @@
+"""Normalize texts against a taxonomy's live model: ranked groups with their evidence.
+
+Reads only. A curator's verdict on the exact text outranks the model; groups a curator rejected
+for that text are never offered; members added since the index was built are searched too.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from django.conf import settings
+
+from annotations.models import Group, Judgement, Member, Taxonomy
+from models_app.live import live_engine
+from models_app.services import NoLiveModel
+from models_app.siamese.ranking import GroupHit, rank_groups
+from models_app.siamese.text import normalize_text
+
+
+@dataclass(frozen=True)
+class RankedGroup:
+    group_id: int
+    code: str
+    name: str
+    score: float
+    member_id: int
+    member: str
+    source: str  # "curator" when a verdict on this very text put it here, else "model"
+
+
+@dataclass(frozen=True)
+class Normalization:
+    text: str
+    groups: list[RankedGroup]
+    source: str  # where the top group came from
+    model_version: str
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "source": self.source,
+            "model_version": self.model_version,
+            "groups": [asdict(group) for group in self.groups],
+        }
+
+
+def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list[Normalization]:
+    """Rank the ``k`` best groups for each (already cleaned) text."""
+    engine = live_engine(taxonomy)
+    if engine is None:
+        raise NoLiveModel(taxonomy)
+    if not texts:
+        return []
+    keys = [normalize_text(text) for text in texts]
+    queries = engine.encoder.encode(list(texts))  # (Q, D)
+    depth = min(k * settings.SIAMWEB_MEMBERS_PER_GROUP, max(len(engine.index), 1))
+    scores, member_ids = engine.index.search(queries, depth)  # (Q, depth) each
+    hits: list[list[tuple[int, float]]] = [
+        [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
+        for row_ids, row_scores in zip(member_ids, scores, strict=True)
+    ]
+    delta_ids, delta_vectors = engine.delta_vectors()
+    if len(delta_ids):
+        delta_scores = queries @ delta_vectors.T  # (Q, new members)
+        for row, row_scores in enumerate(delta_scores):
+            best = np.argsort(-row_scores)[:depth]
+            hits[row].extend((int(delta_ids[j]), float(row_scores[j])) for j in best)
+            hits[row].sort(key=lambda hit: -hit[1])
+
+    members = {
+        row["id"]: row
+        for row in Member.objects.filter(
+            taxonomy=taxonomy, id__in={m for row in hits for m, _ in row}
+        ).values("id", "group_id", "text")
+    }
+    verdict_groups = _curator_groups(taxonomy, keys)
+    rejected = _rejected_groups(taxonomy, keys)
+
+    ranked: list[list[tuple[GroupHit, str]]] = []
+    for key, row in zip(keys, hits, strict=True):
+        confirmed = verdict_groups.get(key, [])
+        first = [(GroupHit(group_id, 1.0, member_id), "curator") for group_id, member_id in confirmed]
+        # Confirmed groups are already first; rejected ones are never offered for this text.
+        excluded = frozenset(rejected.get(key, set()) | {g for g, _ in confirmed})
+        model = rank_groups(
+            row,
+            {m: members[m]["group_id"] for m, _ in row if m in members},
+            k=k,
+            excluded_groups=excluded,
+        )
+        ranked.append((first + [(hit, "model") for hit in model])[:k])
+
+    group_ids = {hit.group_id for row in ranked for hit, _ in row}
+    groups = Group.objects.in_bulk(group_ids)
+    evidence_ids = {hit.member_id for row in ranked for hit, _ in row} - members.keys()
+    member_text = {m: row["text"] for m, row in members.items()}
+    member_text.update(Member.objects.filter(id__in=evidence_ids).values_list("id", "text"))
+
+    results = []
+    for text, row in zip(texts, ranked, strict=True):
+        ranked_groups = [
+            RankedGroup(
+                group_id=hit.group_id,
+                code=groups[hit.group_id].code,
+                name=groups[hit.group_id].name,
+                score=round(hit.score, 4),
+                member_id=hit.member_id,
+                member=member_text.get(hit.member_id, ""),
+                source=source,
+            )
+            for hit, source in row
+        ]
+        results.append(
+            Normalization(
+                text=text,
+                groups=ranked_groups,
+                source=ranked_groups[0].source if ranked_groups else "model",
+                model_version=engine.model_label,
+            )
+        )
+    return results
+
+
+def _curator_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """Per normalized text, the (group, member) pairs curators put it in, newest first."""
+    found: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    rows = (
+        Member.objects.filter(
+            taxonomy=taxonomy, normalized_text__in=set(keys), source=Member.Source.CURATOR
+        )
+        .order_by("-id")
+        .values_list("normalized_text", "group_id", "id")
+    )
+    for key, group_id, member_id in rows:
+        found[key].append((group_id, member_id))
+    return found
+
+
+def _rejected_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = defaultdict(set)
+    rows = Judgement.objects.filter(
+        review_item__input__taxonomy=taxonomy,
+        review_item__input__normalized_text__in=set(keys),
+        rejected_group__isnull=False,
+    ).values_list("review_item__input__normalized_text", "rejected_group_id")
+    for key, group_id in rows:
+        found[key].add(group_id)
+    return found

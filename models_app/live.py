@@ -1,0 +1,107 @@
+"""The live engine of each taxonomy, loaded once per process and reloaded when the pointer moves.
+
+Every web and worker process reads the ``Deployment`` row on use (one indexed query) and loads
+the model and index it names when they differ from what the process holds, so a promotion or
+reindex reaches every process without a restart.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+from annotations.models import Member, Taxonomy
+from models_app.models import Deployment
+from models_app.siamese.encoders import Encoder, load_encoder
+from models_app.siamese.index import MemberIndex
+
+_lock = threading.Lock()
+_engines: dict[int, LiveEngine] = {}
+_encoders: dict[int, Encoder] = {}
+_MAX_CACHED_ENCODERS = 4
+
+
+@dataclass
+class LiveEngine:
+    taxonomy_id: int
+    model_version_id: int
+    model_label: str
+    index_build_id: int
+    max_member_id: int
+    encoder: Encoder
+    index: MemberIndex
+    # Vectors of members added since the index was built, by member id.
+    _delta: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def delta_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and vectors of members the index does not hold yet; new ones are encoded once."""
+        rows = list(
+            Member.objects.filter(taxonomy_id=self.taxonomy_id, id__gt=self.max_member_id)
+            .order_by("id")
+            .values_list("id", "text")
+        )
+        missing = [(member_id, text) for member_id, text in rows if member_id not in self._delta]
+        if missing:
+            vectors = self.encoder.encode([text for _, text in missing])
+            with _lock:
+                for (member_id, _), vector in zip(missing, vectors, strict=True):
+                    self._delta[member_id] = vector
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, self.encoder.dim), np.float32)
+        ids = np.array([member_id for member_id, _ in rows], dtype=np.int64)
+        return ids, np.stack([self._delta[member_id] for member_id in ids])
+
+
+def artifact_path(relative: str) -> Path:
+    return Path(settings.SIAMWEB_ARTIFACTS_DIR) / relative
+
+
+def encoder_for(model_version) -> Encoder:
+    with _lock:
+        encoder = _encoders.get(model_version.id)
+    if encoder is None:
+        encoder = load_encoder(artifact_path(model_version.artifact_path))
+        with _lock:
+            if len(_encoders) >= _MAX_CACHED_ENCODERS:
+                _encoders.pop(next(iter(_encoders)))
+            _encoders[model_version.id] = encoder
+    return encoder
+
+
+def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
+    """The taxonomy's live model and index, or None when it has never been built."""
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version__taxonomy")
+        .first()
+    )
+    if deployment is None:
+        return None
+    build = deployment.index_build
+    with _lock:
+        cached = _engines.get(taxonomy.id)
+    if cached is not None and cached.index_build_id == build.id:
+        return cached
+    engine = LiveEngine(
+        taxonomy_id=taxonomy.id,
+        model_version_id=build.model_version_id,
+        model_label=build.model_version.label,
+        index_build_id=build.id,
+        max_member_id=build.max_member_id,
+        encoder=encoder_for(build.model_version),
+        index=MemberIndex.load(artifact_path(build.artifact_path)),
+    )
+    with _lock:
+        _engines[taxonomy.id] = engine
+    return engine
+
+
+def forget_loaded_engines() -> None:
+    """Drop every loaded model and index (tests, and after artifacts are deleted)."""
+    with _lock:
+        _engines.clear()
+        _encoders.clear()

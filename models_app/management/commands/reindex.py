@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotations.selectors import taxonomy_get
+from models_app.models import TrainingRun
+from models_app.services import training_run_execute, training_run_request
+
+
+class Command(BaseCommand):
+    help = "Re-encode every member with the live model and swap in a fresh index."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("slug")
+
+    def handle(self, *args, slug: str, **options) -> None:
+        taxonomy = taxonomy_get(slug)
+        if taxonomy is None:
+            raise CommandError(f"no taxonomy {slug!r}")
+        run = training_run_request(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, enqueue=False)
+        if run is None:
+            raise CommandError(f"taxonomy {slug!r} already has a run queued or running")
+        run = training_run_execute(run_id=run.id)
+        if run.status != TrainingRun.Status.SUCCEEDED:
+            raise CommandError(f"reindex run {run.id} failed: {run.error}")
+        self.stdout.write(f"{run.index_build} live: {run.index_build.size} members")

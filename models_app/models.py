@@ -1,0 +1,127 @@
+"""Which models and indexes exist, which one is live, and the runs that made them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotations.models import Taxonomy
+
+
+class ModelVersion(models.Model):
+    """A trained encoder on disk, with the config and data it came from."""
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="model_versions")
+    number = models.PositiveIntegerField()
+    encoder_kind = models.CharField(max_length=64)
+    config = models.JSONField(default=dict)
+    artifact_path = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    trained_on_members = models.PositiveIntegerField(default=0)
+    data_sha256 = models.CharField(max_length=64, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["taxonomy", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["taxonomy", "number"], name="model_number_unique"),
+        ]
+
+    @property
+    def label(self) -> str:
+        return f"{self.taxonomy.slug}/v{self.number}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class IndexBuild(models.Model):
+    """A FAISS index of a taxonomy's members encoded by one model version."""
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="index_builds")
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="index_builds"
+    )
+    artifact_path = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
+    size = models.PositiveIntegerField()
+    # Member ids only grow, so members above this id were added after the build; normalize
+    # encodes them on the fly until the next build takes them in.
+    max_member_id = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"index {self.pk} of {self.model_version}"
+
+
+class Deployment(models.Model):
+    """The live model and index of a taxonomy: one pointer, so both swap in one update."""
+
+    taxonomy = models.OneToOneField(Taxonomy, on_delete=models.CASCADE, related_name="deployment")
+    index_build = models.ForeignKey(IndexBuild, on_delete=models.PROTECT, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.taxonomy} → {self.index_build}"
+
+
+class TrainingRun(models.Model):
+    class Kind(models.TextChoices):
+        BUILD = "build", "Fit a new model and index"
+        REINDEX = "reindex", "Rebuild the index with the live model"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "Manual"
+        VERDICTS = "verdicts", "New verdicts"
+        SCHEDULE = "schedule", "Schedule"
+        IMPORT = "import", "Taxonomy import"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="training_runs")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    stage = models.CharField(max_length=32, blank=True)
+    progress = models.FloatField(default=0.0)
+    config = models.JSONField(default=dict, blank=True)
+    activate = models.BooleanField(default=True, help_text="Make the result live when done")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    index_build = models.ForeignKey(
+        IndexBuild, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # One run at a time per taxonomy: a second request while one is active is a no-op.
+            models.UniqueConstraint(
+                fields=["taxonomy"],
+                condition=Q(status__in=["queued", "running"]),
+                name="one_active_run_per_taxonomy",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.pk} of {self.taxonomy} ({self.status})"
