@@ -1,0 +1,61 @@
+# Siamweb: `make run` starts the product, `make test` runs the tests. `make help` lists the rest.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export PYTHONUNBUFFERED := 1
+
+.DEFAULT_GOAL := help
+.PHONY: help install install-dev setup run test test-unit services browser lint format bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+# torch goes in first and pinned: `pip install torch==2.13.0` takes the local CPU wheel, while an
+# open range asked for later would pull the CUDA build and several GB with it.
+$(VENV)/.runtime: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.runtime ## Create .venv with the runtime dependencies
+
+install-dev: $(VENV)/.dev ## Add the test and lint tools
+
+setup: install ## Migrate, import the bundled O*NET taxonomy, build the model, create demo users
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py setup_demo
+
+run: setup ## Set everything up and start the web server, a Celery worker and beat
+	@echo
+	@echo "Siamweb is starting at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
+	@echo
+	HOST=$(HOST) PORT=$(PORT) $(VENV)/bin/honcho start -f Procfile
+
+services: ## Start (installing if needed) PostgreSQL, Redis and Chromium for the tests
+	bash scripts/test_services.sh
+
+test: install-dev services ## Install what the tests need, start the services, run every test
+	$(PY) -m pytest
+
+test-unit: install-dev ## Only the fast tests that need no servers
+	$(PY) -m pytest -m "not integration and not browser"
+
+lint: install-dev ## ruff check and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install-dev ## Apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean: ## Remove the virtualenv and local state (database, artifacts, broker folder)
+	rm -rf $(VENV) var

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotations.models import Taxonomy
+from annotations.services.accounts import user_ensure
+from annotations.services.taxonomy import taxonomy_import
+from models_app.live import forget_loaded_engines
+from models_app.models import TrainingRun
+from models_app.services import training_run_execute, training_run_request
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TINY_CSV = FIXTURES / "tiny_taxonomy.csv"
+# Small enough to fit in milliseconds; the tiny taxonomy has only a few hundred n-grams.
+TINY_MODEL = {"dim": 32, "min_df": 1}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_artifacts(settings, tmp_path):
+    settings.SIAMWEB_ARTIFACTS_DIR = tmp_path / "artifacts"
+    forget_loaded_engines()
+    yield
+    forget_loaded_engines()
+
+
+def build_live_model(taxonomy: Taxonomy, config: dict | None = None) -> TrainingRun:
+    run = training_run_request(
+        taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, config=config or TINY_MODEL, enqueue=False
+    )
+    assert run is not None
+    run = training_run_execute(run_id=run.id)
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    return run
+
+
+@pytest.fixture
+def tiny_taxonomy(db) -> Taxonomy:
+    """A five-group taxonomy with a live model and index."""
+    report = taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv", name="Tiny jobs")
+    build_live_model(report.taxonomy)
+    return report.taxonomy
+
+
+@pytest.fixture
+def curator(db):
+    user, _ = user_ensure(username="carla", password="carla-pass-123", admin=False)
+    return user
+
+
+@pytest.fixture
+def other_curator(db):
+    user, _ = user_ensure(username="oscar", password="oscar-pass-123", admin=False)
+    return user
+
+
+@pytest.fixture
+def admin_user(db):
+    user, _ = user_ensure(username="ada", password="ada-pass-123", admin=True)
+    return user
+
+
+@pytest.fixture
+def api_client(curator) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=curator)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def user_model():
+    return get_user_model()

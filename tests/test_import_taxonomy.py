@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotations.importers import ImportFileError
+from annotations.models import Group, Member, Taxonomy
+from annotations.services.taxonomy import ImportRejected, taxonomy_import
+from tests.conftest import TINY_CSV
+
+pytestmark = pytest.mark.django_db
+ONET = Path(__file__).resolve().parent.parent / "data" / "onet"
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def snapshot() -> tuple:
+    return (
+        sorted(Group.objects.values_list("code", "name")),
+        sorted(Member.objects.values_list("group__code", "text", "source")),
+    )
+
+
+def test_it_imports_groups_and_members_from_csv():
+    report = taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv", name="Tiny jobs")
+    assert report.taxonomy_created
+    assert (report.rows_read, report.groups_created, report.members_created) == (21, 5, 21)
+    nurses = Group.objects.get(taxonomy__slug="jobs", code="29-1141")
+    assert nurses.name == "Registered Nurses"
+    assert nurses.description == "Care for patients"
+    assert sorted(nurses.members.values_list("text", flat=True)) == [
+        "Charge Nurse",
+        "ICU Nurse",
+        "Registered Nurses",
+        "Staff Nurse",
+    ]
+    assert set(Member.objects.values_list("source", flat=True)) == {"taxonomy"}
+
+
+def test_importing_the_same_file_again_changes_nothing():
+    taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv")
+    before = snapshot()
+    report = taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv")
+    assert report.unchanged
+    assert snapshot() == before
+
+
+def test_reimport_updates_names_adds_and_removes_taxonomy_strings_but_keeps_curator_ones(
+    tmp_path, curator
+):
+    first = write(
+        tmp_path,
+        "v1.csv",
+        "group_code,group_name,text\nA,Alpha,alpha one\nA,Alpha,alpha two\nB,Beta,beta one\n",
+    )
+    taxonomy_import(slug="t", path=first, fmt="csv")
+    alpha = Group.objects.get(code="A")
+    Member.objects.create(
+        taxonomy=alpha.taxonomy, group=alpha, text="alpha curated",
+        normalized_text="alpha curated", source="curator", added_by=curator,
+    )
+    second = write(
+        tmp_path,
+        "v2.csv",
+        "group_code,group_name,text\nA,Alpha Renamed,alpha one\nA,Alpha Renamed,ALPHA  one\n"
+        "B,Beta,beta one\nB,Beta,beta two\n",
+    )
+    report = taxonomy_import(slug="t", path=second, fmt="csv")
+    assert (report.groups_updated, report.members_created, report.members_removed) == (1, 1, 1)
+    assert report.duplicates == 1
+    assert Group.objects.get(code="A").name == "Alpha Renamed"
+    assert sorted(Member.objects.values_list("text", "source")) == [
+        ("alpha curated", "curator"),
+        ("alpha one", "taxonomy"),
+        ("beta one", "taxonomy"),
+        ("beta two", "taxonomy"),
+    ]
+
+
+def test_a_file_with_bad_rows_is_rejected_whole_with_each_row_named(tmp_path):
+    taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv")
+    before = snapshot()
+    bad = write(
+        tmp_path,
+        "bad.csv",
+        "group_code,group_name,text\n"
+        "X,Xylophonists,xylophone player\n"
+        ",No Code,some text\n"
+        "Y,Why,\n"
+        "Z,Zed,bad\x07text\n"
+        f"W,Long,{'w' * 300}\n"
+        "X,Other Name,clash\n",
+    )
+    with pytest.raises(ImportRejected) as rejected:
+        taxonomy_import(slug="jobs", path=bad, fmt="csv")
+    reasons = [str(error) for error in rejected.value.errors]
+    assert reasons == [
+        "bad.csv:3: group_code is empty",
+        "bad.csv:4: text is empty",
+        "bad.csv:5: text contains control characters",
+        "bad.csv:6: text is longer than 200 characters (300)",
+        "bad.csv:7: group_code X is named 'Other Name' here but 'Xylophonists' earlier",
+    ]
+    assert snapshot() == before
+
+
+def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
+    bad = write(tmp_path, "bad.csv", "group_code,group_name,text\nA,Alpha,alpha\n,B,beta\n")
+    report = taxonomy_import(slug="t", path=bad, fmt="csv", skip_bad_rows=True)
+    assert [str(e) for e in report.skipped_rows] == ["bad.csv:3: group_code is empty"]
+    assert list(Member.objects.values_list("text", flat=True)) == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("code,name,title\nA,Alpha,alpha\n", "lacks the column(s) group_code, group_name, text"),
+        ("group_code,group_name,text\n".encode() + "A,Ä,x\n".encode("latin-1"), "not UTF-8"),
+        ("group_code,group_name,text\n", "holds no usable rows"),
+    ],
+)
+def test_an_unreadable_file_is_refused_and_changes_nothing(tmp_path, content, message):
+    path = write(tmp_path, "f.csv", content)
+    with pytest.raises(ImportFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        taxonomy_import(slug="t", path=path, fmt="csv")
+    assert not Taxonomy.objects.exists()
+
+
+def test_bad_slug_format_and_path_are_refused(tmp_path):
+    with pytest.raises(ImportFileError, match="slug"):
+        taxonomy_import(slug="no spaces", path=TINY_CSV, fmt="csv")
+    with pytest.raises(ImportFileError, match="unknown format 'xml'"):
+        taxonomy_import(slug="t", path=TINY_CSV, fmt="xml")
+    with pytest.raises(ImportFileError, match="does not exist"):
+        taxonomy_import(slug="t", path=tmp_path / "missing.csv", fmt="csv")
+    with pytest.raises(ImportFileError, match="not a folder"):
+        taxonomy_import(slug="t", path=TINY_CSV, fmt="onet")
+
+
+def test_esco_reads_the_preferred_label_and_every_alt_label(tmp_path):
+    path = write(
+        tmp_path,
+        "occupations_en.csv",
+        "conceptType,conceptUri,iscoGroup,preferredLabel,altLabels,description\n"
+        'Occupation,http://data.europa.eu/esco/occupation/abc-1,2166,technical director,'
+        '"head of technical\ntechnical manager\n",Directs technical work\n'
+        "Occupation,http://data.europa.eu/esco/occupation/def-2,5120,cook,,Cooks food\n",
+    )
+    taxonomy_import(slug="esco", path=path, fmt="esco")
+    director = Group.objects.get(code="abc-1")
+    assert director.name == "technical director"
+    assert sorted(director.members.values_list("text", flat=True)) == [
+        "head of technical",
+        "technical director",
+        "technical manager",
+    ]
+    assert Group.objects.get(code="def-2").members.count() == 1
+
+
+def test_the_bundled_onet_imports_every_string():
+    report = taxonomy_import(slug="onet", path=ONET, fmt="onet")
+    assert report.rows_read == 53_770
+    assert report.groups_created == 1_016
+    # Three rows repeat a title already listed for the same occupation.
+    assert (report.members_created, report.duplicates) == (53_767, 3)
+    assert Group.objects.get(code="15-1252.00").name == "Software Developers"
+    assert Member.objects.filter(group__code="15-1252.00", text="Java Software Engineer").exists()
+
+
+def test_the_command_reports_bad_rows_and_exits_non_zero(tmp_path, capsys):
+    bad = write(tmp_path, "bad.csv", "group_code,group_name,text\nA,Alpha,\n")
+    with pytest.raises(CommandError, match="1 of 1 rows are bad; nothing was imported"):
+        call_command("import_taxonomy", "t", str(bad), "--format", "csv")
+    assert "bad.csv:2: text is empty" in capsys.readouterr().err
+    assert not Taxonomy.objects.exists()
+
+
+def test_the_command_prints_a_summary(capsys):
+    call_command("import_taxonomy", "jobs", str(TINY_CSV), "--format", "csv")
+    assert "21 rows read; groups 5 created" in capsys.readouterr().out
