@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -28,8 +30,20 @@ class Command(BaseCommand):
         "build its model and index, create demo users and queue sample inputs. Safe to repeat."
     )
 
-    def handle(self, *args, **options) -> None:
-        data = settings.BASE_DIR / "data"
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--data-dir",
+            type=Path,
+            default=settings.BASE_DIR / "data",
+            help="folder with onet/ and demo_inputs.txt (default: the bundled data)",
+        )
+        parser.add_argument(
+            "--config", type=Path, help="JSON encoder config for the first model (default: built-in)"
+        )
+
+    def handle(self, *args, data_dir: Path, config: Path | None, **options) -> None:
+        data = data_dir
+        self.encoder_config = json.loads(config.read_text()) if config else {}
         started = time.perf_counter()
         try:
             report = taxonomy_import(
@@ -45,7 +59,9 @@ class Command(BaseCommand):
         self.stdout.write(f"setup done in {time.perf_counter() - started:.1f}s")
 
     def _run(self, taxonomy: Taxonomy, kind: str) -> None:
-        run = training_run_request(taxonomy=taxonomy, kind=kind, enqueue=False)
+        run = training_run_request(
+            taxonomy=taxonomy, kind=kind, config=self.encoder_config, enqueue=False
+        )
         if run is None:
             self.stdout.write(f"{taxonomy.slug}: a run is already active; leaving it to finish")
             return

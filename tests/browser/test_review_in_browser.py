@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotations.models import Judgement, Member, ReviewItem
+from annotations.services.review import inputs_submit
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def queued(tiny_taxonomy):
+    return inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["Senior Java Engineer", "Java Barista"], source="demo"
+    )
+
+
+def log_in(page, live_server, username: str, password: str) -> None:
+    page.goto(f"{live_server.url}/review/")
+    expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/review/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{live_server.url}/review/")
+
+
+def test_a_curator_logs_in_confirms_one_item_and_reassigns_another(
+    page, live_server, curator, queued
+):
+    log_in(page, live_server, "carla", "carla-pass-123")
+    card = page.get_by_test_id("review-card")
+    first_text = page.get_by_test_id("input-text").inner_text()
+    first = ReviewItem.objects.get(input__text=first_text)
+    expect(page.get_by_test_id("progress")).to_have_text("2 open · 0 done")
+
+    page.get_by_test_id("confirm").click()
+
+    expect(page.get_by_test_id("progress")).to_have_text("1 open · 1 done")
+    expect(page.get_by_test_id("recent-verdict")).to_contain_text(f"{first_text} — Confirm")
+    judgement = Judgement.objects.get(review_item=first)
+    assert (judgement.verdict, judgement.user.username) == ("confirm", "carla")
+    assert judgement.group_id == first.prediction.top_group_id
+
+    second_text = page.get_by_test_id("input-text").inner_text()
+    assert second_text != first_text
+    page.get_by_test_id("group-search").fill("barist")
+    result = page.get_by_test_id("group-results").get_by_role("button", name="Baristas")
+    result.click()
+
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
+    expect(card).to_have_count(0)
+    reassigned = Judgement.objects.get(review_item__input__text=second_text)
+    assert (reassigned.verdict, reassigned.group.code) == ("reassign", "35-3023")
+    assert Member.objects.filter(source="curator", group__code="35-3023", text=second_text).exists()

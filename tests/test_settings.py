@@ -1,0 +1,83 @@
+"""Settings come from the environment and refuse malformed values at start-up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOW = (
+    "import django; django.setup(); from django.conf import settings as s; "
+    "print(s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL, s.DEBUG, s.SIAMWEB_ARTIFACTS_DIR)"
+)
+
+
+def start(tmp_path, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SIAMWEB_", "DATABASE_", "CELERY_", "DEBUG", "SECRET_KEY"))}
+    clean.update({"DJANGO_SETTINGS_MODULE": "siamweb.settings", "SIAMWEB_VAR_DIR": str(tmp_path)})
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", SHOW], cwd=ROOT, env=clean, capture_output=True, text=True
+    )
+
+
+def test_the_embedded_default_is_sqlite_a_filesystem_broker_and_no_debug(tmp_path):
+    result = start(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3",
+        "filesystem://",
+        "False",
+        str(tmp_path / "artifacts"),
+    ]
+
+
+def test_database_url_and_broker_url_select_the_real_services(tmp_path):
+    result = start(
+        tmp_path,
+        DATABASE_URL="postgres://u:p@db.example:5432/siamweb",
+        CELERY_BROKER_URL="redis://127.0.0.1:6379/3",
+        DEBUG="yes",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:3] == [
+        "django.db.backends.postgresql",
+        "redis://127.0.0.1:6379/3",
+        "True",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DEBUG": "maybe"}, "DEBUG must be a boolean"),
+        ({"DATABASE_URL": "nonsense://x"}, "DATABASE_URL is malformed"),
+        ({"SIAMWEB_MAX_TEXT_LENGTH": "long"}, "SIAMWEB_MAX_TEXT_LENGTH must be an integer"),
+        ({"SIAMWEB_MAX_TEXT_LENGTH": "3"}, "SIAMWEB_MAX_TEXT_LENGTH must be at least 10"),
+        ({"SIAMWEB_ENV": "staging"}, "SIAMWEB_ENV must be 'development' or 'production'"),
+        ({"SIAMWEB_ENV": "production"}, "SECRET_KEY must be set"),
+        ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
+    ],
+)
+def test_malformed_values_stop_start_up_naming_the_variable(tmp_path, env, message):
+    result = start(tmp_path, **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert message in result.stderr
+
+
+def test_production_starts_with_a_real_secret_key(tmp_path):
+    result = start(tmp_path, SIAMWEB_ENV="production", SECRET_KEY="k" * 50)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_file_where_the_artifacts_folder_should_be_is_refused(tmp_path):
+    blocker = tmp_path / "artifacts-file"
+    blocker.write_text("")
+    result = start(tmp_path, SIAMWEB_ARTIFACTS_DIR=str(blocker))
+    assert result.returncode != 0
+    assert "SIAMWEB_ARTIFACTS_DIR must name a directory" in result.stderr

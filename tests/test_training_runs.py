@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from annotations.models import Group, Member
+from annotations.normalization import normalize_texts
+from models_app.live import live_engine
+from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.services import (
+    taxonomy_needs_reindex,
+    training_run_execute,
+    training_run_request,
+    training_runs_fail_stale,
+)
+from tests.conftest import TINY_MODEL
+
+
+def add_member(taxonomy, code: str, text: str) -> Member:
+    group = Group.objects.get(taxonomy=taxonomy, code=code)
+    return Member.objects.create(
+        taxonomy=taxonomy, group=group, text=text, normalized_text=text.lower(), source="admin"
+    )
+
+
+def test_the_first_build_makes_a_live_version_and_index(tiny_taxonomy):
+    deployment = Deployment.objects.get(taxonomy=tiny_taxonomy)
+    assert deployment.index_build.size == Member.objects.count() == 21
+    version = deployment.index_build.model_version
+    assert (version.number, version.encoder_kind, version.trained_on_members) == (
+        1,
+        "char_ngram_tfidf",
+        21,
+    )
+    assert version.config["dim"] == TINY_MODEL["dim"]
+    assert len(version.data_sha256) == 64
+
+
+def test_running_a_run_twice_does_the_work_once(tiny_taxonomy):
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    assert training_run_execute(run_id=run.id).status == "succeeded"
+    assert training_run_execute(run_id=run.id) is None
+    assert IndexBuild.objects.count() == 2
+
+
+def test_only_one_run_per_taxonomy_is_active(tiny_taxonomy):
+    first = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    assert first is not None
+    assert training_run_request(taxonomy=tiny_taxonomy, kind="build", enqueue=False) is None
+    assert TrainingRun.objects.filter(status="queued").count() == 1
+
+
+def test_members_added_after_the_build_are_found_before_any_reindex(tiny_taxonomy):
+    member = add_member(tiny_taxonomy, "35-3023", "Latte Art Specialist")
+    assert taxonomy_needs_reindex(tiny_taxonomy)
+    (result,) = normalize_texts(tiny_taxonomy, ["latte art specialist"], k=1)
+    assert (result.groups[0].code, result.groups[0].member_id) == ("35-3023", member.id)
+    assert result.source == "model"
+
+
+def test_a_reindex_takes_new_members_in_and_swaps_the_live_index(tiny_taxonomy):
+    old_build = Deployment.objects.get().index_build
+    member = add_member(tiny_taxonomy, "35-3023", "Latte Art Specialist")
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "succeeded"
+    new_build = Deployment.objects.get().index_build
+    assert new_build.id != old_build.id
+    assert (new_build.size, new_build.max_member_id) == (22, member.id)
+    assert new_build.model_version_id == old_build.model_version_id
+    assert not taxonomy_needs_reindex(tiny_taxonomy)
+    engine = live_engine(tiny_taxonomy)
+    assert engine.index_build_id == new_build.id
+    assert engine.delta_vectors()[0].size == 0
+
+
+def test_removed_members_are_never_returned_and_mark_the_index_stale(tiny_taxonomy):
+    Member.objects.filter(text="ICU Nurse").delete()
+    assert taxonomy_needs_reindex(tiny_taxonomy)
+    (result,) = normalize_texts(tiny_taxonomy, ["ICU Nurse"], k=5)
+    assert "ICU Nurse" not in [group.member for group in result.groups]
+
+
+def test_a_failed_run_is_recorded_and_leaves_the_live_model_serving(tiny_taxonomy):
+    live_before = Deployment.objects.get().index_build_id
+    run = training_run_request(
+        taxonomy=tiny_taxonomy, kind="build", config={"dim": 1}, enqueue=False
+    )
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "failed"
+    assert "dim must be between 2 and 4096" in run.error
+    assert run.finished_at is not None
+    assert Deployment.objects.get().index_build_id == live_before
+    assert ModelVersion.objects.count() == 1
+    (result,) = normalize_texts(tiny_taxonomy, ["staff nurse"], k=1)
+    assert result.groups[0].code == "29-1141"
+
+
+def test_a_build_without_activate_leaves_the_live_version_alone(tiny_taxonomy):
+    run = training_run_request(
+        taxonomy=tiny_taxonomy, kind="build", config=TINY_MODEL, activate=False, enqueue=False
+    )
+    run = training_run_execute(run_id=run.id)
+    assert run.model_version.number == 2
+    assert Deployment.objects.get().index_build.model_version.number == 1
+
+
+def test_a_new_live_version_reaches_a_process_that_loaded_the_old_one(tiny_taxonomy):
+    first = live_engine(tiny_taxonomy)
+    run = training_run_request(
+        taxonomy=tiny_taxonomy, kind="build", config={"dim": 16, "min_df": 1}, enqueue=False
+    )
+    training_run_execute(run_id=run.id)
+    second = live_engine(tiny_taxonomy)
+    assert (first.model_label, second.model_label) == ("jobs/v1", "jobs/v2")
+    assert second.encoder.dim == 16
+    vectors = second.encoder.encode(["nurse"])
+    assert np.isclose(np.linalg.norm(vectors), 1.0)
+
+
+def test_runs_abandoned_by_a_dead_worker_are_marked_failed(tiny_taxonomy):
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    TrainingRun.objects.filter(id=run.id).update(
+        status="running", started_at=timezone.now() - timezone.timedelta(hours=3)
+    )
+    assert training_runs_fail_stale(older_than_seconds=3600) == 1
+    run.refresh_from_db()
+    assert (run.status, run.error) == ("failed", "the worker stopped before the run finished")
+    assert training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False) is not None
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("build", "no member strings to train on"), ("reindex", "has no live model yet")],
+)
+def test_a_taxonomy_without_members_or_model_fails_with_a_reason(db, kind, reason):
+    from annotations.models import Taxonomy
+
+    taxonomy = Taxonomy.objects.create(slug="empty", name="Empty")
+    run = training_run_request(taxonomy=taxonomy, kind=kind, enqueue=False)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "failed"
+    assert reason in run.error
