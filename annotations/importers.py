@@ -73,14 +73,15 @@ def _decode(path: Path, digest: hashlib._Hash) -> str:
         ) from None
 
 
-def _rows(text: str, name: str, required: Iterable[str], **csv_options) -> Iterator[tuple[int, dict]]:
+def _rows(
+    text: str, name: str, required: Iterable[str], **csv_options
+) -> Iterator[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(text, newline=""), **csv_options)
     columns = reader.fieldnames or []
     missing = [c for c in required if c not in columns]
     if missing:
-        raise ImportFileError(
-            f"{name} lacks the column(s) {', '.join(missing)}; it has {', '.join(columns) or 'none'}"
-        )
+        found = ", ".join(columns) or "none"
+        raise ImportFileError(f"{name} lacks the column(s) {', '.join(missing)}; it has {found}")
     for row in reader:
         # reader.line_num is the physical line where the record ended (records may span lines).
         yield reader.line_num, row
@@ -136,7 +137,10 @@ def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
     digest = hashlib.sha256()
     parsed = ParsedTaxonomy()
     tab = {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
-    for filename, title_column in ((ONET_OCCUPATIONS, "Title"), (ONET_ALTERNATES, "Alternate Title")):
+    for filename, title_column in (
+        (ONET_OCCUPATIONS, "Title"),
+        (ONET_ALTERNATES, "Alternate Title"),
+    ):
         file_path = path / filename
         if not file_path.exists():
             raise ImportFileError(f"{path} has no {filename!r}")

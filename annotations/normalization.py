@@ -82,7 +82,9 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
     ranked: list[list[tuple[GroupHit, str]]] = []
     for key, row in zip(keys, hits, strict=True):
         confirmed = verdict_groups.get(key, [])
-        first = [(GroupHit(group_id, 1.0, member_id), "curator") for group_id, member_id in confirmed]
+        first = [
+            (GroupHit(group_id, 1.0, member_id), "curator") for group_id, member_id in confirmed
+        ]
         # Confirmed groups are already first; rejected ones are never offered for this text.
         excluded = frozenset(rejected.get(key, set()) | {g for g, _ in confirmed})
         model = rank_groups(

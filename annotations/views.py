@@ -55,7 +55,9 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
         error = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
     if not request.htmx:
         return redirect("review")
-    response = render(request, "annotations/_review_panel.html", _review_context(request, error=error))
+    response = render(
+        request, "annotations/_review_panel.html", _review_context(request, error=error)
+    )
     if error:
         response.status_code = 400
     return response

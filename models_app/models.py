@@ -31,12 +31,12 @@ class ModelVersion(models.Model):
             models.UniqueConstraint(fields=["taxonomy", "number"], name="model_number_unique"),
         ]
 
+    def __str__(self) -> str:
+        return self.label
+
     @property
     def label(self) -> str:
         return f"{self.taxonomy.slug}/v{self.number}"
-
-    def __str__(self) -> str:
-        return self.label
 
 
 class IndexBuild(models.Model):

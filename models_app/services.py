@@ -29,7 +29,7 @@ def _no_progress(stage: str, fraction: float) -> None:
     return None
 
 
-class NoLiveModel(Exception):  # noqa: N818 - reads as the state it reports
+class NoLiveModel(Exception):
     def __init__(self, taxonomy: Taxonomy) -> None:
         super().__init__(
             f"taxonomy {taxonomy.slug!r} has no live model yet; run "

@@ -13,6 +13,6 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres:postgres@127.0.0.1:54
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SIAMWEB_VAR_DIR", tempfile.mkdtemp(prefix="siamweb-test-"))
 
-from siamweb.settings import *  # noqa: E402, F403
+from siamweb.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

@@ -27,5 +27,7 @@ def test_it_refuses_bad_text_with_a_reason(raw, message):
 
 
 def test_normalize_text_folds_case_width_and_spacing():
-    assert normalize_text("  ＪＡＶＡ   Developer ") == "java developer"
+    assert (
+        normalize_text("  \uff2a\uff21\uff36\uff21   Developer ") == "java developer"
+    )  # full-width
     assert normalize_text("Straße") == normalize_text("STRASSE")

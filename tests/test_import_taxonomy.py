@@ -66,8 +66,12 @@ def test_reimport_updates_names_adds_and_removes_taxonomy_strings_but_keeps_cura
     taxonomy_import(slug="t", path=first, fmt="csv")
     alpha = Group.objects.get(code="A")
     Member.objects.create(
-        taxonomy=alpha.taxonomy, group=alpha, text="alpha curated",
-        normalized_text="alpha curated", source="curator", added_by=curator,
+        taxonomy=alpha.taxonomy,
+        group=alpha,
+        text="alpha curated",
+        normalized_text="alpha curated",
+        source="curator",
+        added_by=curator,
     )
     second = write(
         tmp_path,
@@ -125,7 +129,7 @@ def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
     ("content", "message"),
     [
         ("code,name,title\nA,Alpha,alpha\n", "lacks the column(s) group_code, group_name, text"),
-        ("group_code,group_name,text\n".encode() + "A,Ä,x\n".encode("latin-1"), "not UTF-8"),
+        (b"group_code,group_name,text\n" + "A,Ä,x\n".encode("latin-1"), "not UTF-8"),
         ("group_code,group_name,text\n", "holds no usable rows"),
     ],
 )
@@ -152,7 +156,7 @@ def test_esco_reads_the_preferred_label_and_every_alt_label(tmp_path):
         tmp_path,
         "occupations_en.csv",
         "conceptType,conceptUri,iscoGroup,preferredLabel,altLabels,description\n"
-        'Occupation,http://data.europa.eu/esco/occupation/abc-1,2166,technical director,'
+        "Occupation,http://data.europa.eu/esco/occupation/abc-1,2166,technical director,"
         '"head of technical\ntechnical manager\n",Directs technical work\n'
         "Occupation,http://data.europa.eu/esco/occupation/def-2,5120,cook,,Cooks food\n",
     )

@@ -21,7 +21,9 @@ def test_a_bad_token_is_refused(tiny_taxonomy):
 
 
 def test_it_returns_ranked_groups_with_evidence_and_model_version(api_client, tiny_taxonomy):
-    response = api_client.post(URL, {"texts": ["Senior Java Engineer", "icu nurse"], "k": 3}, format="json")
+    response = api_client.post(
+        URL, {"texts": ["Senior Java Engineer", "icu nurse"], "k": 3}, format="json"
+    )
     assert response.status_code == 200
     first, second = response.json()["results"]
     assert first["text"] == "Senior Java Engineer"

@@ -47,7 +47,11 @@ def test_submitting_a_known_text_counts_an_occurrence_not_a_new_input(tiny_taxon
 
 def test_confirm_adds_a_curator_member_and_a_positive_pair(item, curator):
     judgement = judgement_create(review_item=item, user=curator, verdict="confirm")
-    assert (judgement.verdict, judgement.group.code, judgement.user) == ("confirm", "15-1252", curator)
+    assert (judgement.verdict, judgement.group.code, judgement.user) == (
+        "confirm",
+        "15-1252",
+        curator,
+    )
     item.refresh_from_db()
     assert item.status == ReviewItem.Status.DONE
     member = Member.objects.get(source="curator")
@@ -111,9 +115,7 @@ def test_a_confirm_requests_a_reindex_for_the_worker(item, curator):
 
 
 def test_skip_moves_the_item_behind_the_others(tiny_taxonomy, curator):
-    first, second = inputs_submit(
-        taxonomy=tiny_taxonomy, texts=["nurse", "truck"], source="api"
-    )
+    first, second = inputs_submit(taxonomy=tiny_taxonomy, texts=["nurse", "truck"], source="api")
     head = review_item_next()
     judgement_create(review_item=head, user=curator, verdict="skip")
     assert review_item_next().id != head.id

@@ -17,7 +17,11 @@ SHOW = (
 
 
 def start(tmp_path, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SIAMWEB_", "DATABASE_", "CELERY_", "DEBUG", "SECRET_KEY"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SIAMWEB_", "DATABASE_", "CELERY_", "DEBUG", "SECRET_KEY"))
+    }
     clean.update({"DJANGO_SETTINGS_MODULE": "siamweb.settings", "SIAMWEB_VAR_DIR": str(tmp_path)})
     clean.update(env)
     return subprocess.run(

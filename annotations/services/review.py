@@ -110,9 +110,11 @@ def judgement_create(
     for this input and the item waits for the right group. reassign: ``group`` gains the input,
     with a positive pair and a hard negative against the wrongly predicted group.
     """
-    item = ReviewItem.objects.select_for_update(of=("self",)).select_related(
-        "input__taxonomy", "prediction__top_group"
-    ).get(id=review_item.id)
+    item = (
+        ReviewItem.objects.select_for_update(of=("self",))
+        .select_related("input__taxonomy", "prediction__top_group")
+        .get(id=review_item.id)
+    )
     taxonomy = item.input.taxonomy
     if verdict not in Judgement.Verdict.values:
         raise VerdictError("verdict", f"unknown verdict {verdict!r}")

@@ -17,7 +17,7 @@ from models_app.siamese.text import normalize_text
 _BATCH = 2000
 
 
-class ImportRejected(Exception):  # noqa: N818 - it reads as what happened to the file
+class ImportRejected(Exception):
     """The file has bad rows and the import was asked to be all-or-nothing."""
 
     def __init__(self, errors: list[RowError], rows_read: int) -> None:
@@ -97,7 +97,9 @@ def _apply(*, slug, name, fmt, parsed) -> ImportReport:
     for code, (group_name, description) in parsed.groups.items():
         group = groups.get(code)
         if group is None:
-            new_groups.append(Group(taxonomy=taxonomy, code=code, name=group_name, description=description))
+            new_groups.append(
+                Group(taxonomy=taxonomy, code=code, name=group_name, description=description)
+            )
         elif (group.name, group.description) != (group_name, description):
             group.name, group.description = group_name, description
             changed_groups.append(group)

@@ -150,9 +150,7 @@ class CharNgramTfidfEncoder:
         col = torch.tensor(columns, dtype=torch.int64)
         val = torch.tensor(values, dtype=torch.float32)
         if len(values):
-            row_of_value = torch.repeat_interleave(
-                torch.arange(len(counts)), crow[1:] - crow[:-1]
-            )
+            row_of_value = torch.repeat_interleave(torch.arange(len(counts)), crow[1:] - crow[:-1])
             norms = torch.zeros(len(counts)).index_add_(0, row_of_value, val * val).sqrt()
             val = val / norms[row_of_value].clamp_min(1e-12)
         with warnings.catch_warnings():

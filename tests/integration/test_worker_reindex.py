@@ -53,7 +53,10 @@ def test_a_verdict_makes_the_worker_rebuild_the_live_index(worker, tiny_taxonomy
 def test_the_scheduled_check_reindexes_a_taxonomy_with_new_members(worker, tiny_taxonomy):
     nurses = Group.objects.get(taxonomy=tiny_taxonomy, code="29-1141")
     Member.objects.create(
-        taxonomy=tiny_taxonomy, group=nurses, text="Night Nurse", normalized_text="night nurse",
+        taxonomy=tiny_taxonomy,
+        group=nurses,
+        text="Night Nurse",
+        normalized_text="night nurse",
         source="admin",
     )
     reindex_stale_taxonomies.delay()

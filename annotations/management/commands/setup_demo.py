@@ -38,7 +38,9 @@ class Command(BaseCommand):
             help="folder with onet/ and demo_inputs.txt (default: the bundled data)",
         )
         parser.add_argument(
-            "--config", type=Path, help="JSON encoder config for the first model (default: built-in)"
+            "--config",
+            type=Path,
+            help="JSON encoder config for the first model (default: built-in)",
         )
 
     def handle(self, *args, data_dir: Path, config: Path | None, **options) -> None:
