@@ -18,8 +18,14 @@ from models_app.siamese.text import TextError, clean_text
 class CleanTextField(serializers.CharField):
     """A short text, whitespace collapsed; control characters and over-long texts refused."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(trim_whitespace=False, allow_blank=True, **kwargs)
+    def run_validation(self, data=serializers.empty):
+        # CharField answers "" before to_internal_value sees it; every text goes through
+        # clean_text so that an empty one gets the same error as a blank one.
+        if data is serializers.empty or data is None:
+            return super().run_validation(data)
+        value = self.to_internal_value(data)
+        self.run_validators(value)
+        return value
 
     def to_internal_value(self, data):
         if not isinstance(data, str):

@@ -57,6 +57,8 @@ def test_session_authentication_works_too(client, curator, tiny_taxonomy):
         ({"texts": []}, "texts", "This list may not be empty."),
         ({"texts": "nurse"}, "texts", 'Expected a list of items but got type "str".'),
         ({"texts": ["ok", "   "]}, "texts", "is empty"),
+        ({"texts": [""]}, "texts", "is empty"),
+        ({"texts": [None]}, "texts", "This field may not be null."),
         ({"texts": ["x" * 201]}, "texts", "longer than 200 characters"),
         ({"texts": ["tab\tok", "nul\x00"]}, "texts", "control characters"),
         ({"texts": [7]}, "texts", "must be a string"),
