@@ -105,7 +105,7 @@ def main() -> None:
 
     user, _ = user_ensure(username="bench", password="bench-pass-123", admin=False)
     token = Token.objects.create(user=user)
-    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
     api = []
     for text in queries[: max(50, args.queries // 5)]:
         started = time.perf_counter()
