@@ -10,6 +10,8 @@ class JudgementForm(forms.Form):
 
     verdict = forms.ChoiceField(choices=Judgement.Verdict.choices)
     group_code = forms.CharField(required=False, max_length=64)
+    # The prediction the card showed: a verdict on a prediction replaced since is refused.
+    prediction_id = forms.IntegerField(required=False, min_value=1)
 
     def __init__(self, *args, review_item: ReviewItem, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -22,6 +22,7 @@ ONET_ALTERNATES = "Alternate Titles.txt"
 ESCO_OCCUPATIONS = "occupations_en.csv"
 MAX_CODE_LENGTH = 64
 MAX_NAME_LENGTH = 300
+MAX_DESCRIPTION_LENGTH = 5000
 
 
 class ImportFileError(ValueError):
@@ -82,9 +83,14 @@ def _rows(
     if missing:
         found = ", ".join(columns) or "none"
         raise ImportFileError(f"{name} lacks the column(s) {', '.join(missing)}; it has {found}")
-    for row in reader:
-        # reader.line_num is the physical line where the record ended (records may span lines).
-        yield reader.line_num, row
+    try:
+        for row in reader:
+            # reader.line_num is the physical line where the record ended (records span lines).
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise ImportFileError(
+            f"{name} is not valid CSV near line {reader.line_num}: {exc}"
+        ) from None
 
 
 def _clean(value: str | None, what: str, max_length: int) -> str:
@@ -92,6 +98,16 @@ def _clean(value: str | None, what: str, max_length: int) -> str:
         return clean_text(value if value is not None else "", max_length=max_length)
     except TextError as exc:
         raise TextError(f"{what} {exc}") from None
+
+
+def _description(value: str | None) -> str:
+    """Descriptions are long prose: newlines and tabs allowed, other control characters not."""
+    value = (value or "").strip()
+    if any((ord(ch) < 32 and ch not in "\t\n\r") or ord(ch) == 127 for ch in value):
+        raise TextError("description contains control characters")
+    if len(value) > MAX_DESCRIPTION_LENGTH:
+        raise TextError(f"description is longer than {MAX_DESCRIPTION_LENGTH} characters")
+    return value
 
 
 def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
@@ -108,10 +124,10 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
             code = _clean(row["group_code"], "group_code", MAX_CODE_LENGTH)
             name = _clean(row["group_name"], "group_name", MAX_NAME_LENGTH)
             text = _clean(row["text"], "text", max_text_length)
+            description = _description(row.get("description"))
         except TextError as exc:
             parsed.errors.append(RowError(f"{path.name}:{line}", str(exc)))
             continue
-        description = (row.get("description") or "").strip()
         known = parsed.groups.get(code)
         if known and known[0] != name:
             parsed.errors.append(
@@ -158,7 +174,11 @@ def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
                 if len(text) > MAX_NAME_LENGTH:
                     parsed.errors.append(RowError(location, "Title is too long for a group name"))
                     continue
-                parsed.groups[code] = (text, (row.get("Description") or "").strip())
+                try:
+                    parsed.groups[code] = (text, _description(row.get("Description")))
+                except TextError as exc:
+                    parsed.errors.append(RowError(location, str(exc)))
+                    continue
             elif code not in parsed.groups:
                 parsed.errors.append(RowError(location, f"unknown occupation code {code}"))
                 continue
@@ -183,10 +203,11 @@ def _parse_esco(path: Path, max_text_length: int) -> ParsedTaxonomy:
         try:
             code = _clean(code, "conceptUri", MAX_CODE_LENGTH)
             name = _clean(row["preferredLabel"], "preferredLabel", MAX_NAME_LENGTH)
+            description = _description(row.get("description"))
         except TextError as exc:
             parsed.errors.append(RowError(location, str(exc)))
             continue
-        parsed.groups[code] = (name, (row.get("description") or "").strip())
+        parsed.groups[code] = (name, description)
         parsed.members.append((code, name))
         for label in (row["altLabels"] or "").split("\n"):
             if not label.strip():

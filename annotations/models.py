@@ -210,6 +210,10 @@ class FeedbackPair(models.Model):
     taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="feedback_pairs")
     text_a = models.CharField(max_length=500)
     text_b = models.CharField(max_length=500)
+    # The group text_b stands for: where text_a belongs (label) or where it does not.
+    group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     label = models.BooleanField(help_text="True when both texts belong to one group")
     origin = models.CharField(max_length=24, choices=Origin.choices)
     judgement = models.ForeignKey(

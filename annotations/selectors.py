@@ -35,6 +35,16 @@ def review_item_next(*, taxonomy: Taxonomy | None = None) -> ReviewItem | None:
     )
 
 
+def review_card_groups(item: ReviewItem) -> list[dict]:
+    """The prediction's ranked groups, less those a curator already rejected for this input."""
+    rejected = set(
+        Judgement.objects.filter(review_item=item, rejected_group__isnull=False).values_list(
+            "rejected_group_id", flat=True
+        )
+    )
+    return [g for g in item.prediction.ranked_groups if g["group_id"] not in rejected]
+
+
 def review_counts(*, taxonomy: Taxonomy | None = None) -> dict[str, int]:
     items = ReviewItem.objects.all()
     if taxonomy is not None:

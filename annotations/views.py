@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
+from django.contrib import messages
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotations.decorators import curator_required
 from annotations.forms import JudgementForm
 from annotations.models import ReviewItem
 from annotations.selectors import (
     group_search,
     recent_judgements,
+    review_card_groups,
     review_counts,
     review_item_next,
 )
@@ -20,27 +22,29 @@ from annotations.services.review import VerdictError, judgement_create
 
 
 def _review_context(request: HttpRequest, **extra) -> dict:
+    item = review_item_next()
     return {
-        "item": review_item_next(),
+        "item": item,
+        "groups": review_card_groups(item) if item else [],
         "counts": review_counts(),
         "recent": recent_judgements(user=request.user),
         **extra,
     }
 
 
-@login_required
+@curator_required
 @require_GET
 def review(request: HttpRequest) -> HttpResponse:
     template = "annotations/_review_panel.html" if request.htmx else "annotations/review.html"
     return render(request, template, _review_context(request))
 
 
-@login_required
+@curator_required
 @require_POST
 def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
     item = get_object_or_404(ReviewItem.objects.select_related("input"), id=item_id)
     form = JudgementForm(request.POST, review_item=item)
-    error = None
+    error, status = None, 200
     if form.is_valid():
         try:
             judgement_create(
@@ -48,26 +52,28 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
                 user=request.user,
                 verdict=form.cleaned_data["verdict"],
                 group=form.cleaned_data["group_code"],
+                prediction_id=form.cleaned_data["prediction_id"],
             )
         except VerdictError as exc:
             error = f"{exc.field}: {exc}"
+            status = 409 if exc.field in {"prediction", "review_item"} else 400
     else:
         error = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
+        status = 400
     if not request.htmx:
+        if error:
+            messages.error(request, error)
         return redirect("review")
-    response = render(
-        request, "annotations/_review_panel.html", _review_context(request, error=error)
-    )
-    if error:
-        response.status_code = 400
-    return response
+    context = _review_context(request, error=error)
+    return render(request, "annotations/_review_panel.html", context, status=status)
 
 
-@login_required
+@curator_required
 @require_GET
 def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse:
     item = get_object_or_404(ReviewItem.objects.select_related("input__taxonomy"), id=item_id)
-    query = request.GET.get("q", "")[:100]
+    # Search words only: control characters (NUL included) can't be in a group name anyway.
+    query = "".join(ch for ch in request.GET.get("q", "")[:100] if ch.isprintable())
     groups = group_search(taxonomy=item.input.taxonomy, query=query)
     return render(
         request, "annotations/_group_results.html", {"item": item, "groups": groups, "q": query}

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from django.db.models import Q
 
 from annotations.models import Member, Taxonomy
 from models_app.models import Deployment
@@ -25,6 +27,12 @@ _encoders: dict[int, Encoder] = {}
 _MAX_CACHED_ENCODERS = 4
 
 
+# Members are looked for beyond the build's highest id as far back as this before the build: a
+# member inserted by a transaction still open while the build read the members has a smaller id
+# but was not seen by it.
+_STRAGGLER_WINDOW = timedelta(minutes=10)
+
+
 @dataclass
 class LiveEngine:
     taxonomy_id: int
@@ -32,28 +40,43 @@ class LiveEngine:
     model_label: str
     index_build_id: int
     max_member_id: int
+    built_at: datetime
     encoder: Encoder
     index: MemberIndex
-    # Vectors of members added since the index was built, by member id.
-    _delta: dict[int, np.ndarray] = field(default_factory=dict)
+    indexed_ids: np.ndarray  # sorted member ids the index holds
+    # Vectors of members the index does not hold, by (member id, text): an edited text is new.
+    _delta: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
 
     def delta_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Ids and vectors of members the index does not hold yet; new ones are encoded once."""
-        rows = list(
-            Member.objects.filter(taxonomy_id=self.taxonomy_id, id__gt=self.max_member_id)
+        """Ids and vectors of members the index does not hold yet; each is encoded once."""
+        candidates = (
+            Member.objects.filter(taxonomy_id=self.taxonomy_id)
+            .filter(
+                Q(id__gt=self.max_member_id) | Q(created_at__gte=self.built_at - _STRAGGLER_WINDOW)
+            )
             .order_by("id")
             .values_list("id", "text")
         )
-        missing = [(member_id, text) for member_id, text in rows if member_id not in self._delta]
+        rows = [
+            (member_id, text)
+            for member_id, text in candidates
+            if member_id > self.max_member_id or not _contains(self.indexed_ids, member_id)
+        ]
+        missing = [row for row in rows if row not in self._delta]
         if missing:
             vectors = self.encoder.encode([text for _, text in missing])
             with _lock:
-                for (member_id, _), vector in zip(missing, vectors, strict=True):
-                    self._delta[member_id] = vector
+                for row, vector in zip(missing, vectors, strict=True):
+                    self._delta[row] = vector
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, self.encoder.dim), np.float32)
         ids = np.array([member_id for member_id, _ in rows], dtype=np.int64)
-        return ids, np.stack([self._delta[member_id] for member_id in ids])
+        return ids, np.stack([self._delta[row] for row in rows])
+
+
+def _contains(sorted_ids: np.ndarray, member_id: int) -> bool:
+    position = np.searchsorted(sorted_ids, member_id)
+    return bool(position < len(sorted_ids) and sorted_ids[position] == member_id)
 
 
 def artifact_path(relative: str) -> Path:
@@ -86,14 +109,17 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
         cached = _engines.get(taxonomy.id)
     if cached is not None and cached.index_build_id == build.id:
         return cached
+    index = MemberIndex.load(artifact_path(build.artifact_path))
     engine = LiveEngine(
         taxonomy_id=taxonomy.id,
         model_version_id=build.model_version_id,
         model_label=build.model_version.label,
         index_build_id=build.id,
         max_member_id=build.max_member_id,
+        built_at=build.created_at,
         encoder=encoder_for(build.model_version),
-        index=MemberIndex.load(artifact_path(build.artifact_path)),
+        index=index,
+        indexed_ids=np.sort(index.member_ids()),
     )
     with _lock:
         _engines[taxonomy.id] = engine

@@ -96,10 +96,19 @@ class TrainingRun(models.Model):
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
     stage = models.CharField(max_length=32, blank=True)
     progress = models.FloatField(default=0.0)
+    eta_seconds = models.FloatField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True)
     activate = models.BooleanField(default=True, help_text="Make the result live when done")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    parent_version = models.ForeignKey(
+        ModelVersion,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Fine-tune from this version instead of training from scratch",
     )
     model_version = models.ForeignKey(
         ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

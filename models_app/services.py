@@ -3,29 +3,43 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import json
 import logging
+import shutil
 import uuid
+import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from celery import current_app
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotations.models import Member, Taxonomy
-from models_app.live import artifact_path, encoder_for, live_engine
+from annotations.models import FeedbackPair, Member, Taxonomy
+from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import atomic_directory
-from models_app.siamese.encoders import ConfigError, fit_encoder, parse_config
+from models_app.siamese.baselines import EncoderMatcher
+from models_app.siamese.encoders import ConfigError, load_encoder
+from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
+from models_app.siamese.text import normalize_text
+from models_app.siamese.train import (
+    FeedbackExample,
+    parse_model_spec,
+    prepare_data,
+    train_encoder,
+)
 
 logger = logging.getLogger(__name__)
+EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"
 
-Progress = Callable[[str, float], None]
+Progress = Callable[[str, float, float | None], None]  # stage, fraction, seconds left
 
 
-def _no_progress(stage: str, fraction: float) -> None:
+def _no_progress(stage: str, fraction: float, eta: float | None = None) -> None:
     return None
 
 
@@ -41,26 +55,56 @@ def _member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
     return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
 
 
+def _feedback_examples(taxonomy: Taxonomy) -> list[FeedbackExample]:
+    return [
+        FeedbackExample(text=text, group_id=group_id, label=label, member_text=member)
+        for text, member, group_id, label in FeedbackPair.objects.filter(
+            taxonomy=taxonomy, group__isnull=False
+        ).values_list("text_a", "text_b", "group_id", "label")
+        if not _is_held_out(text)
+    ]
+
+
 def model_version_fit(
     *,
     taxonomy: Taxonomy,
-    config: dict[str, Any],
+    spec: dict[str, Any] | None = None,
     parent: ModelVersion | None = None,
+    checkpoint_dir: Path | None = None,
     progress: Progress = _no_progress,
 ) -> ModelVersion:
-    """Fit an encoder on every member string of the taxonomy and store it as a new version."""
-    parsed = parse_config(config)  # a bad config fails before any work is done
-    rows = _member_rows(taxonomy)
-    if not rows:
+    """Train an encoder on the taxonomy's members and its curators' feedback; store a version.
+
+    With ``parent`` the parent's weights are fine-tuned (same encoder config required) with the
+    taxonomy pairs replayed beside the feedback, so earlier knowledge is kept.
+    """
+    encoder_config, training = parse_model_spec(spec)  # a bad spec fails before any work
+    if parent is not None and spec in (None, {}):
+        encoder_config, training = parse_model_spec(parent.config)
+    members = list(
+        Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("group_id", "text")
+    )
+    if not members:
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
-    texts = [text for _, text in rows]
-    progress("train", 0.0)
-    encoder = fit_encoder(texts, config)
+    data = prepare_data(members, _feedback_examples(taxonomy), config=training)
+    result = train_encoder(
+        data,
+        encoder_config,
+        training,
+        parent=encoder_for(parent) if parent is not None else None,
+        checkpoint_dir=checkpoint_dir,
+        progress=progress,
+    )
     relative = f"{taxonomy.slug}/models/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
-        encoder.save(folder)
-    progress("train", 1.0)
-    data_sha256 = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+        result.encoder.save(folder)
+    metrics = {
+        **result.metrics,
+        "validation_size": len(data.validation),
+        "train_seconds": round(result.seconds, 1),
+        "device": result.device,
+        "stopped_because": result.stopped_because,
+    }
     with transaction.atomic():
         number = (
             ModelVersion.objects.select_for_update()
@@ -71,12 +115,13 @@ def model_version_fit(
         return ModelVersion.objects.create(
             taxonomy=taxonomy,
             number=number,
-            encoder_kind=parsed.kind,
-            config=dataclasses.asdict(parsed),
+            encoder_kind=encoder_config["kind"],
+            config={"encoder": encoder_config, "training": dataclasses.asdict(training)},
             artifact_path=relative,
             parent=parent,
-            trained_on_members=len(texts),
-            data_sha256=data_sha256,
+            trained_on_members=len(members),
+            data_sha256=data.sha256,
+            metrics=metrics,
         )
 
 
@@ -89,15 +134,15 @@ def index_build_create(
     if not rows:
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to index")
     encoder = encoder_for(model_version)
-    progress("encode", 0.0)
+    progress("encode", 0.0, None)
     vectors = encoder.encode([text for _, text in rows])
-    progress("index", 0.5)
+    progress("index", 0.5, None)
     ids = [member_id for member_id, _ in rows]
     index = MemberIndex.build(vectors, ids)
     relative = f"{taxonomy.slug}/indexes/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
         index.save(folder, extra={"model_version": model_version.number})
-    progress("index", 1.0)
+    progress("index", 1.0, 0.0)
     return IndexBuild.objects.create(
         taxonomy=taxonomy,
         model_version=model_version,
@@ -107,12 +152,34 @@ def index_build_create(
     )
 
 
+KEEP_INDEX_BUILDS = 3
+
+
 def deployment_activate(*, index_build: IndexBuild) -> Deployment:
     """Make ``index_build`` (and the model version it was built with) live in one update."""
     deployment, _ = Deployment.objects.update_or_create(
         taxonomy=index_build.taxonomy, defaults={"index_build": index_build}
     )
+    index_builds_prune(taxonomy=index_build.taxonomy, keep=KEEP_INDEX_BUILDS)
     return deployment
+
+
+def index_builds_prune(*, taxonomy: Taxonomy, keep: int) -> int:
+    """Delete all but the newest ``keep`` index builds (never the live one), rows and folders.
+
+    Every verdict leads to a reindex; without pruning each leaves a full index on disk. Model
+    versions are kept: rolling back to one rebuilds its index.
+    """
+    live_id = Deployment.objects.filter(taxonomy=taxonomy).values_list("index_build_id", flat=True)
+    old = list(
+        IndexBuild.objects.filter(taxonomy=taxonomy)
+        .exclude(id__in=live_id)
+        .order_by("-created_at", "-id")[keep - 1 :]
+    )
+    for build in old:
+        build.delete()
+        shutil.rmtree(artifact_path(build.artifact_path), ignore_errors=True)
+    return len(old)
 
 
 def taxonomy_needs_reindex(taxonomy: Taxonomy) -> bool:
@@ -134,6 +201,7 @@ def training_run_request(
     trigger: str = TrainingRun.Trigger.MANUAL,
     config: dict[str, Any] | None = None,
     activate: bool = True,
+    parent_version: ModelVersion | None = None,
     requested_by=None,
     enqueue: bool = True,
 ) -> TrainingRun | None:
@@ -149,15 +217,34 @@ def training_run_request(
                 trigger=trigger,
                 config=config or {},
                 activate=activate,
+                parent_version=parent_version,
                 requested_by=requested_by,
             )
     except IntegrityError:
         return None
     if enqueue:
-        from worker.tasks import execute_training_run
-
-        transaction.on_commit(lambda: execute_training_run.delay(run.id))
+        # robust: the verdict that asked for this run is committed whatever the broker does; a
+        # run whose message never left is sent again by the scheduled check.
+        transaction.on_commit(lambda: training_run_enqueue(run_id=run.id), robust=True)
     return run
+
+
+def training_run_enqueue(*, run_id: int) -> None:
+    # By name, so the services do not import the worker layer that calls them.
+    current_app.send_task(EXECUTE_TRAINING_RUN, args=[run_id])
+
+
+def training_runs_resend_queued(*, older_than_seconds: int) -> int:
+    """Send again runs queued long ago whose message was lost; claiming makes this safe."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    stale = list(
+        TrainingRun.objects.filter(
+            status=TrainingRun.Status.QUEUED, created_at__lt=cutoff
+        ).values_list("id", flat=True)
+    )
+    for run_id in stale:
+        training_run_enqueue(run_id=run_id)
+    return len(stale)
 
 
 def training_run_execute(*, run_id: int) -> TrainingRun | None:
@@ -170,20 +257,33 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
         return None
     run = TrainingRun.objects.select_related("taxonomy").get(id=run_id)
 
-    def progress(stage: str, fraction: float) -> None:
-        TrainingRun.objects.filter(id=run_id).update(stage=stage, progress=fraction)
+    def progress(stage: str, fraction: float, eta: float | None = None) -> None:
+        TrainingRun.objects.filter(id=run_id).update(
+            stage=stage, progress=fraction, eta_seconds=eta
+        )
 
     try:
         if run.kind == TrainingRun.Kind.BUILD:
             model_version = model_version_fit(
-                taxonomy=run.taxonomy, config=run.config, progress=progress
+                taxonomy=run.taxonomy,
+                spec=run.config,
+                parent=run.parent_version,
+                checkpoint_dir=artifact_path(f"{run.taxonomy.slug}/runs/{run.id}"),
+                progress=progress,
             )
         else:
-            engine = live_engine(run.taxonomy)
-            if engine is None:
+            deployment = (
+                Deployment.objects.filter(taxonomy=run.taxonomy)
+                .select_related("index_build__model_version")
+                .first()
+            )
+            if deployment is None:
                 raise NoLiveModel(run.taxonomy)
-            model_version = ModelVersion.objects.get(id=engine.model_version_id)
+            model_version = deployment.index_build.model_version
         build = index_build_create(model_version=model_version, progress=progress)
+        if run.kind == TrainingRun.Kind.BUILD:
+            progress("evaluate", 0.0, None)
+            model_version_evaluate(model_version=model_version)
         if run.activate:
             deployment_activate(index_build=build)
     except Exception as exc:
@@ -217,3 +317,82 @@ def training_runs_fail_stale(*, older_than_seconds: int) -> int:
         error="the worker stopped before the run finished",
         finished_at=timezone.now(),
     )
+
+
+def _is_held_out(text: str) -> bool:
+    """A fixed fifth of curator-judged texts is kept out of training to test on (Annotations)."""
+    return zlib.crc32(normalize_text(text).encode()) % 5 == 0
+
+
+def model_version_evaluate(*, model_version: ModelVersion, size: int = 1000, seed: int = 0) -> dict:
+    """The paper's four tests on this taxonomy, plus retrieval metrics; stored on the version."""
+    taxonomy = model_version.taxonomy
+    annotations = [
+        (text, group_id)
+        for text, group_id in FeedbackPair.objects.filter(
+            taxonomy=taxonomy, label=True, group__isnull=False
+        ).values_list("text_a", "group_id")
+        if _is_held_out(text)
+    ]
+    held_out = {normalize_text(text) for text, _ in annotations}
+    members = [
+        (group_id, text)
+        for group_id, text, key in Member.objects.filter(taxonomy=taxonomy)
+        .order_by("id")
+        .values_list("group_id", "text", "normalized_text")
+        if key not in held_out  # an annotation must not find itself as a curator member
+    ]
+    if not members:
+        raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to evaluate on")
+    taxonomy_members = [
+        (group_id, text)
+        for group_id, text in Member.objects.filter(
+            taxonomy=taxonomy, source=Member.Source.TAXONOMY
+        ).values_list("group_id", "text")
+    ] or members
+    suite = build_test_suite(taxonomy_members, seed=seed, size=size, annotations=annotations)
+    matcher = EncoderMatcher(
+        encoder_for(model_version), [t for _, t in members], [g for g, _ in members]
+    )
+    metrics = evaluate(matcher, suite)
+    model_version.metrics = {**model_version.metrics, "suite": metrics}
+    model_version.save(update_fields=["metrics"])
+    return metrics
+
+
+SHIPPED_INFO = "shipped.json"
+
+
+def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
+    """Register a trained model folder (such as the shipped one) as the next version.
+
+    The folder is checked by loading it, then copied whole into the artifacts folder; its
+    ``shipped.json`` (spec, metrics, data hash) becomes the version's config and metrics.
+    """
+    folder = Path(folder)
+    encoder = load_encoder(folder)  # ArtifactError when incomplete or corrupt
+    info = (
+        json.loads((folder / SHIPPED_INFO).read_text()) if (folder / SHIPPED_INFO).exists() else {}
+    )
+    relative = f"{taxonomy.slug}/models/{uuid.uuid4().hex}"
+    with atomic_directory(artifact_path(relative)) as scratch:
+        for path in folder.iterdir():
+            if path.is_file():
+                shutil.copyfile(path, scratch / path.name)
+    with transaction.atomic():
+        number = (
+            ModelVersion.objects.select_for_update()
+            .filter(taxonomy=taxonomy)
+            .aggregate(n=Max("number"))["n"]
+            or 0
+        ) + 1
+        return ModelVersion.objects.create(
+            taxonomy=taxonomy,
+            number=number,
+            encoder_kind=encoder.config.kind,
+            config=info.get("spec", {"encoder": dataclasses.asdict(encoder.config)}),
+            artifact_path=relative,
+            trained_on_members=info.get("trained_on_members", 0),
+            data_sha256=info.get("data_sha256", ""),
+            metrics=info.get("metrics", {}),
+        )

@@ -17,7 +17,7 @@ from models_app.services import training_run_execute, training_run_request
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"
 # Small enough to fit in milliseconds; the tiny taxonomy has only a few hundred n-grams.
-TINY_MODEL = {"dim": 32, "min_df": 1}
+TINY_MODEL = {"encoder": {"kind": "char_ngram_tfidf", "dim": 32, "min_df": 1}}
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ def data_dir(tmp_path):
     (onet / "Alternate Titles.txt").write_text(ALTERNATES)
     (tmp_path / "data" / "demo_inputs.txt").write_text("Sr. Java Dev (m/f/d)\nnight nurse\n\n")
     config = tmp_path / "model.json"
-    config.write_text(json.dumps({"dim": 8, "min_df": 1}))
+    config.write_text(json.dumps({"encoder": {"dim": 8, "min_df": 1}}))
     return tmp_path / "data", config
 
 

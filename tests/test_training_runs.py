@@ -33,7 +33,7 @@ def test_the_first_build_makes_a_live_version_and_index(tiny_taxonomy):
         "char_ngram_tfidf",
         21,
     )
-    assert version.config["dim"] == TINY_MODEL["dim"]
+    assert version.config["encoder"]["dim"] == TINY_MODEL["encoder"]["dim"]
     assert len(version.data_sha256) == 64
 
 
@@ -85,7 +85,7 @@ def test_removed_members_are_never_returned_and_mark_the_index_stale(tiny_taxono
 def test_a_failed_run_is_recorded_and_leaves_the_live_model_serving(tiny_taxonomy):
     live_before = Deployment.objects.get().index_build_id
     run = training_run_request(
-        taxonomy=tiny_taxonomy, kind="build", config={"dim": 1}, enqueue=False
+        taxonomy=tiny_taxonomy, kind="build", config={"encoder": {"dim": 1}}, enqueue=False
     )
     run = training_run_execute(run_id=run.id)
     assert run.status == "failed"
@@ -109,7 +109,10 @@ def test_a_build_without_activate_leaves_the_live_version_alone(tiny_taxonomy):
 def test_a_new_live_version_reaches_a_process_that_loaded_the_old_one(tiny_taxonomy):
     first = live_engine(tiny_taxonomy)
     run = training_run_request(
-        taxonomy=tiny_taxonomy, kind="build", config={"dim": 16, "min_df": 1}, enqueue=False
+        taxonomy=tiny_taxonomy,
+        kind="build",
+        config={"encoder": {"dim": 16, "min_df": 1}},
+        enqueue=False,
     )
     training_run_execute(run_id=run.id)
     second = live_engine(tiny_taxonomy)

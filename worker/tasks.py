@@ -14,6 +14,7 @@ from models_app.services import (
     training_run_execute,
     training_run_request,
     training_runs_fail_stale,
+    training_runs_resend_queued,
 )
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ def reindex_stale_taxonomies() -> int:
     freed = training_runs_fail_stale(older_than_seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
     if freed:
         logger.warning("marked %d abandoned training run(s) failed", freed)
+    resent = training_runs_resend_queued(older_than_seconds=settings.SIAMWEB_REINDEX_CHECK_SECONDS)
+    if resent:
+        logger.warning("sent %d queued training run(s) again", resent)
     requested = 0
     for taxonomy in Taxonomy.objects.filter(deployment__isnull=False):
         if taxonomy_needs_reindex(taxonomy):

@@ -102,6 +102,7 @@ def judgement_create(
     user,
     verdict: str,
     group: Group | None = None,
+    prediction_id: int | None = None,
 ) -> Judgement:
     """Record a verdict and what follows from it, all in one transaction.
 
@@ -120,8 +121,17 @@ def judgement_create(
         raise VerdictError("verdict", f"unknown verdict {verdict!r}")
     if item.status == ReviewItem.Status.DONE:
         raise VerdictError("review_item", "this item has already been judged")
+    if prediction_id is not None and prediction_id != item.prediction_id:
+        raise VerdictError(
+            "prediction", "the prediction changed since this card was shown; judge the new one"
+        )
     if group is not None and group.taxonomy_id != taxonomy.id:
         raise VerdictError("group", f"group {group.code} is not in taxonomy {taxonomy.slug}")
+    rejected_before = set(
+        Judgement.objects.filter(review_item=item, rejected_group__isnull=False).values_list(
+            "rejected_group_id", flat=True
+        )
+    )
     predicted = item.prediction.top_group
     text = item.input.text
     pairs: list[FeedbackPair] = []
@@ -131,23 +141,30 @@ def judgement_create(
         chosen = group or predicted
         if chosen is None:
             raise VerdictError("group", "the prediction has no group to confirm")
+        if chosen.id in rejected_before:
+            raise VerdictError("group", f"{chosen.name} was rejected for this input")
         pairs.append(_pair(taxonomy, text, _evidence(item.prediction, chosen), True, "confirm"))
     elif verdict == Judgement.Verdict.FALSE_MATCH:
         rejected = group or predicted
         if rejected is None:
             raise VerdictError("group", "the prediction has no group to reject")
+        if rejected.id in rejected_before:
+            raise VerdictError("group", f"{rejected.name} is already marked a false match")
         pairs.append(
             _pair(taxonomy, text, _evidence(item.prediction, rejected), False, "false_match")
         )
     elif verdict == Judgement.Verdict.REASSIGN:
         if group is None:
             raise VerdictError("group", "reassign needs the group the input belongs to")
+        if group.id in rejected_before:
+            raise VerdictError("group", f"{group.name} was rejected for this input")
         chosen = group
         # After a false match the wrong group is already recorded; don't count it twice.
-        already_rejected = item.status == ReviewItem.Status.AWAITING_GROUP
         rejected = (
             predicted
-            if predicted is not None and predicted.id != group.id and not already_rejected
+            if predicted is not None
+            and predicted.id != group.id
+            and predicted.id not in rejected_before
             else None
         )
         pairs.append(_pair(taxonomy, text, _Evidence(group, group.name), True, "reassign"))
@@ -161,7 +178,11 @@ def judgement_create(
                     "reassign_negative",
                 )
             )
-    elif verdict == Judgement.Verdict.NONE and predicted is not None:
+    elif (
+        verdict == Judgement.Verdict.NONE
+        and predicted is not None
+        and predicted.id not in rejected_before
+    ):
         rejected = predicted
         pairs.append(
             _pair(taxonomy, text, _evidence(item.prediction, predicted), False, "false_match")
@@ -199,5 +220,10 @@ def judgement_create(
 
 def _pair(taxonomy, text: str, evidence: _Evidence, label: bool, origin: str) -> FeedbackPair:
     return FeedbackPair(
-        taxonomy=taxonomy, text_a=text, text_b=evidence.member_text, label=label, origin=origin
+        taxonomy=taxonomy,
+        text_a=text,
+        text_b=evidence.member_text,
+        group=evidence.group,
+        label=label,
+        origin=origin,
     )

@@ -196,21 +196,26 @@ class CharNgramTfidfEncoder:
         return cls(config, vocabulary, idf, projection)
 
 
-_ENCODERS: dict[str, tuple[type, type]] = {
-    CharNgramTfidfEncoder.kind: (CharNgramTfidfEncoder, CharNgramConfig),
-}
+def _registry() -> dict[str, tuple[type, type]]:
+    # The trainable encoders build on this module, so they are looked up at call time.
+    from models_app.siamese.networks import NEURAL_ENCODERS
+
+    return {CharNgramTfidfEncoder.kind: (CharNgramTfidfEncoder, CharNgramConfig), **NEURAL_ENCODERS}
 
 
 def encoder_kinds() -> list[str]:
-    return sorted(_ENCODERS)
+    return sorted(_registry())
 
 
 def parse_config(raw: dict[str, Any]) -> Any:
     """Build the config dataclass that ``raw["kind"]`` names; unknown keys are errors."""
+    if not isinstance(raw, dict):
+        raise ConfigError("an encoder config must be a JSON object")
+    registry = _registry()
     kind = raw.get("kind", CharNgramConfig.kind)
-    if kind not in _ENCODERS:
+    if kind not in registry:
         raise ConfigError(f"unknown encoder kind {kind!r}; choose one of {encoder_kinds()}")
-    config_class = _ENCODERS[kind][1]
+    config_class = registry[kind][1]
     known = {field.name for field in dataclasses.fields(config_class)}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -221,10 +226,16 @@ def parse_config(raw: dict[str, Any]) -> Any:
         raise ConfigError(str(exc)) from None
 
 
+def encoder_class(kind: str) -> type:
+    return _registry()[kind][0]
+
+
 def fit_encoder(texts: Sequence[str], raw_config: dict[str, Any]) -> Encoder:
+    """Fit an encoder that needs no training (``char_ngram_tfidf``)."""
     config = parse_config(raw_config)
-    encoder_class = _ENCODERS[config.kind][0]
-    return encoder_class.fit(texts, config)
+    if config.kind != CharNgramTfidfEncoder.kind:
+        raise ConfigError(f"{config.kind} is trained, not fitted: use train.train_encoder")
+    return CharNgramTfidfEncoder.fit(texts, config)
 
 
 def load_encoder(folder: Path) -> Encoder:
@@ -233,4 +244,4 @@ def load_encoder(folder: Path) -> Encoder:
         config = parse_config(manifest["config"])
     except (KeyError, ConfigError) as exc:
         raise ArtifactError(f"encoder in {folder} has an unusable config: {exc}") from None
-    return _ENCODERS[config.kind][0].load(folder, config)
+    return encoder_class(config.kind).load(folder, config)

@@ -39,6 +39,10 @@ class MemberIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
+    def member_ids(self) -> np.ndarray:
+        """Every member id the index holds, in insertion order."""
+        return faiss.vector_to_array(self._index.id_map).astype(np.int64)
+
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(scores, member_ids)``, each ``(Q, k)``; missing neighbours have id -1."""
         queries = _as_matrix(queries)

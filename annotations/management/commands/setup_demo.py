@@ -15,6 +15,9 @@ from annotations.services.review import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from models_app.models import ModelVersion, TrainingRun
 from models_app.services import (
+    deployment_activate,
+    index_build_create,
+    model_version_import,
     taxonomy_needs_reindex,
     training_run_execute,
     training_run_request,
@@ -45,7 +48,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, data_dir: Path, config: Path | None, **options) -> None:
         data = data_dir
-        self.encoder_config = json.loads(config.read_text()) if config else {}
+        self.model_spec = json.loads(config.read_text()) if config else {}
         started = time.perf_counter()
         try:
             report = taxonomy_import(
@@ -55,14 +58,14 @@ class Command(BaseCommand):
             raise CommandError(f"bundled O*NET import failed: {exc}") from None
         self.stdout.write(report.summary())
         taxonomy = report.taxonomy
-        self._ensure_live_model(taxonomy)
+        self._ensure_live_model(taxonomy, data / "models" / DEMO_SLUG)
         self._ensure_users()
         self._ensure_inputs(taxonomy, data / "demo_inputs.txt")
         self.stdout.write(f"setup done in {time.perf_counter() - started:.1f}s")
 
     def _run(self, taxonomy: Taxonomy, kind: str) -> None:
         run = training_run_request(
-            taxonomy=taxonomy, kind=kind, config=self.encoder_config, enqueue=False
+            taxonomy=taxonomy, kind=kind, config=self.model_spec, enqueue=False
         )
         if run is None:
             self.stdout.write(f"{taxonomy.slug}: a run is already active; leaving it to finish")
@@ -72,10 +75,15 @@ class Command(BaseCommand):
             raise CommandError(f"{kind} of {taxonomy.slug} failed: {run.error}")
         self.stdout.write(f"{taxonomy.slug}: {kind} → {run.index_build} ({run.index_build.size})")
 
-    def _ensure_live_model(self, taxonomy: Taxonomy) -> None:
+    def _ensure_live_model(self, taxonomy: Taxonomy, shipped: Path) -> None:
         if not hasattr(taxonomy, "deployment"):
             if ModelVersion.objects.filter(taxonomy=taxonomy).exists():
                 self._run(taxonomy, TrainingRun.Kind.REINDEX)
+            elif shipped.exists() and not self.model_spec:
+                version = model_version_import(taxonomy=taxonomy, folder=shipped)
+                build = index_build_create(model_version=version)
+                deployment_activate(index_build=build)
+                self.stdout.write(f"{taxonomy.slug}: shipped model {version.label} is live")
             else:
                 self.stdout.write(f"{taxonomy.slug}: training the first model (about a minute)")
                 self._run(taxonomy, TrainingRun.Kind.BUILD)

@@ -7,40 +7,59 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.selectors import taxonomy_get
-from models_app.models import TrainingRun
+from models_app.models import ModelVersion, TrainingRun
 from models_app.services import training_run_execute, training_run_request
-from models_app.siamese.encoders import ConfigError, parse_config
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.train import parse_model_spec
 
 
 class Command(BaseCommand):
-    help = "Fit a model on a taxonomy's members and build its index, in this process."
+    help = (
+        "Train a model on a taxonomy's members (and its curators' feedback), build its index, "
+        "evaluate it; in this process. Every run leaves a model version with metrics and config."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug")
-        parser.add_argument("--config", type=Path, help="JSON file with the encoder config")
+        parser.add_argument(
+            "--config",
+            type=Path,
+            help='JSON model spec: {"encoder": {...}, "training": {...}} (default: built-in)',
+        )
+        parser.add_argument(
+            "--from",
+            dest="parent",
+            type=int,
+            metavar="VERSION",
+            help="fine-tune this version's weights (its number, e.g. 3) instead of starting fresh",
+        )
         parser.add_argument("--activate", action="store_true", help="make the result live")
 
-    def handle(self, *args, slug: str, config: Path | None, activate: bool, **options) -> None:
+    def handle(self, *args, slug, config, parent, activate, **options) -> None:
         taxonomy = taxonomy_get(slug)
         if taxonomy is None:
             raise CommandError(f"no taxonomy {slug!r}")
-        encoder_config = {}
+        spec = {}
         if config is not None:
             try:
-                encoder_config = json.loads(config.read_text())
+                spec = json.loads(config.read_text())
             except (OSError, ValueError) as exc:
                 raise CommandError(f"cannot read config {config}: {exc}") from None
-            if not isinstance(encoder_config, dict):
-                raise CommandError(f"{config} must hold a JSON object")
         try:
-            parse_config(encoder_config)
+            parse_model_spec(spec)
         except ConfigError as exc:
-            raise CommandError(f"bad config: {exc}") from None
+            raise CommandError(f"bad config {config}: {exc}") from None
+        parent_version = None
+        if parent is not None:
+            parent_version = ModelVersion.objects.filter(taxonomy=taxonomy, number=parent).first()
+            if parent_version is None:
+                raise CommandError(f"taxonomy {slug!r} has no model version {parent}")
         run = training_run_request(
             taxonomy=taxonomy,
             kind=TrainingRun.Kind.BUILD,
-            config=encoder_config,
+            config=spec,
             activate=activate,
+            parent_version=parent_version,
             enqueue=False,
         )
         if run is None:
@@ -49,8 +68,10 @@ class Command(BaseCommand):
         run = training_run_execute(run_id=run.id)
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"training run {run.id} failed: {run.error}")
+        version = run.model_version
         self.stdout.write(
-            f"{run.model_version.label}: {run.model_version.encoder_kind}, "
-            f"{run.index_build.size} members indexed in {time.perf_counter() - started:.1f}s"
+            f"{version.label}: {version.encoder_kind}, {run.index_build.size} members indexed, "
+            f"{time.perf_counter() - started:.1f}s"
             + (" — live" if activate else " — not live (use --activate)")
         )
+        self.stdout.write(json.dumps(version.metrics, indent=2, sort_keys=True))

@@ -1,0 +1,26 @@
+"""Access rules for the curator pages."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+
+from annotations.services.accounts import CURATORS
+
+
+def is_curator(user) -> bool:
+    """Admins curate too; everyone else needs the curators role."""
+    return user.is_active and (user.is_staff or user.groups.filter(name=CURATORS).exists())
+
+
+def curator_required(view):
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not is_curator(request.user):
+            raise PermissionDenied("curators only")
+        return view(request, *args, **kwargs)
+
+    return wrapper

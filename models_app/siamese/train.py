@@ -1,0 +1,500 @@
+"""Training: data preparation, the loop, early stopping, checkpoints, resume and fine-tuning.
+
+``prepare_data`` turns members (group id, text) and curator feedback into a ``TrainingData``;
+``train_encoder`` runs the loop on it. Both are plain functions over plain data: the Django
+services load the rows and call them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import math
+import os
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from models_app.siamese import augment
+from models_app.siamese.baselines import EncoderMatcher
+from models_app.siamese.encoders import (
+    CharNgramTfidfEncoder,
+    ConfigError,
+    Encoder,
+    encoder_class,
+    parse_config,
+)
+from models_app.siamese.evaluation import split_members
+from models_app.siamese.losses import LOSSES, build_loss
+from models_app.siamese.networks import NeuralEncoder
+
+# (stage, fraction done in [0, 1], seconds left or None)
+Progress = Callable[[str, float, float | None], None]
+PAIRWISE_LOSSES = {"contrastive", "hybrid"}
+TRIPLE_LOSSES = {"s2net"}
+CHECKPOINT = "checkpoint.pt"
+# On unit vectors -||a-b||^2 = 2cos(a, b) - 2, so SDML's scale 10 is a softmax temperature of 0.05
+# over cosine similarities, the setting measured before this code was written (DESIGN.md).
+DEFAULT_LOSS_PARAMS: dict[str, dict[str, Any]] = {"sdml": {"scale": 10.0}}
+SYNONYMS_FILE = Path(__file__).parent / "resources" / "synonyms.txt"
+
+
+def _no_progress(stage: str, fraction: float, eta: float | None) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    loss: str = "sdml"
+    loss_params: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    max_steps: int = 20_000
+    eval_every: int = 500
+    patience: int = 4  # evaluations without improvement before stopping
+    max_minutes: float = 60.0
+    validation_share: float = 0.05
+    validation_max: int = 2_000
+    negatives_per_positive: int = 4  # the paper's 4:1, for the pairwise losses
+    hard_negative_share: float = 0.5
+    typo_share: float = 0.1
+    synonym_share: float = 0.1
+    extra_words_share: float = 0.1
+    feedback_share: float = 0.1
+    replay_share: float = 1.0  # fine-tuning: share of taxonomy pairs kept beside the feedback
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 0  # 0: every core
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.loss in LOSSES, f"unknown loss {self.loss!r}; choose one of {sorted(LOSSES)}"),
+            (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
+            (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
+            (self.max_steps >= 1, "max_steps must be at least 1"),
+            (self.eval_every >= 1, "eval_every must be at least 1"),
+            (self.patience >= 1, "patience must be at least 1"),
+            (self.max_minutes > 0, "max_minutes must be positive"),
+            (0 <= self.validation_share < 0.5, "validation_share must be in [0, 0.5)"),
+            (self.negatives_per_positive >= 1, "negatives_per_positive must be at least 1"),
+            (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
+            (self.threads >= 0, "threads must not be negative"),
+        ]
+        for name in (
+            "hard_negative_share",
+            "typo_share",
+            "synonym_share",
+            "extra_words_share",
+            "feedback_share",
+            "replay_share",
+        ):
+            checks.append((0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1]"))
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
+        if not isinstance(raw, dict):
+            raise ConfigError("a training config must be a JSON object")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"unknown training option(s): {', '.join(unknown)}")
+        try:
+            return cls(**raw)
+        except TypeError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class FeedbackExample:
+    text: str
+    group_id: int
+    label: bool  # True: text belongs to group_id; False: it does not
+    member_text: str = ""  # the member it was matched with, when known
+
+
+@dataclass
+class TrainingData:
+    train: list[tuple[int, str]]  # (group id, text)
+    validation: list[tuple[int, str]]
+    feedback: list[FeedbackExample]
+    by_group: dict[int, list[str]]
+    sha256: str
+
+
+def prepare_data(
+    members: Sequence[tuple[int, str]],
+    feedback: Sequence[FeedbackExample] = (),
+    *,
+    config: TrainConfig,
+) -> TrainingData:
+    if len({group for group, _ in members}) < 2:
+        raise ConfigError("training needs member strings in at least two groups")
+    train, validation = split_members(
+        list(members), validation_share=config.validation_share, seed=config.seed
+    )
+    validation = validation[: config.validation_max]
+    by_group: dict[int, list[str]] = defaultdict(list)
+    for group, text in train:
+        by_group[group].append(text)
+    digest = hashlib.sha256()
+    for group, text in sorted(members):
+        digest.update(f"{group}\t{text}\n".encode())
+    for example in feedback:
+        digest.update(f"{example.group_id}\t{example.text}\t{example.label}\n".encode())
+    return TrainingData(
+        train=list(train),
+        validation=list(validation),
+        feedback=list(feedback),
+        by_group=dict(by_group),
+        sha256=digest.hexdigest(),
+    )
+
+
+@dataclass
+class TrainResult:
+    encoder: Encoder
+    metrics: dict[str, float]
+    history: list[dict[str, float]]
+    steps: int
+    stopped_because: str
+    device: str
+    seconds: float
+
+
+class BatchSampler:
+    """Builds batches of (anchor, positive[, negatives]) from the taxonomy and the feedback.
+
+    Anchors are member strings drawn uniformly (so every string is seen), positives another
+    string of the same group, or an augmented copy when the group has one string. Augmentations
+    apply to the anchor: typos, a synonym swap, extra job-ad words. Hard negatives come from the
+    groups the current model confuses with the anchor's (refreshed at every evaluation).
+    """
+
+    def __init__(self, data: TrainingData, config: TrainConfig, rng: random.Random) -> None:
+        self.data, self.config, self.rng = data, config, rng
+        self.groups = sorted(data.by_group)
+        self.extra_words = augment.ExtraWords("train", seed=config.seed)
+        groups_text = {str(g): texts for g, texts in data.by_group.items()}
+        self.synonyms = augment.load_synonyms(SYNONYMS_FILE) + augment.induce_synonyms(groups_text)
+        self.confusable: dict[int, list[int]] = {}
+        self.positive_feedback = [
+            f for f in data.feedback if f.label and f.group_id in data.by_group
+        ]
+        self.negative_feedback = [f for f in data.feedback if not f.label]
+
+    def augment(self, text: str) -> str:
+        rng, c = self.rng, self.config
+        if rng.random() < c.synonym_share:
+            text = augment.apply_synonym(text, self.synonyms, rng) or text
+        if rng.random() < c.extra_words_share:
+            text = self.extra_words.decorate(text, rng)
+        if rng.random() < c.typo_share:
+            text = augment.add_typos(text, rng)
+        return text
+
+    def _positive_pair(self) -> tuple[int, str, str]:
+        rng = self.rng
+        if self.positive_feedback and rng.random() < self.config.feedback_share:
+            example = rng.choice(self.positive_feedback)
+            return (
+                example.group_id,
+                example.text,
+                example.member_text or rng.choice(self.data.by_group[example.group_id]),
+            )
+        group, anchor = rng.choice(self.data.train)
+        others = self.data.by_group[group]
+        positive = rng.choice(others) if len(others) > 1 else anchor
+        if positive == anchor:
+            return group, self.augment(anchor), anchor
+        return group, self.augment(anchor), positive
+
+    def _negative_text(self, group: int) -> str:
+        rng = self.rng
+        confusable = self.confusable.get(group)
+        if confusable and rng.random() < self.config.hard_negative_share:
+            other = rng.choice(confusable)
+        else:
+            other = rng.choice(self.groups)
+            while other == group and len(self.groups) > 1:
+                other = rng.choice(self.groups)
+        return rng.choice(self.data.by_group[other])
+
+    def batch(self) -> dict[str, Any]:
+        """Texts and targets for one step; the loss decides which parts it uses."""
+        size = self.config.batch_size
+        pairs = [self._positive_pair() for _ in range(size)]
+        batch: dict[str, Any] = {
+            "groups": [g for g, _, _ in pairs],
+            "anchors": [a for _, a, _ in pairs],
+            "positives": [p for _, _, p in pairs],
+        }
+        if self.config.loss in PAIRWISE_LOSSES | TRIPLE_LOSSES:
+            per = 1 if self.config.loss in TRIPLE_LOSSES else self.config.negatives_per_positive
+            negatives = []
+            for group, anchor, _ in pairs:
+                for _ in range(per):
+                    if self.negative_feedback and self.rng.random() < self.config.feedback_share:
+                        example = self.rng.choice(self.negative_feedback)
+                        negatives.append((example.text, example.member_text or anchor))
+                    else:
+                        negatives.append((anchor, self._negative_text(group)))
+            batch["negatives"] = negatives
+        return batch
+
+    def refresh_confusable(self, encoder: Encoder, top: int = 10) -> None:
+        """Nearest other groups by the mean vector of their strings, under the current model."""
+        texts = [text for _, text in self.data.train]
+        vectors = encoder.encode(texts)
+        index = {group: i for i, group in enumerate(self.groups)}
+        centroids = np.zeros((len(self.groups), vectors.shape[1]), dtype=np.float32)
+        np.add.at(centroids, [index[g] for g, _ in self.data.train], vectors)
+        centroids /= np.linalg.norm(centroids, axis=1, keepdims=True).clip(1e-6)
+        similarity = centroids @ centroids.T  # (G, G)
+        np.fill_diagonal(similarity, -np.inf)
+        nearest = np.argsort(-similarity, axis=1)[:, :top]
+        self.confusable = {
+            group: [self.groups[j] for j in nearest[i]] for i, group in enumerate(self.groups)
+        }
+
+
+def _embed(encoder: NeuralEncoder, texts: list[str], rng: random.Random) -> torch.Tensor:
+    # Search is by cosine, so every loss sees unit vectors: what it shapes is what is searched.
+    return torch.nn.functional.normalize(encoder.embed(texts, train=True, rng=rng), dim=1)
+
+
+def loss_step(
+    encoder: NeuralEncoder, loss: torch.nn.Module, name: str, batch: dict, rng: random.Random
+) -> torch.Tensor:
+    """Embed the batch's texts and apply the configured loss."""
+    if name in PAIRWISE_LOSSES:
+        left = batch["anchors"] + [a for a, _ in batch["negatives"]]
+        right = batch["positives"] + [b for _, b in batch["negatives"]]
+        labels = torch.cat(
+            [torch.ones(len(batch["anchors"])), torch.zeros(len(batch["negatives"]))]
+        ).to(encoder.device)
+        a = _embed(encoder, left, rng)  # (P + N, D)
+        b = _embed(encoder, right, rng)  # (P + N, D)
+        return loss(a, b, labels)
+    anchors = _embed(encoder, batch["anchors"], rng)  # (B, D)
+    positives = _embed(encoder, batch["positives"], rng)  # (B, D)
+    if name in TRIPLE_LOSSES:
+        negatives = _embed(encoder, [b for _, b in batch["negatives"]], rng)
+        return loss(anchors, positives, negatives)
+    groups = torch.tensor(batch["groups"], device=encoder.device)
+    if name == "triplet":
+        generator = torch.Generator(device=encoder.device).manual_seed(rng.randrange(2**31))
+        return loss(anchors, positives, groups, generator=generator)
+    return loss(anchors, positives, groups)
+
+
+def validation_accuracy(encoder: Encoder, data: TrainingData) -> float:
+    """Share of held-out strings whose nearest training string is in their group.
+
+    With nothing held out (a tiny taxonomy) it is measured on the training strings themselves.
+    """
+    if not data.validation:
+        data = dataclasses.replace(data, validation=data.train)
+    matcher = EncoderMatcher(encoder, [t for _, t in data.train], [g for g, _ in data.train])
+    ranked = matcher.rank([t for _, t in data.validation], 1)
+    hits = sum(
+        1 for (group, _), row in zip(data.validation, ranked, strict=True) if row[:1] == [group]
+    )
+    return hits / len(data.validation)
+
+
+def choose_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but CUDA is not available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def _set_threads(threads: int) -> None:
+    torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
+
+
+def _save_checkpoint(folder: Path, state: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = folder / f".{CHECKPOINT}.tmp"
+    torch.save(state, scratch)
+    scratch.replace(folder / CHECKPOINT)  # a reader sees the old file or the new, whole
+
+
+def train_encoder(
+    data: TrainingData,
+    encoder_config: dict[str, Any],
+    config: TrainConfig,
+    *,
+    parent: Encoder | None = None,
+    checkpoint_dir: Path | None = None,
+    progress: Progress = _no_progress,
+) -> TrainResult:
+    """Train (or, with ``parent``, fine-tune) an encoder; returns the best one seen.
+
+    With ``checkpoint_dir``, the state is saved at every evaluation and a later call with the
+    same data and configs resumes from it.
+    """
+    started = time.monotonic()
+    parsed = parse_config(encoder_config)
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    np.random.seed(config.seed % 2**32)
+
+    if parsed.kind == CharNgramTfidfEncoder.kind:
+        progress("train", 0.0, None)
+        # Nothing is learned from labels here, so every string shapes the vocabulary.
+        encoder = CharNgramTfidfEncoder.fit([t for _, t in data.train + data.validation], parsed)
+        accuracy = validation_accuracy(encoder, data)
+        progress("train", 1.0, 0.0)
+        return TrainResult(
+            encoder, {"validation_accuracy": accuracy}, [], 0, "fitted", "cpu",
+            time.monotonic() - started,
+        )  # fmt: skip
+
+    device = choose_device(config.device)
+    if device.type == "cpu":
+        _set_threads(config.threads)
+    if parent is not None:
+        if not isinstance(parent, NeuralEncoder) or parent.config != parsed:
+            raise ConfigError(
+                "the parent checkpoint was trained with another encoder config; fine-tuning "
+                "needs the same one"
+            )
+        encoder = copy.deepcopy(parent)
+    else:
+        encoder = encoder_class(parsed.kind).create([t for _, t in data.train], parsed)
+    encoder.to(device)
+    loss_params = {**DEFAULT_LOSS_PARAMS.get(config.loss, {}), **config.loss_params}
+    loss = build_loss(config.loss, loss_params, dim=encoder.dim).to(device)
+    optimizer = torch.optim.Adam(
+        list(encoder.parameters()) + list(loss.parameters()), lr=config.learning_rate
+    )
+    sampler = BatchSampler(data, config, rng)
+
+    step, best_metric, best_state, history, bad_evaluations = 0, -math.inf, None, [], 0
+    fingerprint = {
+        "data_sha256": data.sha256,
+        "encoder_config": dataclasses.asdict(parsed),
+        "train_config": dataclasses.asdict(config),
+    }
+    checkpoint_path = checkpoint_dir / CHECKPOINT if checkpoint_dir else None
+    if checkpoint_path is not None and checkpoint_path.exists():
+        saved = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        if saved["fingerprint"] != fingerprint:
+            raise ConfigError(
+                f"{checkpoint_path} was written for other data or configs; remove it to start over"
+            )
+        encoder.load_state_dict(saved["encoder"])
+        loss.load_state_dict(saved["loss"])
+        optimizer.load_state_dict(saved["optimizer"])
+        step, best_metric, history = saved["step"], saved["best_metric"], saved["history"]
+        best_state, bad_evaluations = saved["best_state"], saved["bad_evaluations"]
+        rng.setstate(saved["rng"])
+        sampler.confusable = saved["confusable"]
+
+    if parent is not None and best_metric == -math.inf:
+        best_metric = validation_accuracy(encoder, data)  # fine-tuning must beat its parent
+        best_state = copy.deepcopy(encoder.state_dict())
+        history.append({"step": 0, "validation_accuracy": best_metric})
+    if not sampler.confusable and config.hard_negative_share > 0 and parent is not None:
+        sampler.refresh_confusable(encoder)
+
+    deadline = started + config.max_minutes * 60
+    stopped_because = "max_steps"
+    encoder.train()
+    while step < config.max_steps:
+        if time.monotonic() > deadline:
+            stopped_because = "time budget"
+            break
+        optimizer.zero_grad(set_to_none=True)
+        value = loss_step(encoder, loss, config.loss, sampler.batch(), rng)
+        value.backward()
+        torch.nn.utils.clip_grad_norm_(encoder.parameters(), 5.0)
+        optimizer.step()
+        step += 1
+        if step % config.eval_every == 0 or step == config.max_steps:
+            progress("evaluate", step / config.max_steps, None)
+            metric = validation_accuracy(encoder, data)
+            history.append({"step": step, "loss": float(value), "validation_accuracy": metric})
+            if metric > best_metric:
+                best_metric, bad_evaluations = metric, 0
+                best_state = copy.deepcopy(encoder.state_dict())
+            else:
+                bad_evaluations += 1
+            if config.hard_negative_share > 0:
+                sampler.refresh_confusable(encoder)
+            encoder.train()
+            if checkpoint_path is not None:
+                _save_checkpoint(
+                    checkpoint_dir,
+                    {
+                        "fingerprint": fingerprint,
+                        "encoder": encoder.state_dict(),
+                        "loss": loss.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "step": step,
+                        "best_metric": best_metric,
+                        "best_state": best_state,
+                        "bad_evaluations": bad_evaluations,
+                        "history": history,
+                        "rng": rng.getstate(),
+                        "confusable": sampler.confusable,
+                    },
+                )
+            if bad_evaluations >= config.patience:
+                stopped_because = "early stopping"
+                break
+        if step % 20 == 0:
+            elapsed = time.monotonic() - started
+            eta = min(
+                elapsed / step * (config.max_steps - step),
+                max(0.0, deadline - time.monotonic()),
+            )
+            progress("train", step / config.max_steps, eta)
+
+    if best_state is not None:
+        encoder.load_state_dict(best_state)
+    encoder.eval()
+    encoder.to("cpu")
+    return TrainResult(
+        encoder=encoder,
+        metrics={"validation_accuracy": best_metric, "steps": float(step)},
+        history=history,
+        steps=step,
+        stopped_because=stopped_because,
+        device=device.type,
+        seconds=time.monotonic() - started,
+    )
+
+
+# A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.
+DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
+
+
+def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainConfig]:
+    """Check a spec whole before any work starts; returns (encoder config, training config)."""
+    raw = DEFAULT_SPEC if raw is None or raw == {} else raw
+    if not isinstance(raw, dict):
+        raise ConfigError("a model spec must be a JSON object with 'encoder' and 'training'")
+    unknown = sorted(set(raw) - {"encoder", "training"})
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) in the model spec: {', '.join(unknown)}; expected 'encoder' and "
+            "'training'"
+        )
+    encoder = raw.get("encoder", DEFAULT_SPEC["encoder"])
+    encoder_config = parse_config(encoder)
+    training = TrainConfig.from_dict(raw.get("training", {}))
+    return dataclasses.asdict(encoder_config), training

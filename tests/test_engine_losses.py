@@ -1,0 +1,482 @@
+"""The engine's losses on small hand-made tensors: values, gradient signs, masking, registry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.losses import (
+    LOSSES,
+    CosineContrastiveLoss,
+    HybridLoss,
+    S2NetLoss,
+    SDMLLoss,
+    TripletLoss,
+    build_loss,
+)
+
+
+def tensor(
+    rows: list[list[float]], *, grad: bool = False, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    return torch.tensor(rows, dtype=dtype, requires_grad=grad)
+
+
+def numpy_sdml(a: np.ndarray, b: np.ndarray, usable: np.ndarray, eps: float, scale: float):
+    """Reference SDML, one row at a time over that row's usable columns (diagonal included)."""
+    losses = []
+    for i in range(len(a)):
+        cols = np.flatnonzero(usable[i])
+        if len(cols) < 2:
+            continue
+        logits = -scale * ((a[i] - b[cols]) ** 2).sum(axis=1)
+        log_p = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+        target = np.full(len(cols), eps / len(cols))
+        target[cols == i] += 1.0 - eps
+        losses.append(float((target * (np.log(target) - log_p)).sum()))
+    return float(np.mean(losses))
+
+
+# --- cosine contrastive ---------------------------------------------------------------------------
+
+# E = 0.6 for (1, 0) against (0.6, 0.8); E = 0.28 against (0.28, 0.96); E = -1 against (-1, 0).
+A = [[1.0, 0.0]] * 4
+B = [[0.6, 0.8], [1.8, 2.4], [0.28, 0.96], [-1.0, 0.0]]
+
+
+def test_contrastive_matches_the_paper_terms_on_a_mixed_batch():
+    loss = CosineContrastiveLoss(margin=0.5)
+    value = loss(tensor(A), tensor(B), torch.tensor([1, 0, 0, 1]))
+    # similar E=0.6: (1/4)(0.4)^2 = 0.04; dissimilar E=0.6 > 0.5: 0.36; dissimilar E=0.28: 0;
+    # similar E=-1: (1/4)(2)^2 = 1.
+    assert value.item() == pytest.approx((0.04 + 0.36 + 0.0 + 1.0) / 4)
+
+
+def test_a_dissimilar_pair_below_the_margin_costs_nothing_and_one_above_costs_e_squared():
+    # The paper prints "E^2 if E < m"; we read it as E > m (see the class docstring).
+    loss = CosineContrastiveLoss(margin=0.5)
+    below = loss(tensor([[1.0, 0.0]]), tensor([[0.28, 0.96]]), torch.tensor([False]))
+    above = loss(tensor([[1.0, 0.0]]), tensor([[0.6, 0.8]]), torch.tensor([False]))
+    assert below.item() == 0.0
+    assert above.item() == pytest.approx(0.6**2)
+
+
+def test_a_gradient_step_pushes_a_dissimilar_pair_above_the_margin_apart():
+    loss = CosineContrastiveLoss(margin=0.5)
+    a = tensor([[1.0, 0.0]], grad=True)
+    b = tensor([[0.6, 0.8]])
+    loss(a, b, torch.tensor([0.0])).backward()
+    with torch.no_grad():
+        stepped = a - 0.1 * a.grad
+    assert F.cosine_similarity(stepped, b).item() < 0.6
+
+
+def test_a_gradient_step_pulls_a_similar_pair_together():
+    loss = CosineContrastiveLoss()
+    a = tensor([[1.0, 0.0]], grad=True)
+    b = tensor([[0.6, 0.8]])
+    loss(a, b, torch.tensor([1.0])).backward()
+    with torch.no_grad():
+        stepped = a - 0.1 * a.grad
+    assert F.cosine_similarity(stepped, b).item() > 0.6
+
+
+def test_contrastive_rejects_labels_that_are_not_zero_or_one_and_mismatched_shapes():
+    loss = CosineContrastiveLoss()
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        loss(tensor(A), tensor(B), torch.tensor([1, 0, 2, 1]))
+    with pytest.raises(ValueError, match="labels must have shape"):
+        loss(tensor(A), tensor(B), torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="shapes differ"):
+        loss(tensor(A), tensor(B[:3]), torch.tensor([1, 0, 0, 1]))
+
+
+# --- SDML -----------------------------------------------------------------------------------------
+
+
+def test_sdml_without_smoothing_is_cross_entropy_over_negative_squared_distances():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(5, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(5, 3, generator=gen, dtype=torch.float64)
+    logits = -2.0 * torch.cdist(a, b).pow(2)
+    expected = F.cross_entropy(logits, torch.arange(5))
+    assert SDMLLoss(smoothing=0.0, scale=2.0)(a, b).item() == pytest.approx(expected.item())
+
+
+def test_sdml_smooths_like_the_paper_figure():
+    # eps = 0.3, N = 3: 0.8 on the diagonal, 0.1 elsewhere (eq. 3 and Figure 1).
+    targets = SDMLLoss(smoothing=0.3).targets(torch.ones(3, 3, dtype=torch.bool))
+    np.testing.assert_allclose(targets.numpy(), [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])
+    # A masked column gets no mass; the row's eps is spread over its two usable columns.
+    usable = torch.tensor([[True, False, True], [True, True, True], [True, True, True]])
+    row = SDMLLoss(smoothing=0.3).targets(usable)[0]
+    np.testing.assert_allclose(row.numpy(), [0.85, 0.0, 0.15])
+
+
+def test_sdml_is_the_kl_divergence_to_the_smoothed_targets():
+    a = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    b = np.array([[0.1, 0.0], [1.0, 0.5], [0.5, 1.0]])
+    value = SDMLLoss(smoothing=0.3, scale=1.5)(torch.tensor(a), torch.tensor(b))
+    expected = numpy_sdml(a, b, np.ones((3, 3), dtype=bool), eps=0.3, scale=1.5)
+    assert value.item() == pytest.approx(expected)
+
+
+def test_sdml_leaves_same_group_columns_out_of_the_softmax_and_the_smoothing():
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    groups = torch.tensor([0, 0, 1, 2])
+    usable = (groups[:, None] != groups[None, :]) | torch.eye(4, dtype=torch.bool)
+    value = SDMLLoss(smoothing=0.3)(a, b, groups)
+    expected = numpy_sdml(a.numpy(), b.numpy(), usable.numpy(), eps=0.3, scale=1.0)
+    assert value.item() == pytest.approx(expected)
+
+
+def test_moving_a_same_group_column_does_not_move_the_anchor_of_that_group():
+    # a_0 appears only in row 0, so its gradient sees only the columns row 0 may use.
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(3, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(3, 3, generator=gen, dtype=torch.float64)
+    groups = torch.tensor([7, 7, 8])
+    loss = SDMLLoss(smoothing=0.3)
+
+    def anchor_grad(columns: torch.Tensor) -> torch.Tensor:
+        anchors = a.clone().requires_grad_(True)
+        loss(anchors, columns, groups).backward()
+        return anchors.grad[0]
+
+    same_group_moved = b.clone()
+    same_group_moved[1] += 5.0
+    other_group_moved = b.clone()
+    other_group_moved[2] += 5.0
+    assert torch.allclose(anchor_grad(same_group_moved), anchor_grad(b))
+    assert not torch.allclose(anchor_grad(other_group_moved), anchor_grad(b))
+
+
+def test_sdml_pulls_a_positive_that_is_farther_than_the_negatives():
+    a = tensor([[0.0, 0.0], [3.0, 0.0]])
+    b = tensor([[2.0, 0.0], [1.5, 0.5]], grad=True)
+    SDMLLoss(smoothing=0.3)(a, b).backward()
+    with torch.no_grad():
+        stepped = b - 0.05 * b.grad
+    assert (stepped[0] - a[0]).norm() < (b[0] - a[0]).norm()
+
+
+def test_sdml_smoothing_draws_a_far_negative_back_instead_of_pushing_it_to_infinity():
+    # Row 0 gives its negative b_1 less than its 0.15 target, so the smoothing mass pulls b_1
+    # in: random points settle on a sphere around the anchor. a_1 sits on b_1, so row 1 puts no
+    # gradient on b_1 and only row 0 moves it.
+    a = tensor([[0.0, 0.0], [0.0, 2.0]])
+    b = tensor([[0.5, 0.0], [0.0, 2.0]], grad=True)
+    SDMLLoss(smoothing=0.3)(a, b).backward()
+    with torch.no_grad():
+        stepped = b - 0.01 * b.grad
+    assert (stepped[1] - a[0]).norm() < (b[1] - a[0]).norm()
+    b.grad = None
+    SDMLLoss(smoothing=0.0)(a, b).backward()
+    with torch.no_grad():
+        stepped = b - 0.01 * b.grad
+    assert (stepped[1] - a[0]).norm() > (b[1] - a[0]).norm()
+
+
+def test_sdml_with_no_negatives_returns_a_zero_that_still_backpropagates():
+    # A batch of one (a short last batch) or of one group carries no signal; it must not crash.
+    loss = SDMLLoss()
+    single = tensor([[1.0, 2.0]], grad=True)
+    value = loss(single, tensor([[0.0, 1.0]]))
+    assert value.item() == 0.0
+    value.backward()
+    assert single.grad is not None
+    assert torch.count_nonzero(single.grad) == 0
+    same = loss(tensor([[1.0, 0.0], [0.0, 1.0]]), tensor([[1.0, 1.0], [2.0, 0.0]]), torch.zeros(2))
+    assert same.item() == 0.0
+
+
+def test_sdml_rejects_group_ids_of_the_wrong_length():
+    with pytest.raises(ValueError, match="group_ids must have shape"):
+        SDMLLoss()(tensor(A), tensor(B), torch.tensor([0, 1]))
+
+
+# --- triplet --------------------------------------------------------------------------------------
+
+ANCHORS = [[0.0, 0.0], [0.0, 3.0], [5.0, 5.0]]
+POSITIVES = [[1.0, 0.0], [0.0, 4.0], [5.0, 7.0]]
+# Distances from each anchor to the other rows' positives:
+#   row 0: p1 4, p2 sqrt(74);  row 1: p0 sqrt(10), p2 sqrt(41);  row 2: p0 sqrt(41), p1 sqrt(26).
+
+
+def test_hard_mining_picks_the_closest_valid_negative():
+    loss = TripletLoss(mining="hard")
+    a, p = tensor(ANCHORS), tensor(POSITIVES)
+    everyone = ~torch.eye(3, dtype=torch.bool)
+    assert loss.negative_indices(a, p, everyone).tolist() == [1, 0, 1]
+    groups = torch.tensor([0, 0, 1])
+    not_group = (groups[:, None] != groups[None, :]) & everyone
+    assert loss.negative_indices(a, p, not_group).tolist() == [2, 2, 1]
+
+
+def test_hard_triplet_loss_with_euclidean_distance():
+    value = TripletLoss(margin=4.0, mining="hard")(tensor(ANCHORS), tensor(POSITIVES))
+    expected = ((1 - 4 + 4) + (1 - math.sqrt(10) + 4) + (2 - math.sqrt(26) + 4)) / 3
+    assert value.item() == pytest.approx(expected)
+
+
+def test_hard_triplet_loss_with_squared_distance_and_a_satisfied_row():
+    loss = TripletLoss(margin=20.0, distance="squared", mining="hard")
+    value = loss(tensor(ANCHORS), tensor(POSITIVES))
+    # row 0: 1 - 16 + 20 = 5; row 1: 1 - 10 + 20 = 11; row 2: 4 - 26 + 20 < 0, so 0.
+    assert value.item() == pytest.approx(16 / 3)
+
+
+def test_triplet_respects_groups_when_choosing_the_hard_negative():
+    loss = TripletLoss(margin=80.0, distance="squared", mining="hard")
+    value = loss(tensor(ANCHORS), tensor(POSITIVES), torch.tensor([0, 0, 1]))
+    # row 0 must take p2 (74), row 1 must take p2 (41); row 2 takes p1 (26).
+    assert value.item() == pytest.approx(((1 - 74 + 80) + (1 - 41 + 80) + (4 - 26 + 80)) / 3)
+
+
+def test_random_mining_only_draws_valid_negatives_and_reaches_all_of_them():
+    loss = TripletLoss()
+    a = torch.zeros(6, 2)
+    groups = torch.tensor([0, 0, 1, 1, 2, 2])
+    valid = (groups[:, None] != groups[None, :]) & ~torch.eye(6, dtype=torch.bool)
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.stack([loss.negative_indices(a, a, valid, gen) for _ in range(200)])  # (200, 6)
+    for row in range(6):
+        assert set(draws[:, row].tolist()) == set(valid[row].nonzero().flatten().tolist())
+
+
+def test_random_mining_is_reproducible_with_a_seeded_generator():
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(8, 4, generator=gen)
+    p = torch.randn(8, 4, generator=gen)
+    loss = TripletLoss()
+    first = loss(a, p, generator=torch.Generator().manual_seed(11))
+    second = loss(a, p, generator=torch.Generator().manual_seed(11))
+    assert first.item() == second.item()
+
+
+def test_random_triplet_value_with_a_single_candidate_per_row():
+    value = TripletLoss(margin=4.0)(tensor(ANCHORS[:2]), tensor(POSITIVES[:2]))
+    assert value.item() == pytest.approx(((1 - 4 + 4) + (1 - math.sqrt(10) + 4)) / 2)
+
+
+def test_triplet_skips_rows_without_a_valid_negative():
+    a = tensor([[0.0, 0.0], [1.0, 1.0]], grad=True)
+    value = TripletLoss()(a, tensor([[0.0, 0.0], [5.0, 5.0]]), torch.tensor([3, 3]))
+    assert value.item() == 0.0
+    value.backward()
+    assert torch.count_nonzero(a.grad) == 0
+    assert TripletLoss(mining="hard")(tensor([[1.0, 0.0]]), tensor([[1.0, 0.0]])).item() == 0.0
+
+
+def test_triplet_gradient_is_finite_when_anchor_and_positive_coincide():
+    a = tensor([[1.0, 1.0], [0.0, 0.0]], grad=True)
+    TripletLoss(mining="hard")(a, tensor([[1.0, 1.0], [0.5, 0.0]])).backward()
+    assert torch.isfinite(a.grad).all()
+
+
+# --- hybrid ---------------------------------------------------------------------------------------
+
+
+def test_hybrid_contrastive_part_is_the_papers_eq_3():
+    a = tensor([[0.0, 0.0]] * 3, dtype=torch.float32)
+    b = tensor([[3.0, 4.0], [0.3, 0.4], [3.0, 4.0]], dtype=torch.float32)
+    labels = torch.tensor([1.0, 0.0, 0.0])
+    loss = HybridLoss(dim=2, weight=0.0, margin=1.0)
+    logistic_only = loss(a, b, labels)
+    loss.weight = 2.0
+    joint = loss(a, b, labels)
+    # similar d = 5: 25; dissimilar d = 0.5 < margin: (1 - 0.5)^2; dissimilar d = 5: 0.
+    assert ((joint - logistic_only) / 2.0).item() == pytest.approx((25 + 0.25 + 0) / 3)
+
+
+def test_hybrid_logistic_part_is_binary_cross_entropy_of_the_match_probability():
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randn(4, 3, generator=gen)
+    b = torch.randn(4, 3, generator=gen)
+    labels = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    loss = HybridLoss(dim=3, weight=0.0)
+    p = loss.match_probability(a, b).detach().numpy()
+    y = labels.numpy()
+    expected = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+    assert loss(a, b, labels).item() == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_hybrid_mlp_reads_both_embeddings_and_their_distance():
+    loss = HybridLoss(dim=5, hidden=7)
+    assert loss.mlp[0].in_features == 2 * 5 + 1
+    p = loss.match_probability(torch.randn(6, 5), torch.randn(6, 5))
+    assert p.shape == (6,)
+    assert ((p >= 0) & (p <= 1)).all()
+    with pytest.raises(ValueError, match="built for dim 5"):
+        loss.match_probability(torch.randn(2, 4), torch.randn(2, 4))
+
+
+def test_hybrid_contrastive_gradient_pushes_a_close_dissimilar_pair_apart():
+    loss = HybridLoss(dim=2, weight=1.0)
+    for parameter in loss.parameters():
+        parameter.requires_grad_(False)
+        parameter.zero_()  # logit 0 everywhere: the logistic term has no gradient to give
+    a = tensor([[0.0, 0.0]], grad=True, dtype=torch.float32)
+    b = tensor([[0.3, 0.4]], dtype=torch.float32)
+    loss(a, b, torch.tensor([0.0])).backward()
+    with torch.no_grad():
+        stepped = a - 0.1 * a.grad
+    assert (stepped - b).norm() > 0.5
+
+
+# --- S2Net ----------------------------------------------------------------------------------------
+
+
+def test_s2net_is_softplus_of_the_scaled_cosine_gap():
+    anchor = tensor([[1.0, 0.0], [1.0, 0.0]])
+    positive = tensor([[2.0, 0.0], [-1.0, 0.0]])
+    negative = tensor([[0.0, 3.0], [1.0, 1.0]])
+    value = S2NetLoss(gamma=10.0)(anchor, positive, negative)
+    # row 0: delta = 1 - 0; row 1: delta = -1 - 1/sqrt(2).
+    expected = (math.log1p(math.exp(-10.0)) + math.log1p(math.exp(10.0 * (1 + 2**-0.5)))) / 2
+    assert value.item() == pytest.approx(expected)
+
+
+def test_s2net_stays_finite_for_a_huge_gamma():
+    value = S2NetLoss(gamma=1e4)(tensor([[1.0, 0.0]]), tensor([[-1.0, 0.0]]), tensor([[1.0, 0.0]]))
+    assert value.item() == pytest.approx(2e4)
+
+
+def test_s2net_gradient_raises_the_positive_cosine():
+    anchor = tensor([[1.0, 0.0]], grad=True)
+    positive = tensor([[0.6, 0.8]])
+    S2NetLoss()(anchor, positive, tensor([[0.8, 0.6]])).backward()
+    with torch.no_grad():
+        stepped = anchor - 0.1 * anchor.grad
+    assert F.cosine_similarity(stepped, positive).item() > 0.6
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_the_registry_builds_every_loss_with_its_defaults(name):
+    assert isinstance(build_loss(name, {}, dim=8), LOSSES[name])
+
+
+def test_the_registry_passes_options_and_the_encoder_dim_through():
+    assert build_loss("sdml", {"smoothing": 0.1, "scale": 20}, dim=8).smoothing == 0.1
+    hybrid = build_loss("hybrid", {"hidden": 16}, dim=12)
+    assert hybrid.mlp[0].in_features == 25
+    assert hybrid.mlp[0].out_features == 16
+
+
+def test_an_unknown_loss_name_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"contrastive.*hybrid.*s2net.*sdml.*triplet"):
+        build_loss("arcface", {}, dim=8)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("sdml", {"temperature": 0.05}, "unknown option.*temperature"),
+        ("hybrid", {"dim": 4}, "unknown option.*dim"),
+        ("triplet", {"margin": 1.0, "hard": True}, "unknown option.*hard"),
+    ],
+)
+def test_unknown_options_are_refused(name, params, message):
+    with pytest.raises(ConfigError, match=message):
+        build_loss(name, params, dim=8)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("contrastive", {"margin": -0.1}, r"margin must lie in \[0, 1\)"),
+        ("contrastive", {"margin": 1.0}, r"margin must lie in \[0, 1\)"),
+        ("contrastive", {"margin": "0.5"}, "must be a number"),
+        ("contrastive", {"margin": True}, "must be a number"),
+        ("sdml", {"smoothing": 1.0}, "smoothing"),
+        ("sdml", {"smoothing": -0.1}, "smoothing"),
+        ("sdml", {"scale": 0}, "scale must be positive"),
+        ("sdml", {"scale": float("nan")}, "must be finite"),
+        ("triplet", {"margin": -1}, "must not be negative"),
+        ("triplet", {"distance": "cosine"}, "distance must be one of"),
+        ("triplet", {"mining": "semi-hard"}, "mining must be one of"),
+        ("hybrid", {"hidden": 0}, "positive integer"),
+        ("hybrid", {"hidden": 2.5}, "positive integer"),
+        ("hybrid", {"weight": -1}, "must not be negative"),
+        ("hybrid", {"margin": 0}, "margin must be positive"),
+        ("s2net", {"gamma": 0}, "gamma must be positive"),
+        ("s2net", {"gamma": -10}, "gamma must be positive"),
+        ("s2net", {"gamma": float("inf")}, "must be finite"),
+    ],
+)
+def test_impossible_values_are_refused(name, params, message):
+    with pytest.raises(ConfigError, match=message):
+        build_loss(name, params, dim=8)
+
+
+def test_the_registry_refuses_options_that_are_not_a_mapping_and_a_bad_dim():
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        build_loss("sdml", [("smoothing", 0.1)], dim=8)
+    with pytest.raises(ConfigError, match="dim must be a positive integer"):
+        build_loss("hybrid", {}, dim=0)
+
+
+def test_direct_construction_validates_too_and_config_errors_are_value_errors():
+    with pytest.raises(ValueError, match="gamma"):
+        S2NetLoss(gamma=0.0)
+    with pytest.raises(ConfigError, match="dim"):
+        HybridLoss(dim=-3)
+    with pytest.raises(ConfigError, match="mining"):
+        TripletLoss(mining="hardest")
+
+
+# --- a toy problem: every loss learns ---------------------------------------------------------
+
+
+def toy_batch(loss_name: str, encoder: torch.nn.Module, gen: torch.Generator):
+    """Two overlapping clusters of 8-d points; a closure computes the loss through ``encoder``.
+
+    The clusters overlap enough that no random initial encoder already solves the problem.
+    """
+    centers = torch.randn(2, 8, generator=gen) * 0.5
+    cluster = torch.arange(16) % 2  # (16,)
+
+    def sample(which: torch.Tensor) -> torch.Tensor:
+        return centers[which] + torch.randn(len(which), 8, generator=gen)  # (16, 8)
+
+    x_a, x_same, x_other = sample(cluster), sample(cluster), sample(1 - cluster)
+    similar = torch.arange(16) < 8  # (16,)
+    x_b = torch.where(similar[:, None], x_same, x_other)  # (16, 8)
+    loss = build_loss(loss_name, {}, dim=4)
+
+    def compute() -> torch.Tensor:
+        if loss_name in ("contrastive", "hybrid"):
+            return loss(encoder(x_a), encoder(x_b), similar)
+        if loss_name == "sdml":
+            return loss(encoder(x_a), encoder(x_same), cluster)
+        if loss_name == "triplet":
+            return loss(encoder(x_a), encoder(x_same), cluster, torch.Generator().manual_seed(0))
+        return loss(encoder(x_a), encoder(x_same), encoder(x_other))
+
+    return loss, compute
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_a_few_adam_steps_on_two_clusters_reduce_the_loss(name):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        encoder = torch.nn.Linear(8, 4)
+        loss, compute = toy_batch(name, encoder, torch.Generator().manual_seed(0))
+        optimizer = torch.optim.Adam([*encoder.parameters(), *loss.parameters()], lr=0.05)
+        before = compute().item()
+        for _ in range(30):
+            optimizer.zero_grad()
+            compute().backward()
+            optimizer.step()
+        after = compute().item()
+    assert after < 0.8 * before, (before, after)
