@@ -61,7 +61,8 @@ def test_fitting_is_deterministic():
     [
         ({"kind": "word2vec"}, "unknown encoder kind 'word2vec'"),
         ({"dim": 1}, "dim must be between 2 and 4096"),
-        ({"dim": "big"}, "not supported between"),
+        ({"dim": "big"}, "dim must be an integer, got 'big'"),
+        ({"dim": 2.5}, "dim must be an integer, got 2.5"),
         ({"ngram_min": 4, "ngram_max": 2}, "ngram_min <= ngram_max"),
         ({"min_df": 0}, "min_df must be at least 1"),
         ({"layers": 4}, "unknown option"),

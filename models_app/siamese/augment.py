@@ -178,16 +178,17 @@ def load_synonyms(path: Path | str = MANUAL_SYNONYMS_PATH) -> list[SynonymPair]:
     return pairs
 
 
-def _complement(words: list[str], shared: set[str]) -> tuple[str, ...] | None:
-    """The words outside ``shared``, or None when they are not one contiguous run.
+def _complement(words: list[str], shared: set[str]) -> tuple[int, int] | None:
+    """The span ``[start, end)`` of the words outside ``shared``, or None if not one run.
 
     A candidate is only useful if it can be substituted, and only a contiguous run of words can
-    be swapped for another phrase in place.
+    be swapped for another phrase in place. An empty complement (one title inside the other,
+    "developer" / "senior developer") is no pair of synonyms either.
     """
     positions = [i for i, word in enumerate(words) if word not in shared]
     if not positions or positions[-1] - positions[0] + 1 != len(positions):
         return None
-    return tuple(words[positions[0] : positions[-1] + 1])
+    return positions[0], positions[-1] + 1
 
 
 def induce_synonyms_by_group(
@@ -197,6 +198,7 @@ def induce_synonyms_by_group(
     max_shared_words: int = 2,
     max_part_words: int = 2,
     allow_standalone_parts: bool = False,
+    aligned: bool = True,
     min_support: int = 1,
 ) -> dict[K, list[SynonymPair]]:
     """Synonym candidates induced inside each group, as the paper does, keyed by group.
@@ -216,6 +218,10 @@ def induce_synonyms_by_group(
     - "neither part occurs in isolation" is read as: neither part is, by itself, a whole title
       anywhere in the taxonomy (a part that is a job on its own is not a modifier that can be
       swapped). ``allow_standalone_parts=True`` turns that off;
+    - the paper calls the shared words "the matching strings" and its example keeps them in
+      place ("C++ developer" / "C++ programmer"), so with ``aligned`` (the default) the words
+      before and after the complement must be the same in both titles. Without it, "registered
+      nurse" / "nurse practitioner" would make "practitioner nurse" out of "registered nurse";
     - the paper states no minimum count; ``min_support`` (title pairs, over all groups, that
       yield the candidate) is there for noisy taxonomies and defaults to 1, i.e. no filter.
 
@@ -237,11 +243,17 @@ def induce_synonyms_by_group(
             shared = word_sets[i] & word_sets[j]
             if not min_shared_words <= len(shared) <= max_shared_words:
                 continue
-            left = _complement(tokenised[i], shared)
-            right = _complement(tokenised[j], shared)
-            if left is None or right is None or left == right:
+            left_span = _complement(tokenised[i], shared)
+            right_span = _complement(tokenised[j], shared)
+            if left_span is None or right_span is None:
                 continue
-            if len(left) > max_part_words or len(right) > max_part_words:
+            (i0, i1), (j0, j1) = left_span, right_span
+            if aligned and (
+                tokenised[i][:i0] != tokenised[j][:j0] or tokenised[i][i1:] != tokenised[j][j1:]
+            ):
+                continue
+            left, right = tokenised[i][i0:i1], tokenised[j][j0:j1]
+            if left == right or len(left) > max_part_words or len(right) > max_part_words:
                 continue
             words = left + right
             if not all(plain.setdefault(w, _PLAIN_WORD.fullmatch(w) is not None) for w in words):
@@ -265,6 +277,7 @@ def induce_synonyms(
     max_shared_words: int = 2,
     max_part_words: int = 2,
     allow_standalone_parts: bool = False,
+    aligned: bool = True,
     min_support: int = 1,
 ) -> list[SynonymPair]:
     """All accepted induced candidates of the taxonomy, sorted; see ``induce_synonyms_by_group``.
@@ -278,6 +291,7 @@ def induce_synonyms(
         max_shared_words=max_shared_words,
         max_part_words=max_part_words,
         allow_standalone_parts=allow_standalone_parts,
+        aligned=aligned,
         min_support=min_support,
     )
     return sorted({pair for pairs in by_group.values() for pair in pairs})
@@ -344,6 +358,39 @@ class SynonymReplacer:
         return text[: match.start()] + new + text[match.end() :]
 
 
+class GroupSynonyms:
+    """Manual synonyms anywhere, induced synonyms only inside the group that induced them.
+
+    The paper substitutes an induced candidate "throughout the group": "developer" ->
+    "programmer" learnt among software titles says nothing about "real estate developer". A
+    flat table of induced pairs would apply it everywhere and give training pairs the wrong
+    group. When both sources match a text, each is chosen with probability one half.
+    """
+
+    def __init__(
+        self,
+        manual: Iterable[SynonymPair] = (),
+        induced: Mapping[Hashable, Iterable[SynonymPair]] | None = None,
+    ) -> None:
+        self._manual = SynonymReplacer(manual)
+        self._induced = {key: SynonymReplacer(pairs) for key, pairs in (induced or {}).items()}
+
+    @classmethod
+    def from_taxonomy(
+        cls, groups: Mapping[Hashable, Sequence[str]], manual: Iterable[SynonymPair] = ()
+    ) -> GroupSynonyms:
+        """Induce with the paper's rules (default options) and add the ``manual`` pairs."""
+        return cls(manual, induce_synonyms_by_group(groups))
+
+    def apply(self, text: str, group: Hashable, rng: random.Random) -> str | None:
+        """``text`` (a title of ``group``) with one phrase swapped for a synonym, or None."""
+        replacers = [self._manual]
+        if group in self._induced:
+            replacers.append(self._induced[group])
+        variants = [v for v in (r.apply(text, rng) for r in replacers) if v is not None]
+        return rng.choice(variants) if variants else None
+
+
 def apply_synonym(
     text: str, synonyms: Sequence[SynonymPair] | SynonymReplacer, rng: random.Random
 ) -> str | None:
@@ -362,187 +409,60 @@ def apply_synonym(
 # The paper mines its extra words from proprietary production inputs ("looking for C++ developers
 # (urgent!)", "geography teacher 0.4 contract now"). These pools imitate such job-ad noise. Each
 # is split in two by ``ExtraWords`` so that test inputs carry noise never seen in training.
+# fmt: off
 EXTRA_WORD_POOLS: dict[str, tuple[str, ...]] = {
     "seniority": (
-        "Senior",
-        "Sr.",
-        "Junior",
-        "Jr.",
-        "Lead",
-        "Principal",
-        "Trainee",
-        "Graduate",
-        "Entry Level",
-        "Experienced",
-        "Staff",
-        "Apprentice",
-        "Intern",
-        "Mid-Level",
-        "Head",
-        "Chief",
-        "Associate",
-        "Expert",
-        "Student",
-        "Deputy",
-        "Snr",
-        "Jnr",
-        "Veteran",
-        "Novice",
+        "Senior", "Sr.", "Junior", "Jr.", "Lead", "Principal", "Trainee", "Graduate", "Entry Level",
+        "Experienced", "Staff", "Apprentice", "Intern", "Mid-Level", "Head", "Chief", "Associate",
+        "Expert", "Student", "Deputy", "Snr", "Jnr", "Veteran", "Novice",
     ),
     "location": (
-        "Berlin",
-        "Munich",
-        "Hamburg",
-        "London",
-        "Manchester",
-        "Paris",
-        "Lyon",
-        "Amsterdam",
-        "Rotterdam",
-        "New York, NY",
-        "Chicago, IL",
-        "Austin, TX",
-        "Seattle, WA",
-        "Boston, MA",
-        "Denver, CO",
-        "Atlanta, GA",
-        "Toronto",
-        "Vancouver",
-        "Sydney",
-        "Melbourne",
-        "Dublin",
-        "Madrid",
-        "Barcelona",
-        "Zurich",
-        "Vienna",
-        "Remote",
-        "Hybrid",
-        "On-site",
-        "Work from home",
-        "Nationwide",
-        "Anywhere in Europe",
-        "Bay Area",
-        "Downtown",
+        "Berlin", "Munich", "Hamburg", "London", "Manchester", "Paris", "Lyon", "Amsterdam",
+        "Rotterdam", "New York, NY", "Chicago, IL", "Austin, TX", "Seattle, WA", "Boston, MA",
+        "Denver, CO", "Atlanta, GA", "Toronto", "Vancouver", "Sydney", "Melbourne", "Dublin",
+        "Madrid", "Barcelona", "Zurich", "Vienna", "Remote", "Hybrid", "On-site", "Work from home",
+        "Nationwide", "Anywhere in Europe", "Bay Area", "Downtown",
     ),
     "contract": (
-        "full-time",
-        "part-time",
-        "contract",
-        "temp",
-        "temporary",
-        "6 months",
-        "12-month FTC",
-        "permanent",
-        "freelance",
-        "seasonal",
-        "per diem",
-        "0.4 FTE",
-        "interim",
-        "zero hours",
-        "fixed term",
-        "weekends only",
-        "night shift",
-        "day shift",
-        "PRN",
-        "internship",
+        "full-time", "part-time", "contract", "temp", "temporary", "6 months", "12-month FTC",
+        "permanent", "freelance", "seasonal", "per diem", "0.4 FTE", "interim", "zero hours",
+        "fixed term", "weekends only", "night shift", "day shift", "PRN", "internship",
     ),
     "gender": (
-        "(m/f/d)",
-        "(m/w/d)",
-        "(h/f)",
-        "(f/m/x)",
-        "(m/f)",
-        "(w/m/d)",
-        "(f/h)",
-        "(all genders)",
+        "(m/f/d)", "(m/w/d)", "(h/f)", "(f/m/x)", "(m/f)", "(w/m/d)", "(f/h)", "(all genders)",
     ),
     "company": (
-        "Acme Corp",
-        "Globex",
-        "Initech",
-        "Umbrella Health",
-        "Stark Industries",
-        "Wayne Logistics",
-        "Northwind Traders",
-        "Contoso",
-        "Fabrikam",
-        "Tailspin Toys",
-        "Vandelay Imports",
-        "Hooli",
-        "Pied Piper",
-        "Soylent Foods",
-        "Cyberdyne Systems",
-        "Wonka Industries",
-        "Gringotts Bank",
-        "Oceanic Airlines",
-        "Dunder Mifflin",
-        "Massive Dynamic",
-        "Blue Sun Corp",
+        "Acme Corp", "Globex", "Initech", "Umbrella Health", "Stark Industries", "Wayne Logistics",
+        "Northwind Traders", "Contoso", "Fabrikam", "Tailspin Toys", "Vandelay Imports", "Hooli",
+        "Pied Piper", "Soylent Foods", "Cyberdyne Systems", "Wonka Industries", "Gringotts Bank",
+        "Oceanic Airlines", "Dunder Mifflin", "Massive Dynamic", "Blue Sun Corp",
         "Monarch Solutions",
     ),
     "requirement": (
-        "5+ years",
-        "3 years experience",
-        "CDL-A",
-        "CPA preferred",
-        "degree required",
-        "degree holders only",
-        "SAP",
-        "Excel",
-        "bilingual Spanish",
-        "fluent German",
-        "security clearance",
-        "valid driver's license",
-        "forklift certified",
-        "ACLS/BLS",
-        "no experience needed",
-        "B2B",
-        "b2c",
-        "OSHA 30",
-        "PMP a plus",
-        "SQL",
-        "own tools",
-        "DBS check",
-        "French speaker",
-        "willing to travel",
+        "5+ years", "3 years experience", "CDL-A", "CPA preferred", "degree required",
+        "degree holders only", "SAP", "Excel", "bilingual Spanish", "fluent German",
+        "security clearance", "valid driver's license", "forklift certified", "ACLS/BLS",
+        "no experience needed", "B2B", "b2c", "OSHA 30", "PMP a plus", "SQL", "own tools",
+        "DBS check", "French speaker", "willing to travel",
     ),
     "urgency": (
-        "urgent!",
-        "immediate start",
-        "hiring now",
-        "start ASAP",
-        "apply today",
-        "!!!",
-        "new",
-        "hot job",
-        "limited positions",
-        "sign-on bonus",
-        "interviews this week",
-        "walk-in interviews",
-        "now hiring!!",
-        "quick hire",
+        "urgent!", "immediate start", "hiring now", "start ASAP", "apply today", "!!!", "new",
+        "hot job", "limited positions", "sign-on bonus", "interviews this week",
+        "walk-in interviews", "now hiring!!", "quick hire",
     ),
     "salary": (
-        "$25/hr",
-        "€60k",
-        "£35,000",
-        "$80-95k",
-        "up to $120k",
-        "€45.000 p.a.",
-        "$18.50 per hour",
-        "DOE",
-        "competitive salary",
-        "£400/day",
-        "CHF 110'000",
-        "great benefits",
-        "401k match",
-        "commission",
-        "tips",
-        "OTE $150k",
+        "$25/hr", "€60k", "£35,000", "$80-95k", "up to $120k", "€45.000 p.a.", "$18.50 per hour",
+        "DOE", "competitive salary", "£400/day", "CHF 110'000", "great benefits", "401k match",
+        "commission", "tips", "OTE $150k",
     ),
-    "separator": (" - ", " | ", " / ", ", ", " – ", " :: ", " · ", " > ", " ; ", " ~ "),
-    "brackets": ("()", "[]", "{}", "<>", "**"),
+    "separator": (
+        " - ", " | ", " / ", ", ", " \u2013 ", " :: ", " · ", " > ", " ; ", " ~ ",
+    ),
+    "brackets": (
+        "()", "[]", "{}", "<>", "**",
+    ),
 }
+# fmt: on
 
 # How the pieces are arranged around the title. Patterns are split between train and test as
 # well, so the fixed words in them ("is hiring", "wanted") are test noise or train noise, not both.
@@ -643,6 +563,10 @@ class ExtraWords:
     location, contract type, gender tags, company, requirements, urgency and salary, joined by
     varied separators in varied patterns. The two halves share no pool item, no pattern and no
     noise word, so the test measures invariance to noise the model has never seen.
+
+    ``seed`` chooses the split, not the noise (that comes from the ``rng`` given to
+    ``decorate``): the halves are disjoint only for the *same* seed. The test suite uses the
+    default, so training must use ``ExtraWords("train")`` too, whatever its own seed.
     """
 
     def __init__(self, split: Literal["train", "test"], seed: int = 0) -> None:

@@ -29,6 +29,24 @@ class ConfigError(ValueError):
     """An encoder configuration that names an unknown part or holds an impossible value."""
 
 
+def check_field_types(config: Any) -> None:
+    """Refuse values of the wrong type (a JSON ``2.5`` where a count belongs, ``"yes"`` for a
+    flag) before any range check runs, so the message names the field."""
+    for spec in dataclasses.fields(config):
+        value, default = getattr(config, spec.name), spec.default
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{spec.name} must be true or false, got {value!r}")
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{spec.name} must be an integer, got {value!r}")
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{spec.name} must be a number, got {value!r}")
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise ConfigError(f"{spec.name} must be a string, got {value!r}")
+
+
 class Encoder(Protocol):
     kind: ClassVar[str]
 
@@ -57,6 +75,7 @@ class CharNgramConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.kind != "char_ngram_tfidf":
             raise ConfigError(f"kind {self.kind!r} is not a char_ngram_tfidf config")
         if not 1 <= self.ngram_min <= self.ngram_max <= 8:

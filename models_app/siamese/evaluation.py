@@ -17,9 +17,8 @@ from typing import ClassVar
 
 from models_app.siamese.augment import (
     ExtraWords,
-    SynonymReplacer,
+    GroupSynonyms,
     add_typos_exact,
-    induce_synonyms_by_group,
     load_synonyms,
 )
 from models_app.siamese.baselines import Matcher
@@ -72,11 +71,7 @@ def _composition(
     groups: dict[int, list[str]] = defaultdict(list)
     for group_id, text in members:
         groups[group_id].append(text)
-    induced = {
-        group_id: SynonymReplacer(pairs)
-        for group_id, pairs in induce_synonyms_by_group(groups).items()
-    }
-    manual = SynonymReplacer(load_synonyms())
+    synonyms = GroupSynonyms.from_taxonomy(groups, load_synonyms())
     known = {normalize_text(text) for _, text in members}
     order = list(range(len(sources)))
     rng.shuffle(order)
@@ -85,11 +80,9 @@ def _composition(
         if len(cases) >= size:
             break
         group_id, text = sources[i]
-        replacers = [manual, induced[group_id]] if group_id in induced else [manual]
-        variants = [v for v in (r.apply(text, rng) for r in replacers) if v is not None]
-        if not variants:
+        variant = synonyms.apply(text, group_id, rng)
+        if variant is None:
             continue
-        variant = rng.choice(variants)
         key = normalize_text(variant)
         if key in known:
             continue

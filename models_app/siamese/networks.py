@@ -32,6 +32,7 @@ from models_app.siamese.encoders import (
     CharNgramTfidfEncoder,
     ConfigError,
     char_ngrams,
+    check_field_types,
 )
 from models_app.siamese.text import normalize_text
 
@@ -66,6 +67,15 @@ class NeuralEncoder(nn.Module):
     def vocabulary_state(self) -> Any:
         """Whatever besides the weights is needed to rebuild the module (JSON-serialisable)."""
         return None
+
+    def after_training(self) -> None:
+        """Called once on the best weights when training ends."""
+
+    def state_for_disk(self) -> dict[str, torch.Tensor]:
+        return self.state_dict()
+
+    def state_from_disk(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return state
 
     # -- shared ------------------------------------------------------------------------------------
     @property
@@ -106,7 +116,7 @@ class NeuralEncoder(nn.Module):
         folder = Path(folder)
         state = {
             name: tensor.detach().cpu().half() if tensor.is_floating_point() else tensor.cpu()
-            for name, tensor in self.state_dict().items()
+            for name, tensor in self.state_for_disk().items()
         }
         torch.save(state, folder / _WEIGHTS)
         (folder / _VOCABULARY).write_text(json.dumps(self.vocabulary_state(), ensure_ascii=False))
@@ -124,8 +134,12 @@ class NeuralEncoder(nn.Module):
             raise ArtifactError(f"encoder files in {folder} are unreadable: {exc}") from None
         module = cls.from_vocabulary(config, vocabulary)
         try:
-            module.load_state_dict({name: tensor.float() for name, tensor in state.items()})
-        except RuntimeError as exc:
+            state = {
+                name: tensor.float() if tensor.is_floating_point() else tensor
+                for name, tensor in state.items()
+            }
+            module.load_state_dict(module.state_from_disk(state))
+        except (RuntimeError, KeyError, IndexError) as exc:
             raise ArtifactError(f"weights in {folder} do not fit the config: {exc}") from None
         module.eval()
         return module
@@ -154,6 +168,7 @@ class CharBiLSTMConfig:
     random_placement: bool = True
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         _check(1 <= self.layers <= 8, "layers must be between 1 and 8")
         _check(4 <= self.hidden <= 1024, "hidden must be between 4 and 1024")
         _check(2 <= self.char_embedding <= 512, "char_embedding must be between 2 and 512")
@@ -254,8 +269,15 @@ class NgramBagConfig:
     ngram_max: int = 5
     words: bool = True
     dropout: float = 0.1
+    # "none" with no bias keeps the encoder linear in the bag: n-grams no training string had
+    # (zero rows) then change the vector's length only, not its direction, so unseen noise words
+    # and typo n-grams are ignored by cosine search. "tanh" is fastText-like.
+    activation: str = "none"
+    bias: bool = False
 
     def __post_init__(self) -> None:
+        check_field_types(self)
+        _check(self.activation in {"none", "tanh"}, "activation must be 'none' or 'tanh'")
         _check(2**8 <= self.buckets <= 2**24, "buckets must be between 2^8 and 2^24")
         _check(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
         _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
@@ -272,15 +294,35 @@ def ngram_bag_ids(text: str, config: NgramBagConfig) -> list[int]:
 
 
 class NgramBagEncoder(NeuralEncoder):
+    """The bucket table takes sparse gradients: a step updates only the rows of the n-grams in
+    the batch (fast with a sparse optimizer). Rows no training string reached are zeroed when
+    training ends (``after_training``): an unseen n-gram then adds nothing, and only reached rows
+    are written to disk."""
+
     kind = "ngram_bag"
 
     def __init__(self, config: NgramBagConfig) -> None:
         super().__init__()
         self.config = config
-        self.bag = nn.EmbeddingBag(config.buckets, config.embedding_dim, mode="mean")
+        self.bag = nn.EmbeddingBag(config.buckets, config.embedding_dim, mode="mean", sparse=True)
         nn.init.normal_(self.bag.weight, std=0.1)
+        self.register_buffer(
+            "reached", torch.zeros(config.buckets, dtype=torch.bool), persistent=False
+        )
         self.dropout = nn.Dropout(config.dropout)
-        self.dense = nn.Linear(config.embedding_dim, config.output_dim)
+        self.dense = nn.Linear(config.embedding_dim, config.output_dim, bias=config.bias)
+
+    def state_for_disk(self):
+        state = dict(self.state_dict())
+        table = state.pop("bag.weight")
+        rows = table.abs().sum(dim=1).nonzero().squeeze(1)  # (R,)
+        return {**state, "bag.rows": rows, "bag.values": table[rows]}
+
+    def state_from_disk(self, state):
+        state = dict(state)
+        table = torch.zeros(self.config.buckets, self.config.embedding_dim)
+        table[state.pop("bag.rows")] = state.pop("bag.values")
+        return {**state, "bag.weight": table}
 
     def featurize(self, texts, *, train=False, rng=None):
         ids = [ngram_bag_ids(text, self.config) for text in texts]
@@ -290,9 +332,17 @@ class NgramBagEncoder(NeuralEncoder):
             "offsets": torch.from_numpy(offsets.astype(np.int64)),
         }
 
+    def after_training(self) -> None:
+        with torch.no_grad():
+            self.bag.weight[~self.reached] = 0.0
+
     def forward(self, features):
+        if self.training:
+            self.reached[features["ids"]] = True
         bag = self.bag(features["ids"], features["offsets"])  # (B, E)
-        return self.dense(self.dropout(torch.tanh(bag)))  # (B, D)
+        if self.config.activation == "tanh":
+            bag = torch.tanh(bag)
+        return self.dense(self.dropout(bag))  # (B, D)
 
 
 # -- hashed-word CNN (Bonadiman et al.) ------------------------------------------------------------
@@ -312,6 +362,7 @@ class ConvWordsConfig:
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         _check(self.min_count >= 1, "min_count must be at least 1")
         _check(2**4 <= self.hash_buckets <= 2**22, "hash_buckets must be between 2^4 and 2^22")
         _check(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
@@ -391,6 +442,7 @@ class S2NetConfig:
     output_dim: int = 256
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         _check(1 <= self.ngram_min <= self.ngram_max <= 8, "need 1 <= ngram_min <= ngram_max <= 8")
         _check(self.min_df >= 1, "min_df must be at least 1")
         _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")

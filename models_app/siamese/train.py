@@ -29,6 +29,7 @@ from models_app.siamese.encoders import (
     CharNgramTfidfEncoder,
     ConfigError,
     Encoder,
+    check_field_types,
     encoder_class,
     parse_config,
 )
@@ -44,7 +45,6 @@ CHECKPOINT = "checkpoint.pt"
 # On unit vectors -||a-b||^2 = 2cos(a, b) - 2, so SDML's scale 10 is a softmax temperature of 0.05
 # over cosine similarities, the setting measured before this code was written (DESIGN.md).
 DEFAULT_LOSS_PARAMS: dict[str, dict[str, Any]] = {"sdml": {"scale": 10.0}}
-SYNONYMS_FILE = Path(__file__).parent / "resources" / "synonyms.txt"
 
 
 def _no_progress(stage: str, fraction: float, eta: float | None) -> None:
@@ -75,6 +75,9 @@ class TrainConfig:
     threads: int = 0  # 0: every core
 
     def __post_init__(self) -> None:
+        check_field_types(self)
+        if not isinstance(self.loss_params, dict):
+            raise ConfigError("loss_params must be a JSON object")
         checks = [
             (self.loss in LOSSES, f"unknown loss {self.loss!r}; choose one of {sorted(LOSSES)}"),
             (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
@@ -184,40 +187,44 @@ class BatchSampler:
     def __init__(self, data: TrainingData, config: TrainConfig, rng: random.Random) -> None:
         self.data, self.config, self.rng = data, config, rng
         self.groups = sorted(data.by_group)
-        self.extra_words = augment.ExtraWords("train", seed=config.seed)
-        groups_text = {str(g): texts for g, texts in data.by_group.items()}
-        self.synonyms = augment.load_synonyms(SYNONYMS_FILE) + augment.induce_synonyms(groups_text)
+        # The split's seed is fixed: another seed would put the test half's noise in training.
+        self.extra_words = augment.ExtraWords("train")
+        # Induced synonyms apply only inside the group that induced them, as in the paper.
+        self.synonyms = augment.GroupSynonyms.from_taxonomy(
+            data.by_group, augment.load_synonyms(augment.MANUAL_SYNONYMS_PATH)
+        )
         self.confusable: dict[int, list[int]] = {}
         self.positive_feedback = [
             f for f in data.feedback if f.label and f.group_id in data.by_group
         ]
         self.negative_feedback = [f for f in data.feedback if not f.label]
 
-    def augment(self, text: str) -> str:
+    def augment(self, text: str, group: int) -> str:
         rng, c = self.rng, self.config
         if rng.random() < c.synonym_share:
-            text = augment.apply_synonym(text, self.synonyms, rng) or text
+            text = self.synonyms.apply(text, group, rng) or text
         if rng.random() < c.extra_words_share:
             text = self.extra_words.decorate(text, rng)
         if rng.random() < c.typo_share:
             text = augment.add_typos(text, rng)
         return text
 
-    def _positive_pair(self) -> tuple[int, str, str]:
+    def _positive_pair(self, group: int | None = None) -> tuple[int, str, str]:
         rng = self.rng
-        if self.positive_feedback and rng.random() < self.config.feedback_share:
+        if group is None and self.positive_feedback and rng.random() < self.config.feedback_share:
             example = rng.choice(self.positive_feedback)
             return (
                 example.group_id,
                 example.text,
                 example.member_text or rng.choice(self.data.by_group[example.group_id]),
             )
-        group, anchor = rng.choice(self.data.train)
+        if group is None:
+            group, anchor = rng.choice(self.data.train)
+        else:
+            anchor = rng.choice(self.data.by_group[group])
         others = self.data.by_group[group]
         positive = rng.choice(others) if len(others) > 1 else anchor
-        if positive == anchor:
-            return group, self.augment(anchor), anchor
-        return group, self.augment(anchor), positive
+        return group, self.augment(anchor, group), positive
 
     def _negative_text(self, group: int) -> str:
         rng = self.rng
@@ -234,6 +241,13 @@ class BatchSampler:
         """Texts and targets for one step; the loss decides which parts it uses."""
         size = self.config.batch_size
         pairs = [self._positive_pair() for _ in range(size)]
+        if self.confusable and self.config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES:
+            # In-batch losses: put groups the model confuses in one batch, so that the other
+            # rows are hard negatives for each other.
+            for i in range(1, size, 2):
+                if self.rng.random() < self.config.hard_negative_share:
+                    neighbour = self.rng.choice(self.confusable[pairs[i - 1][0]])
+                    pairs[i] = self._positive_pair(neighbour)
         batch: dict[str, Any] = {
             "groups": [g for g, _, _ in pairs],
             "anchors": [a for _, a, _ in pairs],
@@ -313,6 +327,40 @@ def validation_accuracy(encoder: Encoder, data: TrainingData) -> float:
     return hits / len(data.validation)
 
 
+class _Optimizer:
+    """Adam for dense parameters, SparseAdam for embedding tables with sparse gradients."""
+
+    def __init__(self, encoder: NeuralEncoder, loss: torch.nn.Module, lr: float) -> None:
+        sparse = {
+            id(p)
+            for m in encoder.modules()
+            if isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag) and m.sparse
+            for p in m.parameters()
+        }
+        params = list(encoder.parameters()) + list(loss.parameters())
+        self.dense = [p for p in params if id(p) not in sparse]
+        sparse_params = [p for p in params if id(p) in sparse]
+        self.optimizers = [torch.optim.Adam(self.dense, lr=lr)]
+        if sparse_params:
+            self.optimizers.append(torch.optim.SparseAdam(sparse_params, lr=lr))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.dense, 5.0)  # clipping needs dense gradients
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def state_dict(self) -> list[dict]:
+        return [optimizer.state_dict() for optimizer in self.optimizers]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        for optimizer, state in zip(self.optimizers, states, strict=True):
+            optimizer.load_state_dict(state)
+
+
 def choose_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device 'cuda' was asked for but CUDA is not available")
@@ -378,9 +426,7 @@ def train_encoder(
     encoder.to(device)
     loss_params = {**DEFAULT_LOSS_PARAMS.get(config.loss, {}), **config.loss_params}
     loss = build_loss(config.loss, loss_params, dim=encoder.dim).to(device)
-    optimizer = torch.optim.Adam(
-        list(encoder.parameters()) + list(loss.parameters()), lr=config.learning_rate
-    )
+    optimizer = _Optimizer(encoder, loss, config.learning_rate)
     sampler = BatchSampler(data, config, rng)
 
     step, best_metric, best_state, history, bad_evaluations = 0, -math.inf, None, [], 0
@@ -421,13 +467,12 @@ def train_encoder(
         optimizer.zero_grad(set_to_none=True)
         value = loss_step(encoder, loss, config.loss, sampler.batch(), rng)
         value.backward()
-        torch.nn.utils.clip_grad_norm_(encoder.parameters(), 5.0)
         optimizer.step()
         step += 1
         if step % config.eval_every == 0 or step == config.max_steps:
             progress("evaluate", step / config.max_steps, None)
             metric = validation_accuracy(encoder, data)
-            history.append({"step": step, "loss": float(value), "validation_accuracy": metric})
+            history.append({"step": step, "loss": value.item(), "validation_accuracy": metric})
             if metric > best_metric:
                 best_metric, bad_evaluations = metric, 0
                 best_state = copy.deepcopy(encoder.state_dict())
@@ -466,6 +511,7 @@ def train_encoder(
 
     if best_state is not None:
         encoder.load_state_dict(best_state)
+    encoder.after_training()
     encoder.eval()
     encoder.to("cpu")
     return TrainResult(

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models_app.siamese.artifacts import ArtifactError, atomic_directory
+from models_app.siamese.encoders import ConfigError, encoder_class, load_encoder, parse_config
+
+TITLES = [
+    "Java Developer",
+    "Senior Java Developer",
+    "Python Developer",
+    "Registered Nurse",
+    "ICU Nurse",
+    "Barista",
+    "Coffee Shop Barista",
+    "Truck Driver",
+]
+SMALL = {
+    "char_bilstm": {"layers": 2, "hidden": 8, "char_embedding": 8, "output_dim": 16},
+    "ngram_bag": {"buckets": 1024, "embedding_dim": 16, "output_dim": 16},
+    "conv_words": {
+        "min_count": 1,
+        "hash_buckets": 64,
+        "embedding_dim": 8,
+        "filters": 16,
+        "output_dim": 16,
+    },
+    "s2net": {"min_df": 1, "output_dim": 8},
+}
+
+
+def build(kind: str):
+    torch.manual_seed(0)
+    config = parse_config({"kind": kind, **SMALL[kind]})
+    return encoder_class(kind).create(TITLES, config)
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+def test_every_encoder_gives_unit_vectors_of_its_dimension(kind):
+    encoder = build(kind)
+    vectors = encoder.encode(["java dev", "nurse", "senior barista " * 20])
+    assert vectors.shape == (3, encoder.dim)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+def test_text_with_nothing_known_encodes_without_nan(kind):
+    vectors = build(kind).encode(["日本語", "\u2169\u2169"])  # CJK, Roman numerals
+    assert not np.isnan(vectors).any()
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+def test_every_encoder_round_trips_through_disk_in_half_precision(kind, tmp_path):
+    encoder = build(kind)
+    with atomic_directory(tmp_path / "m") as folder:
+        encoder.save(folder)
+    loaded = load_encoder(tmp_path / "m")
+    before, after = encoder.encode(TITLES), loaded.encode(TITLES)
+    cosines = (before * after).sum(axis=1)
+    assert cosines.min() > 0.999
+    # The nearest title of every title is unchanged by float16 storage.
+    assert ((before @ before.T).argsort(1)[:, -2] == (after @ after.T).argsort(1)[:, -2]).all()
+
+
+def test_the_bilstm_encodes_a_string_the_same_alone_or_beside_longer_ones():
+    encoder = build("char_bilstm")
+    alone = encoder.encode(["nurse"])
+    in_batch = encoder.encode(["nurse", "a much longer job title with many words"])[:1]
+    np.testing.assert_allclose(alone, in_batch, atol=1e-5)
+
+
+def test_training_places_the_string_at_a_random_offset_in_a_padded_sequence():
+    import random
+
+    encoder = build("char_bilstm")
+    features = encoder.featurize(["nurse", "nurse"], train=True, rng=random.Random(3))
+    assert features["ids"].shape == (2, encoder.config.max_length)
+    starts = features["mask"].float().argmax(dim=1).tolist()
+    assert starts[0] != starts[1]
+    assert features["mask"].sum(dim=1).tolist() == [5, 5]
+    inference = encoder.featurize(["nurse"], train=False)
+    assert inference["ids"].shape == (1, 5)  # no padding cost
+
+
+def test_the_paper_defaults_are_the_bilstm_defaults():
+    config = parse_config({"kind": "char_bilstm"})
+    assert (config.layers, config.hidden, config.output_dim, config.max_length) == (4, 64, 128, 100)
+    assert (config.recurrent_dropout, config.layer_dropout) == (0.2, 0.4)
+    encoder = encoder_class("char_bilstm").create([], config)
+    assert encoder.lstm.bidirectional and encoder.lstm.num_layers == 4
+
+
+def test_conv_words_hashes_unknown_words_instead_of_dropping_them():
+    encoder = build("conv_words")
+    known = encoder.featurize(["java developer"])["ids"][0].tolist()
+    unknown = encoder.featurize(["zyxwv developer"])["ids"][0].tolist()
+    assert 0 not in known[:2]
+    assert unknown[0] > len(encoder.vocabulary)  # a hashed bucket, not padding
+    assert unknown[1] == known[1]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"kind": "char_bilstm", "layers": 0}, "layers must be between 1 and 8"),
+        ({"kind": "char_bilstm", "layer_dropout": 1.0}, "layer_dropout must be in"),
+        ({"kind": "ngram_bag", "buckets": 3}, "buckets must be between"),
+        ({"kind": "conv_words", "width": 0}, "width must be between"),
+        ({"kind": "s2net", "output_dim": 1}, "output_dim must be between"),
+        ({"kind": "ngram_bag", "layers": 2}, "unknown option"),
+        ({"kind": "char_bilstm", "hidden": 2.5}, "hidden must be an integer"),
+        ({"kind": "ngram_bag", "words": "yes"}, "words must be true or false"),
+    ],
+)
+def test_impossible_network_configs_are_refused(config, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(config)
+
+
+def test_weights_from_another_config_are_a_clear_error(tmp_path):
+    encoder = build("ngram_bag")
+    with atomic_directory(tmp_path / "m") as folder:
+        encoder.save(folder)
+    manifest = (tmp_path / "m" / "manifest.json").read_text()
+    (tmp_path / "m" / "manifest.json").write_text(
+        manifest.replace('"output_dim": 16', '"output_dim": 32')
+    )
+    with pytest.raises(ArtifactError, match="do not fit the config"):
+        load_encoder(tmp_path / "m")
