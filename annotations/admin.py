@@ -12,6 +12,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
+from models_app.siamese.text import normalize_text
 
 
 @admin.register(Taxonomy)
@@ -34,6 +35,13 @@ class MemberAdmin(admin.ModelAdmin):
     search_fields = ["text", "group__name", "group__code"]
     raw_id_fields = ["group", "added_by"]
     list_select_related = ["group", "added_by"]
+    readonly_fields = ["normalized_text", "taxonomy"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        # The matching key and the taxonomy always follow the text and the group.
+        obj.normalized_text = normalize_text(obj.text)
+        obj.taxonomy_id = obj.group.taxonomy_id
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(Input)

@@ -37,6 +37,7 @@ class Normalization:
     groups: list[RankedGroup]
     source: str  # where the top group came from
     model_version: str
+    model_version_id: int
 
     def as_dict(self) -> dict:
         return {
@@ -121,6 +122,7 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
                 groups=ranked_groups,
                 source=ranked_groups[0].source if ranked_groups else "model",
                 model_version=engine.model_label,
+                model_version_id=engine.model_version_id,
             )
         )
     return results

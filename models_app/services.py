@@ -396,3 +396,40 @@ def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
             data_sha256=info.get("data_sha256", ""),
             metrics=info.get("metrics", {}),
         )
+
+
+def _run_now(*, taxonomy: Taxonomy, kind: str, spec: dict[str, Any] | None) -> TrainingRun | None:
+    run = training_run_request(taxonomy=taxonomy, kind=kind, config=spec or {}, enqueue=False)
+    if run is None:
+        return None
+    run = training_run_execute(run_id=run.id)
+    if run.status != TrainingRun.Status.SUCCEEDED:
+        raise RuntimeError(f"{kind} of {taxonomy.slug} failed: {run.error}")
+    return run
+
+
+def taxonomy_ensure_live(
+    *, taxonomy: Taxonomy, shipped: Path | None = None, spec: dict[str, Any] | None = None
+) -> str:
+    """Give the taxonomy a live model and a current index, doing no more work than needed.
+
+    In order: nothing when both are current; a reindex when members changed or a version exists
+    without a deployment; the shipped model when one is given (and no spec asks otherwise);
+    else a training run. Returns what it did, for the caller to report.
+    """
+    if hasattr(taxonomy, "deployment"):
+        if not taxonomy_needs_reindex(taxonomy):
+            return "live model and index are up to date"
+        run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, spec=None)
+        return f"reindexed: {run.index_build.size} members" if run else "a run is already active"
+    if ModelVersion.objects.filter(taxonomy=taxonomy).exists():
+        # A version that was never deployed (say an interrupted first start): index the newest.
+        version = ModelVersion.objects.filter(taxonomy=taxonomy).order_by("-number").first()
+        deployment_activate(index_build=index_build_create(model_version=version))
+        return f"{version.label} indexed and live"
+    if shipped is not None and shipped.exists() and not spec:
+        version = model_version_import(taxonomy=taxonomy, folder=shipped)
+        deployment_activate(index_build=index_build_create(model_version=version))
+        return f"shipped model {version.label} is live"
+    run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, spec=spec)
+    return f"trained {run.model_version.label}" if run else "a run is already active"

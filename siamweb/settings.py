@@ -155,6 +155,11 @@ SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, mini
 # --- Celery --------------------------------------------------------------------------------------
 # Without CELERY_BROKER_URL the broker is a folder on disk: no server needed on a bare machine.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.split("://", 1)[0] not in {"filesystem", "redis", "rediss", "amqp", "memory"}:
+    raise ImproperlyConfigured(
+        "CELERY_BROKER_URL must start with filesystem://, redis://, rediss:// or amqp://, "
+        f"got {CELERY_BROKER_URL!r}"
+    )
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"
     # kombu's filesystem transport needs its folders before the first message is sent.
@@ -176,6 +181,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", default=360
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3900, minimum=1)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Training goes to its own queue so GPU hosts can take it: `celery worker --queues=training`.
+CELERY_TASK_ROUTES = {"worker.tasks.execute_training_run": {"queue": "training"}}
 SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "reindex-taxonomies-with-new-members": {
@@ -185,12 +192,18 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        f"LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {LOG_LEVEL!r}"
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # faiss announces which CPU build it loaded on every start.
     "loggers": {"faiss.loader": {"level": "WARNING"}},
 }

@@ -72,3 +72,49 @@ def test_excluded_groups_and_unknown_members_are_dropped():
     hits = [(1, 0.9), (99, 0.85), (2, 0.8), (4, 0.6)]
     ranked = rank_groups(hits, {1: 10, 2: 20, 4: 30}, k=5, excluded_groups=frozenset({10}))
     assert [g.group_id for g in ranked] == [20, 30]
+
+
+def random_unit(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_members_can_be_added_and_removed_without_a_rebuild(index):
+    index.add(unit([[0, 0, 1]]), np.array([404]))
+    assert index.search(unit([[0, 0.1, 1]]), 1)[1].tolist() == [[404]]
+    assert index.remove(np.array([404, 999])) == 1
+    assert 404 not in index.search(unit([[0, 0.1, 1]]), 4)[1]
+    assert sorted(index.member_ids().tolist()) == [101, 202, 303]
+    with pytest.raises(ValueError, match="already in the index"):
+        index.add(unit([[1, 1, 0]]), np.array([101]))
+
+
+def test_an_ivf_index_finds_what_exact_search_finds_with_enough_probes(tmp_path):
+    vectors, ids = random_unit(4000), np.arange(10_000, 14_000)
+    exact = MemberIndex.build(vectors, ids, kind="flat")
+    ivf = MemberIndex.build(vectors, ids, kind="ivf", nlist=32, nprobe=32)
+    assert (exact.kind, ivf.kind, ivf.nprobe) == ("flat", "ivf", 32)
+    queries = random_unit(50, seed=1)
+    assert (exact.search(queries, 10)[1] == ivf.search(queries, 10)[1]).all()  # all lists probed
+    ivf.set_nprobe(2)
+    with atomic_directory(tmp_path / "ivf") as folder:
+        ivf.save(folder)
+    loaded = MemberIndex.load(tmp_path / "ivf")
+    assert (loaded.kind, loaded.nprobe) == ("ivf", 2)
+    found = loaded.search(queries, 10)[1]
+    recall = np.mean(
+        [
+            len(set(a) & set(b)) / 10
+            for a, b in zip(found, exact.search(queries, 10)[1], strict=True)
+        ]
+    )
+    assert 0.2 < recall < 1.0  # two of 32 lists: fast and approximate, as configured
+
+
+def test_size_chooses_the_index_kind(monkeypatch):
+    from models_app.siamese import index as index_module
+
+    monkeypatch.setattr(index_module, "EXACT_LIMIT", 1000)
+    assert MemberIndex.build(random_unit(900), np.arange(900)).kind == "flat"
+    assert MemberIndex.build(random_unit(1600), np.arange(1600)).kind == "ivf"
+    assert index_module.ivf_lists(1_000_000) == 8000

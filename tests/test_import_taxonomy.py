@@ -192,3 +192,30 @@ def test_the_command_reports_bad_rows_and_exits_non_zero(tmp_path, capsys):
 def test_the_command_prints_a_summary(capsys):
     call_command("import_taxonomy", "jobs", str(TINY_CSV), "--format", "csv")
     assert "21 rows read; groups 5 created" in capsys.readouterr().out
+
+
+def test_the_command_refuses_wrong_columns_and_other_encodings(tmp_path):
+    wrong = write(tmp_path, "w.csv", "code,name\nA,B\n")
+    with pytest.raises(CommandError, match="lacks the column"):
+        call_command("import_taxonomy", "t", str(wrong))
+    latin = write(tmp_path, "l.csv", "group_code,group_name,text\nA,Caf\xe9,x\n".encode("latin-1"))
+    with pytest.raises(CommandError, match="not UTF-8 text"):
+        call_command("import_taxonomy", "t", str(latin))
+    assert not Taxonomy.objects.exists()
+
+
+def test_control_characters_in_a_description_reject_the_row(tmp_path):
+    path = write(
+        tmp_path, "d.csv", "group_code,group_name,text,description\nA,Alpha,a,bad\x00desc\n"
+    )
+    with pytest.raises(ImportRejected) as rejected:
+        taxonomy_import(slug="t", path=path, fmt="csv")
+    assert [str(e) for e in rejected.value.errors] == [
+        "d.csv:2: description contains control characters"
+    ]
+
+
+def test_a_field_too_large_for_csv_is_a_file_error(tmp_path):
+    path = write(tmp_path, "big.csv", "group_code,group_name,text\nA,Alpha," + "x" * 200_000 + "\n")
+    with pytest.raises(ImportFileError, match="not valid CSV near line"):
+        taxonomy_import(slug="t", path=path, fmt="csv")

@@ -100,3 +100,68 @@ def test_the_health_check_needs_no_login(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+def test_only_curators_and_admins_may_review(client, user_model, items):
+    outsider = user_model.objects.create_user("otto", password="otto-pass-123")
+    client.force_login(outsider)
+    assert client.get("/review/").status_code == 403
+    response = client.post(f"/review/items/{items[0].id}/judge", {"verdict": "skip"})
+    assert response.status_code == 403
+    assert not Judgement.objects.exists()
+
+
+def test_an_anonymous_verdict_is_refused_and_stores_nothing(client, items):
+    response = client.post(f"/review/items/{items[0].id}/judge", {"verdict": "confirm"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+    assert not Judgement.objects.exists()
+
+
+def test_a_verdict_without_the_csrf_token_is_refused(curator, items):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(curator)
+    response = client.post(f"/review/items/{items[0].id}/judge", {"verdict": "skip"})
+    assert response.status_code == 403
+    assert not Judgement.objects.exists()
+
+
+def test_a_verdict_on_a_stale_card_is_a_409_and_shows_the_current_one(
+    client, curator, tiny_taxonomy, items
+):
+    client.force_login(curator)
+    head = items[0]
+    shown = head.prediction_id
+    inputs_submit(taxonomy=tiny_taxonomy, texts=[head.input.text], source="api")
+    response = client.post(
+        f"/review/items/{head.id}/judge",
+        {"verdict": "confirm", "prediction_id": shown},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 409
+    assert "prediction changed" in response.content.decode()
+    assert not Judgement.objects.exists()
+
+
+def test_control_characters_in_the_group_search_are_ignored(client, curator, items):
+    client.force_login(curator)
+    response = client.get(f"/review/items/{items[0].id}/groups", {"q": "nur\x00se"})
+    assert response.status_code == 200
+    assert "Registered Nurses" in response.content.decode()
+
+
+def test_after_a_false_match_the_card_offers_only_the_other_groups(client, curator, items):
+    client.force_login(curator)
+    head = ReviewItem.objects.order_by("-priority", "id").first()
+    rejected = head.prediction.ranked_groups[0]
+    client.post(
+        f"/review/items/{head.id}/judge",
+        {"verdict": "false_match", "group_code": rejected["code"]},
+        HTTP_HX_REQUEST="true",
+    )
+    page = client.get("/review/").content.decode()
+    assert "false match: pick the right group" in page
+    assert f'value="{rejected["code"]}"' not in page
+    assert 'data-testid="confirm"' not in page

@@ -155,3 +155,25 @@ def test_a_done_item_cannot_be_judged_twice(item, curator, other_curator):
     with pytest.raises(VerdictError, match="already been judged"):
         judgement_create(review_item=item, user=other_curator, verdict="false_match")
     assert Judgement.objects.count() == 1
+
+
+def test_a_group_rejected_for_an_input_cannot_then_be_confirmed_for_it(item, curator):
+    judgement_create(review_item=item, user=curator, verdict="false_match")
+    with pytest.raises(VerdictError, match="was rejected for this input"):
+        judgement_create(review_item=item, user=curator, verdict="confirm", group=group("15-1252"))
+    with pytest.raises(VerdictError, match="already marked a false match"):
+        judgement_create(review_item=item, user=curator, verdict="false_match")
+    assert Judgement.objects.count() == 1
+    assert FeedbackPair.objects.count() == 1
+    assert not Member.objects.filter(source="curator").exists()
+
+
+def test_a_verdict_on_a_replaced_prediction_is_refused(tiny_taxonomy, item, curator):
+    shown = item.prediction_id
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer"], source="api")
+    item.refresh_from_db()
+    assert item.prediction_id != shown
+    with pytest.raises(VerdictError, match="prediction changed") as error:
+        judgement_create(review_item=item, user=curator, verdict="confirm", prediction_id=shown)
+    assert error.value.field == "prediction"
+    assert not Judgement.objects.exists()

@@ -64,6 +64,8 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
         ({"SIAMWEB_MAX_TEXT_LENGTH": "3"}, "SIAMWEB_MAX_TEXT_LENGTH must be at least 10"),
         ({"SIAMWEB_ENV": "staging"}, "SIAMWEB_ENV must be 'development' or 'production'"),
         ({"SIAMWEB_ENV": "production"}, "SECRET_KEY must be set"),
+        ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with"),
+        ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be"),
         ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
     ],
 )

@@ -6,6 +6,7 @@ import json
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from annotations.models import Group, Input, Member, ReviewItem
 from models_app.models import IndexBuild, ModelVersion
@@ -85,3 +86,48 @@ def test_credentials_can_come_from_the_environment(data_dir, monkeypatch):
     monkeypatch.setenv("SIAMWEB_DEMO_CURATOR_PASSWORD", "s3cret-words")
     setup(data_dir)
     assert authenticate(username="cora", password="s3cret-words") is not None
+
+
+def test_a_shipped_model_is_used_instead_of_training(data_dir):
+    from models_app.siamese.artifacts import atomic_directory
+    from models_app.siamese.train import TrainConfig, prepare_data, train_encoder
+
+    data, _ = data_dir
+    members = [
+        (0, "Java Developer"),
+        (0, "Application Developer"),
+        (1, "ICU Nurse"),
+        (1, "Staff Nurse"),
+    ]
+    config = TrainConfig(batch_size=4, max_steps=3, eval_every=3, validation_share=0.0)
+    encoder = {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 8, "output_dim": 8}
+    trained = train_encoder(prepare_data(members, config=config), encoder, config).encoder
+    with atomic_directory(data / "models" / "onet") as folder:
+        trained.save(folder)
+        (folder / "shipped.json").write_text(
+            json.dumps(
+                {
+                    "spec": {"encoder": encoder},
+                    "metrics": {"suite": {"mean_accuracy": 0.5}},
+                    "data_sha256": "abc",
+                    "version": "onet/v1",
+                }
+            )
+        )
+    out = io.StringIO()
+    call_command("setup_demo", "--data-dir", str(data), stdout=out)
+    assert "onet: shipped model onet/v1 is live" in out.getvalue()
+    version = ModelVersion.objects.get()
+    assert (version.encoder_kind, version.data_sha256) == ("ngram_bag", "abc")
+    assert version.metrics == {"suite": {"mean_accuracy": 0.5}}
+    assert IndexBuild.objects.get().size == Member.objects.count() == 6
+    assert ReviewItem.objects.count() == 2
+
+
+def test_a_corrupt_shipped_model_stops_setup_with_a_clear_error(data_dir):
+    data, _ = data_dir
+    (data / "models" / "onet").mkdir(parents=True)
+    (data / "models" / "onet" / "manifest.json").write_text("{not json")
+    with pytest.raises(CommandError, match="unreadable"):
+        call_command("setup_demo", "--data-dir", str(data), stdout=io.StringIO())
+    assert not ModelVersion.objects.exists()

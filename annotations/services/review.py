@@ -20,7 +20,7 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.normalization import Normalization, normalize_texts
-from models_app.models import ModelVersion, TrainingRun
+from models_app.models import TrainingRun
 from models_app.services import training_run_request
 from models_app.siamese.text import normalize_text
 
@@ -52,7 +52,6 @@ def inputs_submit(
     for text in texts:
         unique.setdefault(normalize_text(text), text)
     normalizations = normalize_texts(taxonomy, list(unique.values()), k=k)
-    versions = {v.label: v for v in ModelVersion.objects.filter(taxonomy=taxonomy)}
     items = []
     for (key, text), normalization in zip(unique.items(), normalizations, strict=True):
         input_row, created = Input.objects.get_or_create(
@@ -64,7 +63,7 @@ def inputs_submit(
         groups = normalization.groups
         prediction = Prediction.objects.create(
             input=input_row,
-            model_version=versions[normalization.model_version],
+            model_version_id=normalization.model_version_id,
             ranked_groups=normalization.as_dict()["groups"],
             top_group_id=groups[0].group_id if groups else None,
             top_score=groups[0].score if groups else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import faiss
@@ -11,26 +12,92 @@ from models_app.siamese.artifacts import ArtifactError, read_manifest, write_man
 
 INDEX_ARTIFACT = "member-index"
 _INDEX_FILE = "members.faiss"
+# Exact search answers a query over 200,000 128-d members in a few milliseconds on 2 cores;
+# beyond that an inverted-file index trades a little recall for speed (bench/index_recall.py).
+EXACT_LIMIT = 200_000
+
+
+def ivf_lists(size: int) -> int:
+    """Inverted lists for ``size`` vectors: 8·√N, inside the 4·√N to 16·√N range FAISS advises."""
+    return max(1, min(size // 39, int(8 * math.sqrt(size))))
 
 
 class MemberIndex:
-    """Exact cosine search over member vectors; FAISS ids are the database ids of members."""
+    """Cosine search over L2-normalised member vectors; FAISS ids are the members' database ids.
+
+    Exact (flat inner product) up to ``EXACT_LIMIT`` members, IVF beyond, or as asked.
+    """
 
     def __init__(self, index: faiss.IndexIDMap2) -> None:
         self._index = index
 
     @classmethod
-    def build(cls, vectors: np.ndarray, member_ids: np.ndarray) -> MemberIndex:
+    def build(
+        cls,
+        vectors: np.ndarray,
+        member_ids: np.ndarray,
+        *,
+        kind: str = "auto",
+        nlist: int | None = None,
+        nprobe: int | None = None,
+    ) -> MemberIndex:
         vectors = _as_matrix(vectors)
         member_ids = np.ascontiguousarray(member_ids, dtype=np.int64)
         if len(member_ids) != len(vectors):
             raise ValueError(f"{len(vectors)} vectors but {len(member_ids)} ids")
         if len(np.unique(member_ids)) != len(member_ids):
             raise ValueError("member ids must be unique")
-        index = faiss.IndexIDMap2(faiss.IndexFlatIP(vectors.shape[1]))
+        if kind not in {"auto", "flat", "ivf"}:
+            raise ValueError(f"index kind must be auto, flat or ivf, got {kind!r}")
+        if kind == "auto":
+            kind = "ivf" if len(vectors) > EXACT_LIMIT else "flat"
+        dim = vectors.shape[1]
+        if kind == "flat":
+            inner = faiss.IndexFlatIP(dim)
+        else:
+            nlist = nlist or ivf_lists(len(vectors))
+            if len(vectors) < nlist:
+                raise ValueError(f"an IVF index of {nlist} lists needs at least {nlist} vectors")
+            inner = faiss.IndexIVFFlat(
+                faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT
+            )
+            rng = np.random.default_rng(0)
+            sample = vectors[rng.permutation(len(vectors))[: 256 * nlist]]
+            inner.train(sample)
+            inner.nprobe = nprobe or max(1, nlist // 16)
+        index = faiss.IndexIDMap2(inner)
         if len(vectors):
             index.add_with_ids(vectors, member_ids)
         return cls(index)
+
+    @property
+    def kind(self) -> str:
+        return (
+            "ivf" if isinstance(faiss.downcast_index(self._index.index), faiss.IndexIVF) else "flat"
+        )
+
+    @property
+    def nprobe(self) -> int | None:
+        inner = faiss.downcast_index(self._index.index)
+        return int(inner.nprobe) if isinstance(inner, faiss.IndexIVF) else None
+
+    def set_nprobe(self, nprobe: int) -> None:
+        inner = faiss.downcast_index(self._index.index)
+        if not isinstance(inner, faiss.IndexIVF):
+            raise ValueError("only an IVF index has nprobe")
+        inner.nprobe = nprobe
+
+    def add(self, vectors: np.ndarray, member_ids: np.ndarray) -> None:
+        """Add members in place (curator members between two full builds)."""
+        member_ids = np.ascontiguousarray(member_ids, dtype=np.int64)
+        if np.isin(member_ids, self.member_ids()).any():
+            raise ValueError("some of these member ids are already in the index")
+        self._index.add_with_ids(_as_matrix(vectors), member_ids)
+
+    def remove(self, member_ids: np.ndarray) -> int:
+        """Remove members in place; returns how many were there."""
+        selector = faiss.IDSelectorBatch(np.ascontiguousarray(member_ids, dtype=np.int64))
+        return int(self._index.remove_ids(selector))
 
     @property
     def dim(self) -> int:
@@ -57,10 +124,14 @@ class MemberIndex:
 
     def save(self, folder: Path, *, extra: dict | None = None) -> None:
         faiss.write_index(self._index, str(Path(folder) / _INDEX_FILE))
-        write_manifest(
-            folder,
-            {"artifact": INDEX_ARTIFACT, "dim": self.dim, "size": len(self), **(extra or {})},
-        )
+        manifest = {
+            "artifact": INDEX_ARTIFACT,
+            "dim": self.dim,
+            "size": len(self),
+            "kind": self.kind,
+            "nprobe": self.nprobe,
+        }
+        write_manifest(folder, {**manifest, **(extra or {})})
 
     @classmethod
     def load(cls, folder: Path) -> MemberIndex:
@@ -73,7 +144,10 @@ class MemberIndex:
             index = faiss.downcast_index(index)
         if index.ntotal != manifest.get("size") or index.d != manifest.get("dim"):
             raise ArtifactError(f"index file in {folder} does not match its manifest")
-        return cls(index)
+        loaded = cls(index)
+        if manifest.get("nprobe"):
+            loaded.set_nprobe(manifest["nprobe"])
+        return loaded
 
 
 def _as_matrix(vectors: np.ndarray) -> np.ndarray:

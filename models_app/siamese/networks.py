@@ -313,15 +313,23 @@ class NgramBagEncoder(NeuralEncoder):
         self.dense = nn.Linear(config.embedding_dim, config.output_dim, bias=config.bias)
 
     def state_for_disk(self):
+        """Reached rows only, each as int8 with its own scale: a quarter of float32's size."""
         state = dict(self.state_dict())
         table = state.pop("bag.weight")
         rows = table.abs().sum(dim=1).nonzero().squeeze(1)  # (R,)
-        return {**state, "bag.rows": rows, "bag.values": table[rows]}
+        values = table[rows]  # (R, E)
+        scale = values.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0  # (R, 1)
+        quantized = torch.round(values / scale).to(torch.int8)  # (R, E)
+        return {**state, "bag.rows": rows, "bag.int8": quantized, "bag.scale": scale}
 
     def state_from_disk(self, state):
         state = dict(state)
         table = torch.zeros(self.config.buckets, self.config.embedding_dim)
-        table[state.pop("bag.rows")] = state.pop("bag.values")
+        rows = state.pop("bag.rows")
+        if "bag.int8" in state:
+            table[rows] = state.pop("bag.int8").float() * state.pop("bag.scale").float()
+        else:  # float16 rows, as written before int8 storage
+            table[rows] = state.pop("bag.values")
         return {**state, "bag.weight": table}
 
     def featurize(self, texts, *, train=False, rng=None):

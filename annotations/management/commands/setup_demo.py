@@ -13,15 +13,9 @@ from annotations.models import Input, Taxonomy
 from annotations.services.accounts import user_ensure
 from annotations.services.review import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
-from models_app.models import ModelVersion, TrainingRun
-from models_app.services import (
-    deployment_activate,
-    index_build_create,
-    model_version_import,
-    taxonomy_needs_reindex,
-    training_run_execute,
-    training_run_request,
-)
+from models_app.services import taxonomy_ensure_live
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.encoders import ConfigError
 from models_app.siamese.text import clean_text
 
 DEMO_SLUG = "onet"
@@ -48,7 +42,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, data_dir: Path, config: Path | None, **options) -> None:
         data = data_dir
-        self.model_spec = json.loads(config.read_text()) if config else {}
+        try:
+            self.model_spec = json.loads(config.read_text()) if config else {}
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot read config {config}: {exc}") from None
         started = time.perf_counter()
         try:
             report = taxonomy_import(
@@ -58,39 +55,16 @@ class Command(BaseCommand):
             raise CommandError(f"bundled O*NET import failed: {exc}") from None
         self.stdout.write(report.summary())
         taxonomy = report.taxonomy
-        self._ensure_live_model(taxonomy, data / "models" / DEMO_SLUG)
+        try:
+            done = taxonomy_ensure_live(
+                taxonomy=taxonomy, shipped=data / "models" / DEMO_SLUG, spec=self.model_spec
+            )
+        except (ConfigError, ArtifactError, RuntimeError) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{taxonomy.slug}: {done}")
         self._ensure_users()
         self._ensure_inputs(taxonomy, data / "demo_inputs.txt")
         self.stdout.write(f"setup done in {time.perf_counter() - started:.1f}s")
-
-    def _run(self, taxonomy: Taxonomy, kind: str) -> None:
-        run = training_run_request(
-            taxonomy=taxonomy, kind=kind, config=self.model_spec, enqueue=False
-        )
-        if run is None:
-            self.stdout.write(f"{taxonomy.slug}: a run is already active; leaving it to finish")
-            return
-        run = training_run_execute(run_id=run.id)
-        if run.status != TrainingRun.Status.SUCCEEDED:
-            raise CommandError(f"{kind} of {taxonomy.slug} failed: {run.error}")
-        self.stdout.write(f"{taxonomy.slug}: {kind} → {run.index_build} ({run.index_build.size})")
-
-    def _ensure_live_model(self, taxonomy: Taxonomy, shipped: Path) -> None:
-        if not hasattr(taxonomy, "deployment"):
-            if ModelVersion.objects.filter(taxonomy=taxonomy).exists():
-                self._run(taxonomy, TrainingRun.Kind.REINDEX)
-            elif shipped.exists() and not self.model_spec:
-                version = model_version_import(taxonomy=taxonomy, folder=shipped)
-                build = index_build_create(model_version=version)
-                deployment_activate(index_build=build)
-                self.stdout.write(f"{taxonomy.slug}: shipped model {version.label} is live")
-            else:
-                self.stdout.write(f"{taxonomy.slug}: training the first model (about a minute)")
-                self._run(taxonomy, TrainingRun.Kind.BUILD)
-        elif taxonomy_needs_reindex(taxonomy):
-            self._run(taxonomy, TrainingRun.Kind.REINDEX)
-        else:
-            self.stdout.write(f"{taxonomy.slug}: live model and index are up to date")
 
     def _ensure_users(self) -> None:
         for role, admin in (("admin", True), ("curator", False)):

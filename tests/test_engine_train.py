@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.train import (
+    CHECKPOINT,
+    FeedbackExample,
+    TrainConfig,
+    parse_model_spec,
+    prepare_data,
+    train_encoder,
+)
+
+GROUPS = {
+    0: ["java developer", "software engineer", "python developer", "backend developer"],
+    1: ["registered nurse", "icu nurse", "staff nurse", "charge nurse"],
+    2: ["barista", "coffee maker", "espresso bar attendant", "coffee shop server"],
+    3: ["truck driver", "long haul trucker", "cdl truck driver", "tractor trailer driver"],
+}
+MEMBERS = [(group, text) for group, texts in GROUPS.items() for text in texts]
+ENCODER = {"kind": "ngram_bag", "buckets": 4096, "embedding_dim": 16, "output_dim": 16}
+
+
+def config(**overrides) -> TrainConfig:
+    base = {
+        "batch_size": 8, "max_steps": 30, "eval_every": 10, "patience": 10,
+        "validation_share": 0.0, "learning_rate": 0.05, "threads": 1,
+    }  # fmt: skip
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_training_improves_the_nearest_neighbour_accuracy():
+    data = prepare_data(MEMBERS, config=config())
+    result = train_encoder(data, ENCODER, config())
+    first, best = result.history[0]["validation_accuracy"], result.metrics["validation_accuracy"]
+    assert best >= first
+    assert best >= 0.75
+    assert result.steps == 30
+    assert (result.device, result.stopped_because) == ("cpu", "max_steps")
+
+
+@pytest.mark.parametrize("loss", ["contrastive", "hybrid", "s2net", "triplet", "sdml"])
+def test_every_loss_trains_end_to_end(loss):
+    cfg = config(loss=loss, max_steps=4, eval_every=4)
+    result = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
+    assert result.steps == 4
+    assert 0.0 <= result.metrics["validation_accuracy"] <= 1.0
+
+
+def test_progress_reports_stages_fractions_and_time_left():
+    seen = []
+    cfg = config(max_steps=40)
+    train_encoder(
+        prepare_data(MEMBERS, config=cfg), ENCODER, cfg, progress=lambda *a: seen.append(a)
+    )
+    stages = {stage for stage, _, _ in seen}
+    assert {"train", "evaluate"} <= stages
+    fractions = [fraction for stage, fraction, _ in seen if stage == "train"]
+    assert fractions == sorted(fractions) and 0 < fractions[-1] <= 1
+    assert all(eta is None or eta >= 0 for _, _, eta in seen)
+
+
+def test_the_same_seed_gives_the_same_model():
+    cfg = config(max_steps=10)
+    data = prepare_data(MEMBERS, config=cfg)
+    first = train_encoder(data, ENCODER, cfg).encoder.encode(["nurse", "barista"])
+    second = train_encoder(data, ENCODER, cfg).encoder.encode(["nurse", "barista"])
+    assert (first == second).all()
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
+    short, full = config(max_steps=20), config(max_steps=40)
+    data = prepare_data(MEMBERS, config=short)
+    first = train_encoder(data, ENCODER, short, checkpoint_dir=tmp_path)
+    assert (tmp_path / CHECKPOINT).exists()
+    with pytest.raises(ConfigError, match="written for other data or configs"):
+        train_encoder(data, ENCODER, full, checkpoint_dir=tmp_path)
+    resumed = train_encoder(data, ENCODER, short, checkpoint_dir=tmp_path)
+    assert first.steps == 20
+    assert resumed.steps == 20  # nothing left to do: it picked up at step 20, not at 0
+    assert [h["step"] for h in resumed.history] == [10, 20]
+
+
+def test_fine_tuning_starts_from_the_parent_and_never_ends_worse():
+    cfg = config(max_steps=20)
+    data = prepare_data(MEMBERS, config=cfg)
+    parent = train_encoder(data, ENCODER, cfg).encoder
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]
+    tuned = train_encoder(prepare_data(MEMBERS, feedback, config=cfg), ENCODER, cfg, parent=parent)
+    assert tuned.history[0]["step"] == 0  # the parent's own score is the bar to beat
+    assert tuned.metrics["validation_accuracy"] >= tuned.history[0]["validation_accuracy"]
+    assert tuned.encoder is not parent
+
+
+def test_fine_tuning_refuses_a_parent_of_another_config():
+    cfg = config(max_steps=5, eval_every=5)
+    data = prepare_data(MEMBERS, config=cfg)
+    parent = train_encoder(data, ENCODER, cfg).encoder
+    with pytest.raises(ConfigError, match="another encoder config"):
+        train_encoder(data, {**ENCODER, "output_dim": 8}, cfg, parent=parent)
+
+
+def test_cuda_is_refused_clearly_where_there_is_none(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    cfg = config(device="cuda")
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"training": {"loss": "magic"}}, "unknown loss 'magic'"),
+        ({"training": {"batch_size": 1}}, "batch_size must be between"),
+        ({"training": {"typo_share": 2}}, "typo_share must be in"),
+        ({"training": {"epochs": 3}}, "unknown training option"),
+        ({"training": {"max_steps": "many"}}, "max_steps must be an integer"),
+        ({"encoder": {"kind": "gpt"}}, "unknown encoder kind 'gpt'"),
+        ({"model": {}}, "unknown key"),
+        ([], "must be a JSON object"),
+    ],
+)
+def test_impossible_specs_are_refused_before_any_work(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_model_spec(raw)
+
+
+def test_training_needs_two_groups():
+    with pytest.raises(ConfigError, match="at least two groups"):
+        prepare_data([(0, "a"), (0, "b")], config=config())
