@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from annotations.normalization import normalize_texts
 from annotations.selectors import taxonomy_get
 from models_app.services import NoLiveModel
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 
 
@@ -63,4 +64,7 @@ class NormalizeApi(APIView):
             results = normalize_texts(taxonomy, serializer.validated_data["texts"], k=k)
         except NoLiveModel as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ArtifactError as exc:
+            detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"results": [result.as_dict() for result in results]})

@@ -1,11 +1,12 @@
-"""Speed of the walking skeleton on the bundled O*NET taxonomy.
+"""Speed on the bundled O*NET taxonomy with the shipped model (data/models/onet).
 
-Measures: import of all O*NET strings, model fit, index build, batch encoding, and single-text
-normalize latency (model and index loaded, through the same code the API uses), plus the API
-round-trip through Django's test client. Prints a table and writes
-bench/results/normalize_speed.json.
+Measures: import of all O*NET strings, loading the shipped model and building its index, batch
+encoding, single-text normalize latency (model and index loaded, through the same code the API
+uses), the API round-trip through Django's test client, and the peak memory of this process,
+which holds what a web process holds. With --model tfidf the TF-IDF encoder is fitted instead.
+Prints a table and writes bench/results/normalize_speed.json.
 
-    .venv/bin/python bench/normalize_speed.py [--queries 500]
+    .venv/bin/python bench/normalize_speed.py [--queries 500] [--model shipped|tfidf]
 
 Runs against a scratch SQLite database and artifacts folder; touches nothing of yours.
 """
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
@@ -53,6 +55,7 @@ from models_app.services import (  # noqa: E402
     deployment_activate,
     index_build_create,
     model_version_fit,
+    model_version_import,
 )
 
 
@@ -64,6 +67,7 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--model", choices=["shipped", "tfidf"], default="shipped")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     results: dict[str, float] = {}
@@ -75,8 +79,12 @@ def main() -> None:
     taxonomy = report.taxonomy
 
     started = time.perf_counter()
-    version = model_version_fit(taxonomy=taxonomy, config={})
-    results["fit_seconds"] = time.perf_counter() - started
+    if args.model == "shipped":
+        version = model_version_import(taxonomy=taxonomy, folder=ROOT / "data" / "models" / "onet")
+        results["model_load_seconds"] = time.perf_counter() - started
+    else:
+        version = model_version_fit(taxonomy=taxonomy, spec={})
+        results["fit_seconds"] = time.perf_counter() - started
     started = time.perf_counter()
     build = index_build_create(model_version=version)
     results["index_build_seconds"] = time.perf_counter() - started
@@ -118,7 +126,9 @@ def main() -> None:
         assert response.status_code == 200, response.content
     results["api_p50_ms"] = statistics.median(api)
     results["api_p99_ms"] = percentile(api, 0.99)
-    results["model_version"] = ModelVersion.objects.get().label
+    results["model"] = f"{version.encoder_kind} ({ModelVersion.objects.get().label})"
+    # ru_maxrss is in KiB on Linux: the peak of this process, model, index and Django loaded.
+    results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     machine = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

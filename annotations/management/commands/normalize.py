@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotations.normalization import normalize_texts
 from annotations.selectors import taxonomy_get
 from models_app.services import NoLiveModel
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 
 _BATCH = 512
@@ -45,5 +46,5 @@ class Command(BaseCommand):
             for start in range(0, len(texts), _BATCH):
                 for result in normalize_texts(taxonomy, texts[start : start + _BATCH], k=k):
                     self.stdout.write(json.dumps(result.as_dict(), ensure_ascii=False))
-        except NoLiveModel as exc:
+        except (NoLiveModel, ArtifactError) as exc:
             raise CommandError(str(exc)) from None

@@ -16,6 +16,10 @@ class Command(BaseCommand):
         "composition, extra words, held-out curator annotations); stores and prints the metrics."
     )
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # Our --version names a model version; it replaces Django's "show the Django version".
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--version", type=int, help="version number (default: the live one)")

@@ -18,6 +18,10 @@ class Command(BaseCommand):
         "data/models/<slug>/ which `setup_demo` loads instead of training."
     )
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # Our --version names a model version; it replaces Django's "show the Django version".
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--version", type=int, required=True)
