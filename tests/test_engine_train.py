@@ -129,3 +129,19 @@ def test_impossible_specs_are_refused_before_any_work(raw, message):
 def test_training_needs_two_groups():
     with pytest.raises(ConfigError, match="at least two groups"):
         prepare_data([(0, "a"), (0, "b")], config=config())
+
+
+def test_fine_tuning_mixes_feedback_and_replayed_taxonomy_pairs_as_configured():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]
+    anchors = {}
+    for replay in (0.0, 0.5):
+        cfg = config(replay_share=replay, feedback_share=0.0, batch_size=200, typo_share=0.0)
+        data = prepare_data(MEMBERS, feedback, config=cfg)
+        sampler = BatchSampler(data, cfg, random.Random(0), fine_tuning=True)
+        anchors[replay] = sampler.batch()["anchors"].count("java barista") / 200
+    assert anchors[0.0] == 1.0  # feedback only
+    assert 0.35 < anchors[0.5] < 0.65  # half feedback, half taxonomy pairs replayed

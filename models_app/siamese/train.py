@@ -69,7 +69,9 @@ class TrainConfig:
     synonym_share: float = 0.1
     extra_words_share: float = 0.1
     feedback_share: float = 0.1
-    replay_share: float = 1.0  # fine-tuning: share of taxonomy pairs kept beside the feedback
+    # Fine-tuning: at least 1 - replay_share of the positive pairs come from curator feedback,
+    # the rest replay taxonomy pairs so that what the parent knew is kept.
+    replay_share: float = 1.0
     seed: int = 0
     device: str = "auto"
     threads: int = 0  # 0: every core
@@ -184,8 +186,20 @@ class BatchSampler:
     groups the current model confuses with the anchor's (refreshed at every evaluation).
     """
 
-    def __init__(self, data: TrainingData, config: TrainConfig, rng: random.Random) -> None:
+    def __init__(
+        self,
+        data: TrainingData,
+        config: TrainConfig,
+        rng: random.Random,
+        *,
+        fine_tuning: bool = False,
+    ) -> None:
         self.data, self.config, self.rng = data, config, rng
+        self.feedback_share = (
+            max(config.feedback_share, 1 - config.replay_share)
+            if fine_tuning
+            else config.feedback_share
+        )
         self.groups = sorted(data.by_group)
         # The split's seed is fixed: another seed would put the test half's noise in training.
         self.extra_words = augment.ExtraWords("train")
@@ -211,7 +225,7 @@ class BatchSampler:
 
     def _positive_pair(self, group: int | None = None) -> tuple[int, str, str]:
         rng = self.rng
-        if group is None and self.positive_feedback and rng.random() < self.config.feedback_share:
+        if group is None and self.positive_feedback and rng.random() < self.feedback_share:
             example = rng.choice(self.positive_feedback)
             return (
                 example.group_id,
@@ -427,7 +441,7 @@ def train_encoder(
     loss_params = {**DEFAULT_LOSS_PARAMS.get(config.loss, {}), **config.loss_params}
     loss = build_loss(config.loss, loss_params, dim=encoder.dim).to(device)
     optimizer = _Optimizer(encoder, loss, config.learning_rate)
-    sampler = BatchSampler(data, config, rng)
+    sampler = BatchSampler(data, config, rng, fine_tuning=parent is not None)
 
     step, best_metric, best_state, history, bad_evaluations = 0, -math.inf, None, [], 0
     fingerprint = {
