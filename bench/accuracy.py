@@ -131,7 +131,7 @@ def main() -> None:
             "all-MiniLM-L6-v2 zero-shot", lambda: EncoderMatcher(MiniLMEncoder(), texts, labels)
         )
 
-    if not args.skip_stages:
+    if "stages" in parts:
         stages = {
             **STAGES,
             "model: +feedback": {**STAGES["model: +extra words"], "feedback_share": 0.1},

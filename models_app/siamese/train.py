@@ -525,7 +525,7 @@ def train_encoder(
 
     if best_state is not None:
         encoder.load_state_dict(best_state)
-    encoder.after_training()
+    encoder.after_training([t for _, t in data.train + data.validation])
     encoder.eval()
     encoder.to("cpu")
     return TrainResult(
