@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import numpy as np
 from django.conf import settings
 
 from annotations.models import Group, Judgement, Member, Taxonomy
@@ -56,20 +55,7 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
     if not texts:
         return []
     keys = [normalize_text(text) for text in texts]
-    queries = engine.encoder.encode(list(texts))  # (Q, D)
-    depth = min(k * settings.SIAMWEB_MEMBERS_PER_GROUP, max(len(engine.index), 1))
-    scores, member_ids = engine.index.search(queries, depth)  # (Q, depth) each
-    hits: list[list[tuple[int, float]]] = [
-        [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
-        for row_ids, row_scores in zip(member_ids, scores, strict=True)
-    ]
-    delta_ids, delta_vectors = engine.delta_vectors()
-    if len(delta_ids):
-        delta_scores = queries @ delta_vectors.T  # (Q, new members)
-        for row, row_scores in enumerate(delta_scores):
-            best = np.argsort(-row_scores)[:depth]
-            hits[row].extend((int(delta_ids[j]), float(row_scores[j])) for j in best)
-            hits[row].sort(key=lambda hit: -hit[1])
+    hits = engine.nearest_members(list(texts), k * settings.SIAMWEB_MEMBERS_PER_GROUP)
 
     members = {
         row["id"]: row

@@ -20,6 +20,8 @@ from annotations.models import Member, Taxonomy
 from models_app.models import Deployment
 from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.index import MemberIndex
+from models_app.siamese.search import MemberSearch
+from models_app.siamese.train import parse_search_config
 
 _lock = threading.Lock()
 _engines: dict[int, LiveEngine] = {}
@@ -43,12 +45,27 @@ class LiveEngine:
     built_at: datetime
     encoder: Encoder
     index: MemberIndex
+    search: MemberSearch
     indexed_ids: np.ndarray  # sorted member ids the index holds
     # Vectors of members the index does not hold, by (member id, text): an edited text is new.
     _delta: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
 
-    def delta_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Ids and vectors of members the index does not hold yet; each is encoded once."""
+    def nearest_members(self, texts: list[str], depth: int) -> list[list[tuple[int, float]]]:
+        """The ``depth`` best (member id, score) of each text, members added since the build
+        included; members deleted since may appear and are for the caller to drop."""
+        vectors = self.encoder.encode(texts)  # (Q, D)
+        delta_ids, delta_texts, delta_vectors = self.delta_vectors()
+        return self.search.search(
+            texts,
+            vectors,
+            depth,
+            extra_ids=delta_ids,
+            extra_texts=delta_texts,
+            extra_vectors=delta_vectors,
+        )
+
+    def delta_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """Ids, texts and vectors of members the index does not hold yet; each encoded once."""
         candidates = (
             Member.objects.filter(taxonomy_id=self.taxonomy_id)
             .filter(
@@ -69,9 +86,9 @@ class LiveEngine:
                 for row, vector in zip(missing, vectors, strict=True):
                     self._delta[row] = vector
         if not rows:
-            return np.zeros(0, np.int64), np.zeros((0, self.encoder.dim), np.float32)
+            return np.zeros(0, np.int64), [], np.zeros((0, self.encoder.dim), np.float32)
         ids = np.array([member_id for member_id, _ in rows], dtype=np.int64)
-        return ids, np.stack([self._delta[row] for row in rows])
+        return ids, [text for _, text in rows], np.stack([self._delta[row] for row in rows])
 
 
 def _contains(sorted_ids: np.ndarray, member_id: int) -> bool:
@@ -110,6 +127,12 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
     if cached is not None and cached.index_build_id == build.id:
         return cached
     index = MemberIndex.load(artifact_path(build.artifact_path))
+    search_config = parse_search_config(build.model_version.config)
+    texts: list[str] = []
+    if search_config.lexical_weight > 0:
+        # Members deleted since the build keep a blank text: they are dropped from results.
+        text_of = dict(Member.objects.filter(taxonomy=taxonomy).values_list("id", "text"))
+        texts = [text_of.get(int(member_id), "") for member_id in index.member_ids()]
     engine = LiveEngine(
         taxonomy_id=taxonomy.id,
         model_version_id=build.model_version_id,
@@ -119,6 +142,7 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
         built_at=build.created_at,
         encoder=encoder_for(build.model_version),
         index=index,
+        search=MemberSearch(index, texts, search_config),
         indexed_ids=np.sort(index.member_ids()),
     )
     with _lock:

@@ -29,6 +29,7 @@ from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
     FeedbackExample,
     parse_model_spec,
+    parse_search_config,
     prepare_data,
     train_encoder,
 )
@@ -116,7 +117,11 @@ def model_version_fit(
             taxonomy=taxonomy,
             number=number,
             encoder_kind=encoder_config["kind"],
-            config={"encoder": encoder_config, "training": dataclasses.asdict(training)},
+            config={
+                "encoder": encoder_config,
+                "training": dataclasses.asdict(training),
+                "search": dataclasses.asdict(parse_search_config(spec)),
+            },
             artifact_path=relative,
             parent=parent,
             trained_on_members=len(members),

@@ -106,6 +106,24 @@ class MemberIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
+    def vectors(self) -> np.ndarray:
+        """Every stored vector, in ``member_ids()`` order (exact indexes only)."""
+        if self.kind != "flat":
+            raise ValueError("only an exact index keeps its vectors in order")
+        return (
+            self._index.index.reconstruct_n(0, len(self))
+            if len(self)
+            else np.zeros((0, self.dim), np.float32)
+        )
+
+    def vectors_of(self, member_ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of these members; an IVF index builds its id map the first time."""
+        inner = faiss.downcast_index(self._index.index)
+        if isinstance(inner, faiss.IndexIVF) and not inner.direct_map.type:
+            inner.make_direct_map()
+        position = {int(m): i for i, m in enumerate(self.member_ids())}
+        return np.stack([inner.reconstruct(position[int(m)]) for m in member_ids])
+
     def member_ids(self) -> np.ndarray:
         """Every member id the index holds, in insertion order."""
         return faiss.vector_to_array(self._index.id_map).astype(np.int64)

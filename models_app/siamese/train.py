@@ -36,6 +36,7 @@ from models_app.siamese.encoders import (
 from models_app.siamese.evaluation import split_members
 from models_app.siamese.losses import LOSSES, build_loss
 from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.search import SearchConfig
 
 # (stage, fraction done in [0, 1], seconds left or None)
 Progress = Callable[[str, float, float | None], None]
@@ -543,17 +544,29 @@ def train_encoder(
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
 
 
+def parse_search_config(raw: dict[str, Any] | None) -> SearchConfig:
+    """The ``search`` part of a spec; a version stored without one gets today's default."""
+    raw = (raw or {}).get("search", {})
+    if not isinstance(raw, dict):
+        raise ConfigError("search must be a JSON object")
+    unknown = sorted(set(raw) - {f.name for f in dataclasses.fields(SearchConfig)})
+    if unknown:
+        raise ConfigError(f"unknown search option(s): {', '.join(unknown)}")
+    return SearchConfig(**raw)
+
+
 def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainConfig]:
     """Check a spec whole before any work starts; returns (encoder config, training config)."""
     raw = DEFAULT_SPEC if raw is None or raw == {} else raw
     if not isinstance(raw, dict):
         raise ConfigError("a model spec must be a JSON object with 'encoder' and 'training'")
-    unknown = sorted(set(raw) - {"encoder", "training"})
+    unknown = sorted(set(raw) - {"encoder", "training", "search"})
     if unknown:
         raise ConfigError(
-            f"unknown key(s) in the model spec: {', '.join(unknown)}; expected 'encoder' and "
-            "'training'"
+            f"unknown key(s) in the model spec: {', '.join(unknown)}; expected 'encoder', "
+            "'training' and 'search'"
         )
+    parse_search_config(raw)
     encoder = raw.get("encoder", DEFAULT_SPEC["encoder"])
     encoder_config = parse_config(encoder)
     training = TrainConfig.from_dict(raw.get("training", {}))

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models_app.siamese.encoders import ConfigError, fit_encoder
+from models_app.siamese.index import MemberIndex
+from models_app.siamese.search import HybridMatcher, MemberSearch, SearchConfig
+from models_app.siamese.train import parse_model_spec, parse_search_config
+
+TITLES = [
+    "Java Developer",
+    "Software Developer",
+    "Registered Nurse",
+    "ICU Nurse",
+    "Barista",
+    "Coffee Shop Barista",
+    "Truck Driver",
+    "Delivery Driver",
+]
+LABELS = [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return fit_encoder(TITLES, {"dim": 6, "min_df": 1})
+
+
+def build(encoder, weight: float, kind: str = "flat") -> MemberSearch:
+    ids = np.arange(100, 100 + len(TITLES))
+    index = MemberIndex.build(encoder.encode(TITLES), ids, kind=kind, nlist=2, nprobe=1)
+    return MemberSearch(index, TITLES, SearchConfig(lexical_weight=weight))
+
+
+def test_without_the_lexical_term_it_is_the_index_search(encoder):
+    search = build(encoder, 0.0)
+    vectors = encoder.encode(["java developer"])
+    hits = search.search(["java developer"], vectors, 3)[0]
+    scores, ids = search.index.search(vectors, 3)
+    assert hits == [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True)]
+
+
+def test_the_lexical_term_scores_the_best_trigram_match_one(encoder):
+    search = build(encoder, 1.0)  # lexical only
+    query = "Urgent!! barista wanted, Lisbon, 30h/week"
+    hits = search.search([query], encoder.encode([query]), 2)[0]
+    assert hits[0] == (104, 1.0)  # "Barista": every trigram of it is in the query
+
+
+def test_scores_combine_as_configured(encoder):
+    query = "icu nurse"
+    vector = encoder.encode([query])[0]
+    mixed = dict(build(encoder, 0.3).search([query], vector[None, :], 8)[0])
+    cosine = dict(build(encoder, 0.0).search([query], vector[None, :], 8)[0])
+    lexical = dict(build(encoder, 1.0).search([query], vector[None, :], 8)[0])
+    for member_id, score in mixed.items():
+        assert score == pytest.approx(0.7 * cosine[member_id] + 0.3 * lexical[member_id], abs=1e-5)
+
+
+def test_members_added_since_the_build_are_scored_the_same_way(encoder):
+    search = build(encoder, 0.3)
+    query = "latte art barista"
+    extra_vectors = encoder.encode(["Latte Art Barista"])
+    hits = search.search(
+        [query], encoder.encode([query]), 3,
+        extra_ids=np.array([999]), extra_texts=["Latte Art Barista"], extra_vectors=extra_vectors,
+    )[0]  # fmt: skip
+    assert hits[0][0] == 999
+    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_an_ivf_index_reranks_its_candidates_with_the_lexical_term(encoder):
+    query = "coffee shop barista"
+    flat = build(encoder, 0.3).search([query], encoder.encode([query]), 3)[0]
+    ivf = build(encoder, 0.3, kind="ivf").search([query], encoder.encode([query]), 3)[0]
+    assert ivf[0][0] == flat[0][0] == 105
+
+
+def test_the_hybrid_matcher_ranks_groups(encoder):
+    matcher = HybridMatcher(encoder, TITLES, LABELS, lexical_weight=0.3)
+    ranked = matcher.rank(["Sr. Barista (m/f/d) Berlin", "truck drivr"], 2)
+    assert [row[0] for row in ranked] == [2, 3]
+    assert all(len(set(row)) == 2 for row in ranked)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"search": {"lexical_weight": 2}}, "lexical_weight must be in"),
+        ({"search": {"lexical_weight": "high"}}, "must be a number"),
+        ({"search": {"boost": 1}}, "unknown search option"),
+        ({"search": []}, "search must be a JSON object"),
+    ],
+)
+def test_bad_search_settings_are_refused(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_model_spec(raw)
+
+
+def test_a_version_stored_without_search_settings_gets_the_default():
+    assert parse_search_config({"encoder": {}}).lexical_weight == SearchConfig().lexical_weight
+    assert parse_search_config({"search": {"lexical_weight": 0.0}}).lexical_weight == 0.0
