@@ -119,6 +119,7 @@ def main() -> None:
         metrics = evaluate(matcher, suite)
         rows.append(row(name, metrics, time.perf_counter() - started))
         print(json.dumps(rows[-1]), flush=True)
+        save(rows)
 
     if "baselines" in parts:
         measure("trigram baseline (paper)", lambda: TrigramMatcher(texts, labels))
@@ -133,23 +134,28 @@ def main() -> None:
             "all-MiniLM-L6-v2 zero-shot", lambda: EncoderMatcher(MiniLMEncoder(), texts, labels)
         )
 
-    if "stages" in parts:
+    stages = {
+        **STAGES,
+        "model: +feedback": {**STAGES["model: +extra words"], "feedback_share": 0.1},
+    }
+    if "stages" not in parts:  # "feedback" alone runs the last stage
         stages = {
-            **STAGES,
-            "model: +feedback": {**STAGES["model: +extra words"], "feedback_share": 0.1},
+            n: v for n, v in stages.items() if n == "model: +feedback" and "feedback" in parts
         }
+    if stages:
         for name, shares in stages.items():
-            config = TrainConfig(
-                loss="sdml", batch_size=512, max_minutes=args.minutes, eval_every=1000,
-                max_steps=100_000, patience=5, feedback_share=0.0, **shares,
-            )  # fmt: skip
+            config = TrainConfig(**{
+                "loss": "sdml", "batch_size": 512, "max_minutes": args.minutes,
+                "eval_every": 1000, "max_steps": 100_000, "patience": 5, "feedback_share": 0.0,
+                **shares,
+            })  # fmt: skip
             with_feedback = feedback if config.feedback_share > 0 else []
             data = prepare_data(members, with_feedback, config=config)
             measure(name, lambda d=data, c=config: EncoderMatcher(
                 train_encoder(d, ENCODER, c).encoder, texts, labels
             ))  # fmt: skip
 
-    if "stages" in parts:
+    if "stages" in parts or "bilstm" in parts:
         # The paper's network with every augmentation, for the same budget as each stage.
         config = TrainConfig(
             loss="sdml", batch_size=256, max_minutes=args.minutes, eval_every=500,
@@ -195,8 +201,25 @@ def main() -> None:
             for s, w in zip(SETS, (8, 9, 8, 8), strict=True)
         )
         print(f"{r['name']:<44}{cells}{r['mrr']:>7.3f}")
-    out.write_text(json.dumps({"machine": machine, "size": args.size, "rows": rows}, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+MACHINE = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+OUT = ROOT / "bench" / "results" / "accuracy.json"
+
+
+def save(rows: list[dict]) -> list[dict]:
+    """Merge ``rows`` into the results file by name (earlier rows kept, in their order); every
+    measured row is written at once, so a later failure loses nothing."""
+    OUT.parent.mkdir(exist_ok=True)
+    earlier = json.loads(OUT.read_text())["rows"] if OUT.exists() else []
+    merged = {r["name"]: r for r in earlier} | {r["name"]: r for r in rows}
+    order = [r["name"] for r in earlier] + [
+        r["name"] for r in rows if r["name"] not in {e["name"] for e in earlier}
+    ]
+    result = [merged[name] for name in order]
+    OUT.write_text(json.dumps({"machine": MACHINE, "size": 1000, "rows": result}, indent=2))
+    return result
 
 
 def _tfidf(texts):
