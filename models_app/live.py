@@ -8,13 +8,13 @@ reindex reaches every process without a restart.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.db.models import Q
 
 from annotations.models import Member, Taxonomy
 from models_app.models import Deployment
@@ -33,6 +33,7 @@ _MAX_CACHED_ENCODERS = 4
 # member inserted by a transaction still open while the build read the members has a smaller id
 # but was not seen by it.
 _STRAGGLER_WINDOW = timedelta(minutes=10)
+_STRAGGLER_RECHECK = 60.0  # seconds
 
 
 @dataclass
@@ -49,6 +50,8 @@ class LiveEngine:
     indexed_ids: np.ndarray  # sorted member ids the index holds
     # Vectors of members the index does not hold, by (member id, text): an edited text is new.
     _delta: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
+    _straggler_rows: list[tuple[int, str]] = field(default_factory=list)
+    _stragglers_at: float | None = None
 
     def nearest_members(self, texts: list[str], depth: int) -> list[list[tuple[int, float]]]:
         """The ``depth`` best (member id, score) of each text, members added since the build
@@ -64,21 +67,35 @@ class LiveEngine:
             extra_vectors=delta_vectors,
         )
 
+    def _stragglers(self) -> list[tuple[int, str]]:
+        """Members below the build's highest id that the build did not see (rare: inserted by a
+        transaction still open while it read). Looked for at most once a minute: after an import
+        every member falls in the window, and scanning them on each request would cost more than
+        the search."""
+        now = time.monotonic()
+        if self._stragglers_at is not None and now - self._stragglers_at < _STRAGGLER_RECHECK:
+            return self._straggler_rows
+        rows = list(
+            Member.objects.filter(
+                taxonomy_id=self.taxonomy_id,
+                id__lte=self.max_member_id,
+                created_at__gte=self.built_at - _STRAGGLER_WINDOW,
+            ).values_list("id", "text")
+        )
+        ids = np.array([member_id for member_id, _ in rows], dtype=np.int64)
+        unseen = ~np.isin(ids, self.indexed_ids) if len(ids) else np.zeros(0, bool)
+        self._straggler_rows = [row for row, missing in zip(rows, unseen, strict=True) if missing]
+        self._stragglers_at = now
+        return self._straggler_rows
+
     def delta_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
         """Ids, texts and vectors of members the index does not hold yet; each encoded once."""
-        candidates = (
-            Member.objects.filter(taxonomy_id=self.taxonomy_id)
-            .filter(
-                Q(id__gt=self.max_member_id) | Q(created_at__gte=self.built_at - _STRAGGLER_WINDOW)
-            )
+        newer = list(
+            Member.objects.filter(taxonomy_id=self.taxonomy_id, id__gt=self.max_member_id)
             .order_by("id")
             .values_list("id", "text")
         )
-        rows = [
-            (member_id, text)
-            for member_id, text in candidates
-            if member_id > self.max_member_id or not _contains(self.indexed_ids, member_id)
-        ]
+        rows = sorted(self._stragglers() + newer)
         missing = [row for row in rows if row not in self._delta]
         if missing:
             vectors = self.encoder.encode([text for _, text in missing])
@@ -89,11 +106,6 @@ class LiveEngine:
             return np.zeros(0, np.int64), [], np.zeros((0, self.encoder.dim), np.float32)
         ids = np.array([member_id for member_id, _ in rows], dtype=np.int64)
         return ids, [text for _, text in rows], np.stack([self._delta[row] for row in rows])
-
-
-def _contains(sorted_ids: np.ndarray, member_id: int) -> bool:
-    position = np.searchsorted(sorted_ids, member_id)
-    return bool(position < len(sorted_ids) and sorted_ids[position] == member_id)
 
 
 def artifact_path(relative: str) -> Path:

@@ -101,9 +101,9 @@ class MemberSearch:
             cosine = np.zeros(len(self.ids), np.float32)
             cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
         combined = (1 - w) * cosine[candidates] + w * np.clip(lexical[candidates] * scale, 0, 1)
-        top = candidates[np.argsort(-combined)[:depth]]
-        order = {int(c): float(s) for c, s in zip(candidates, combined, strict=True)}
-        hits = [(int(self.ids[c]), order[int(c)]) for c in top]
+        take = min(depth, len(candidates))
+        top = np.argpartition(-combined, take - 1)[:take] if take else np.zeros(0, np.int64)
+        hits = [(int(self.ids[candidates[i]]), float(combined[i])) for i in top]
         if len(extra_ids):
             extra = (1 - w) * (extra_vectors @ vector) + w * np.clip(extra_lexical * scale, 0, 1)
             hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
