@@ -66,6 +66,14 @@ def _feedback_examples(taxonomy: Taxonomy) -> list[FeedbackExample]:
     ]
 
 
+@transaction.atomic
+def _model_version_create(*, taxonomy: Taxonomy, **fields: Any) -> ModelVersion:
+    """The next version number of the taxonomy; its row is locked so two runs never collide."""
+    Taxonomy.objects.select_for_update().filter(id=taxonomy.id).first()
+    latest = ModelVersion.objects.filter(taxonomy=taxonomy).aggregate(n=Max("number"))["n"]
+    return ModelVersion.objects.create(taxonomy=taxonomy, number=(latest or 0) + 1, **fields)
+
+
 def model_version_fit(
     *,
     taxonomy: Taxonomy,
@@ -106,28 +114,20 @@ def model_version_fit(
         "device": result.device,
         "stopped_because": result.stopped_because,
     }
-    with transaction.atomic():
-        number = (
-            ModelVersion.objects.select_for_update()
-            .filter(taxonomy=taxonomy)
-            .aggregate(n=Max("number"))["n"]
-            or 0
-        ) + 1
-        return ModelVersion.objects.create(
-            taxonomy=taxonomy,
-            number=number,
-            encoder_kind=encoder_config["kind"],
-            config={
-                "encoder": encoder_config,
-                "training": dataclasses.asdict(training),
-                "search": dataclasses.asdict(parse_search_config(spec)),
-            },
-            artifact_path=relative,
-            parent=parent,
-            trained_on_members=len(members),
-            data_sha256=data.sha256,
-            metrics=metrics,
-        )
+    return _model_version_create(
+        taxonomy=taxonomy,
+        encoder_kind=encoder_config["kind"],
+        config={
+            "encoder": encoder_config,
+            "training": dataclasses.asdict(training),
+            "search": dataclasses.asdict(parse_search_config(spec)),
+        },
+        artifact_path=relative,
+        parent=parent,
+        trained_on_members=len(members),
+        data_sha256=data.sha256,
+        metrics=metrics,
+    )
 
 
 def index_build_create(
@@ -384,23 +384,15 @@ def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
         for path in folder.iterdir():
             if path.is_file():
                 shutil.copyfile(path, scratch / path.name)
-    with transaction.atomic():
-        number = (
-            ModelVersion.objects.select_for_update()
-            .filter(taxonomy=taxonomy)
-            .aggregate(n=Max("number"))["n"]
-            or 0
-        ) + 1
-        return ModelVersion.objects.create(
-            taxonomy=taxonomy,
-            number=number,
-            encoder_kind=encoder.config.kind,
-            config=info.get("spec", {"encoder": dataclasses.asdict(encoder.config)}),
-            artifact_path=relative,
-            trained_on_members=info.get("trained_on_members", 0),
-            data_sha256=info.get("data_sha256", ""),
-            metrics=info.get("metrics", {}),
-        )
+    return _model_version_create(
+        taxonomy=taxonomy,
+        encoder_kind=encoder.config.kind,
+        config=info.get("spec", {"encoder": dataclasses.asdict(encoder.config)}),
+        artifact_path=relative,
+        trained_on_members=info.get("trained_on_members", 0),
+        data_sha256=info.get("data_sha256", ""),
+        metrics=info.get("metrics", {}),
+    )
 
 
 def _run_now(*, taxonomy: Taxonomy, kind: str, spec: dict[str, Any] | None) -> TrainingRun | None:
