@@ -5,6 +5,7 @@ from django.contrib import admin
 from annotations.models import (
     FeedbackPair,
     Group,
+    GroupRelation,
     Input,
     Judgement,
     Member,
@@ -80,3 +81,11 @@ class FeedbackPairAdmin(admin.ModelAdmin):
     list_filter = ["label", "origin", "taxonomy"]
     search_fields = ["text_a", "text_b"]
     raw_id_fields = ["judgement"]
+
+
+@admin.register(GroupRelation)
+class GroupRelationAdmin(admin.ModelAdmin):
+    list_display = ["group", "related", "taxonomy"]
+    list_filter = ["taxonomy"]
+    raw_id_fields = ["group", "related"]
+    list_select_related = ["group", "related"]

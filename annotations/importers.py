@@ -19,6 +19,7 @@ from models_app.siamese.text import TextError, clean_text
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"
 ONET_ALTERNATES = "Alternate Titles.txt"
+ONET_RELATED = "Related Occupations.txt"  # optional
 ESCO_OCCUPATIONS = "occupations_en.csv"
 MAX_CODE_LENGTH = 64
 MAX_NAME_LENGTH = 300
@@ -42,6 +43,7 @@ class RowError:
 class ParsedTaxonomy:
     groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # code → (name, description)
     members: list[tuple[str, str]] = field(default_factory=list)  # (group code, text)
+    relations: list[tuple[str, str]] = field(default_factory=list)  # (group code, related code)
     errors: list[RowError] = field(default_factory=list)
     rows_read: int = 0
     sha256: str = ""
@@ -183,6 +185,19 @@ def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
                 parsed.errors.append(RowError(location, f"unknown occupation code {code}"))
                 continue
             parsed.members.append((code, text))
+    related_path = path / ONET_RELATED
+    if related_path.exists():
+        required = ("O*NET-SOC Code", "Related O*NET-SOC Code")
+        text = _decode(related_path, digest)
+        for line, row in _rows(text, ONET_RELATED, required, **tab):
+            pair = (row["O*NET-SOC Code"] or "").strip(), (row[required[1]] or "").strip()
+            unknown = [code for code in pair if code not in parsed.groups]
+            if unknown:
+                parsed.errors.append(
+                    RowError(f"{ONET_RELATED}:{line}", f"unknown occupation code {unknown[0]!r}")
+                )
+            elif pair[0] != pair[1]:
+                parsed.relations.append(pair)
     parsed.sha256 = digest.hexdigest()
     return parsed
 

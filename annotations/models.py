@@ -48,6 +48,23 @@ class Group(models.Model):
         return f"{self.code} {self.name}"
 
 
+class GroupRelation(models.Model):
+    """Two groups the taxonomy itself calls related (O*NET "Related Occupations"): the likeliest
+    confusions, used as hard negatives in training."""
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="relations")
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="+")
+    related = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "related"], name="group_relation_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} ~ {self.related}"
+
+
 class Member(models.Model):
     """One string that belongs to a group: a taxonomy title or a curator's confirmed input."""
 

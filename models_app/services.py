@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotations.models import FeedbackPair, Member, Taxonomy
+from annotations.models import FeedbackPair, GroupRelation, Member, Taxonomy
 from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import atomic_directory
@@ -95,7 +95,10 @@ def model_version_fit(
     )
     if not members:
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
-    data = prepare_data(members, _feedback_examples(taxonomy), config=training)
+    related = GroupRelation.objects.filter(taxonomy=taxonomy).values_list("group_id", "related_id")
+    data = prepare_data(
+        members, _feedback_examples(taxonomy), config=training, related=list(related)
+    )
     result = train_encoder(
         data,
         encoder_config,

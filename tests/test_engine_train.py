@@ -145,3 +145,25 @@ def test_fine_tuning_mixes_feedback_and_replayed_taxonomy_pairs_as_configured():
         anchors[replay] = sampler.batch()["anchors"].count("java barista") / 200
     assert anchors[0.0] == 1.0  # feedback only
     assert 0.35 < anchors[0.5] < 0.65  # half feedback, half taxonomy pairs replayed
+
+
+def test_related_groups_are_hard_negatives_from_the_first_step():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    cfg = config(loss="contrastive", hard_negative_share=1.0, typo_share=0.0)
+    data = prepare_data(MEMBERS, config=cfg, related=[(0, 3)])
+    assert data.related == {0: [3], 3: [0]}
+    sampler = BatchSampler(data, cfg, random.Random(0))
+    batch = sampler.batch()
+    checked = 0
+    for group, (_anchor, negative) in zip(
+        [g for g in batch["groups"] for _ in range(cfg.negatives_per_positive)],
+        batch["negatives"],
+        strict=True,
+    ):
+        if group == 0:
+            assert negative in GROUPS[3]
+            checked += 1
+    assert checked > 0

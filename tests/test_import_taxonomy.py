@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotations.importers import ImportFileError
-from annotations.models import Group, Member, Taxonomy
+from annotations.models import Group, GroupRelation, Member, Taxonomy
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from tests.conftest import TINY_CSV
 
@@ -177,6 +177,10 @@ def test_the_bundled_onet_imports_every_string():
     assert report.groups_created == 1_016
     # Three rows repeat a title already listed for the same occupation.
     assert (report.members_created, report.duplicates) == (53_767, 3)
+    assert report.relations == 18_460
+    assert GroupRelation.objects.filter(
+        group__code="15-1252.00", related__code="15-1251.00"
+    ).exists()
     assert Group.objects.get(code="15-1252.00").name == "Software Developers"
     assert Member.objects.filter(group__code="15-1252.00", text="Java Software Engineer").exists()
 
@@ -219,3 +223,27 @@ def test_a_field_too_large_for_csv_is_a_file_error(tmp_path):
     path = write(tmp_path, "big.csv", "group_code,group_name,text\nA,Alpha," + "x" * 200_000 + "\n")
     with pytest.raises(ImportFileError, match="not valid CSV near line"):
         taxonomy_import(slug="t", path=path, fmt="csv")
+
+
+def test_onet_related_occupations_with_an_unknown_code_reject_the_file(tmp_path):
+    folder = tmp_path / "onet"
+    folder.mkdir()
+    (folder / "Occupation Data.txt").write_text(
+        "O*NET-SOC Code\tTitle\tDescription\n11-1011.00\tChief Executives\tRun things\n"
+        "11-1021.00\tGeneral Managers\tManage things\n"
+    )
+    (folder / "Alternate Titles.txt").write_text(
+        "O*NET-SOC Code\tAlternate Title\n11-1011.00\tCEO\n"
+    )
+    (folder / "Related Occupations.txt").write_text(
+        "O*NET-SOC Code\tRelated O*NET-SOC Code\n11-1011.00\t11-1021.00\n11-1011.00\t99-9999.00\n"
+    )
+    with pytest.raises(ImportRejected) as rejected:
+        taxonomy_import(slug="o", path=folder, fmt="onet")
+    assert [str(e) for e in rejected.value.errors] == [
+        "Related Occupations.txt:3: unknown occupation code '99-9999.00'"
+    ]
+    report = taxonomy_import(slug="o", path=folder, fmt="onet", skip_bad_rows=True)
+    assert report.relations == 1
+    relation = GroupRelation.objects.get()
+    assert (relation.group.code, relation.related.code) == ("11-1011.00", "11-1021.00")

@@ -11,7 +11,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from annotations.importers import ImportFileError, RowError, parse_taxonomy
-from annotations.models import Group, Member, Taxonomy
+from annotations.models import Group, GroupRelation, Member, Taxonomy
 from models_app.siamese.text import normalize_text
 
 _BATCH = 2000
@@ -37,6 +37,7 @@ class ImportReport:
     members_created: int = 0
     members_removed: int = 0
     duplicates: int = 0
+    relations: int = 0
     skipped_rows: list[RowError] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -142,6 +143,17 @@ def _apply(*, slug, name, fmt, parsed) -> ImportReport:
     ]
     Member.objects.bulk_create(new_members, batch_size=_BATCH)
     report.members_created = len(new_members)
+
+    if parsed.relations:
+        GroupRelation.objects.filter(taxonomy=taxonomy).delete()
+        GroupRelation.objects.bulk_create(
+            [
+                GroupRelation(taxonomy=taxonomy, group_id=group_ids[a], related_id=group_ids[b])
+                for a, b in dict.fromkeys(parsed.relations)
+            ],
+            batch_size=_BATCH,
+        )
+    report.relations = len(dict.fromkeys(parsed.relations))
 
     taxonomy.source_sha256 = parsed.sha256
     taxonomy.source_format = fmt

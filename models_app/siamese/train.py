@@ -136,6 +136,9 @@ class TrainingData:
     feedback: list[FeedbackExample]
     by_group: dict[int, list[str]]
     sha256: str
+    # Groups the taxonomy calls related (O*NET "Related Occupations"): hard negatives from the
+    # first step, before the model has an opinion of its own.
+    related: dict[int, list[int]] = field(default_factory=dict)
 
 
 def prepare_data(
@@ -143,6 +146,7 @@ def prepare_data(
     feedback: Sequence[FeedbackExample] = (),
     *,
     config: TrainConfig,
+    related: Sequence[tuple[int, int]] = (),
 ) -> TrainingData:
     if len({group for group, _ in members}) < 2:
         raise ConfigError("training needs member strings in at least two groups")
@@ -158,12 +162,19 @@ def prepare_data(
         digest.update(f"{group}\t{text}\n".encode())
     for example in feedback:
         digest.update(f"{example.group_id}\t{example.text}\t{example.label}\n".encode())
+    related_groups: dict[int, list[int]] = defaultdict(list)
+    for a, b in related:
+        if a in by_group and b in by_group:
+            for group, other in ((a, b), (b, a)):  # relatedness works both ways
+                if other not in related_groups[group]:
+                    related_groups[group].append(other)
     return TrainingData(
         train=list(train),
         validation=list(validation),
         feedback=list(feedback),
         by_group=dict(by_group),
         sha256=digest.hexdigest(),
+        related=dict(related_groups),
     )
 
 
@@ -208,7 +219,7 @@ class BatchSampler:
         self.synonyms = augment.GroupSynonyms.from_taxonomy(
             data.by_group, augment.load_synonyms(augment.MANUAL_SYNONYMS_PATH)
         )
-        self.confusable: dict[int, list[int]] = {}
+        self.confusable: dict[int, list[int]] = dict(data.related)
         self.positive_feedback = [
             f for f in data.feedback if f.label and f.group_id in data.by_group
         ]
@@ -260,9 +271,9 @@ class BatchSampler:
             # In-batch losses: put groups the model confuses in one batch, so that the other
             # rows are hard negatives for each other.
             for i in range(1, size, 2):
-                if self.rng.random() < self.config.hard_negative_share:
-                    neighbour = self.rng.choice(self.confusable[pairs[i - 1][0]])
-                    pairs[i] = self._positive_pair(neighbour)
+                neighbours = self.confusable.get(pairs[i - 1][0])
+                if neighbours and self.rng.random() < self.config.hard_negative_share:
+                    pairs[i] = self._positive_pair(self.rng.choice(neighbours))
         batch: dict[str, Any] = {
             "groups": [g for g, _, _ in pairs],
             "anchors": [a for _, a, _ in pairs],
@@ -293,8 +304,10 @@ class BatchSampler:
         np.fill_diagonal(similarity, -np.inf)
         nearest = np.argsort(-similarity, axis=1)[:, :top]
         self.confusable = {
-            group: [self.groups[j] for j in nearest[i]] for i, group in enumerate(self.groups)
-        }
+            group: list(dict.fromkeys([self.groups[j] for j in nearest[i]]
+                                      + self.data.related.get(group, [])))
+            for i, group in enumerate(self.groups)
+        }  # fmt: skip
 
 
 def _embed(encoder: NeuralEncoder, texts: list[str], rng: random.Random) -> torch.Tensor:
