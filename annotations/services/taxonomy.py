@@ -47,7 +47,7 @@ class ImportReport:
             f"{self.taxonomy.slug}: {self.rows_read} rows read; groups {self.groups_created} "
             f"created, {self.groups_updated} updated; members {self.members_created} created, "
             f"{self.members_removed} removed, {self.duplicates} duplicate rows merged; "
-            f"{len(self.skipped_rows)} bad rows skipped"
+            f"{self.relations} group relations; {len(self.skipped_rows)} bad rows skipped"
         )
 
 
