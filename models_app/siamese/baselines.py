@@ -143,16 +143,18 @@ class EncoderMatcher:
         labels: Sequence[int],
         *,
         oversample: int = 8,
+        vectors: np.ndarray | None = None,
     ) -> None:
+        """``vectors``: the candidates already encoded by ``encoder``, to skip encoding them."""
         _check_members(texts, labels)
         if oversample < 1:
             raise ValueError(f"oversample must be at least 1, got {oversample}")
         self._encoder = encoder
         self._oversample = oversample
         self._label_of = {row: int(label) for row, label in enumerate(labels)}
-        self._index = MemberIndex.build(
-            encoder.encode(list(texts)), np.arange(len(texts), dtype=np.int64)
-        )
+        if vectors is None:
+            vectors = encoder.encode(list(texts))
+        self._index = MemberIndex.build(vectors, np.arange(len(texts), dtype=np.int64))
 
     def rank(self, queries: Sequence[str], k: int) -> list[list[int]]:
         if k < 1:

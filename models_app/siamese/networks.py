@@ -455,6 +455,16 @@ class S2NetConfig:
         _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
 
 
+def _tfidf_config(config: S2NetConfig) -> CharNgramConfig:
+    """The TF-IDF vectoriser (and SVD initialisation) an S2Net config implies."""
+    return CharNgramConfig(
+        ngram_min=config.ngram_min,
+        ngram_max=config.ngram_max,
+        dim=config.output_dim,
+        min_df=config.min_df,
+    )
+
+
 class S2NetEncoder(NeuralEncoder):
     """The projection starts from the truncated SVD of the TF-IDF matrix (the paper initialises
     from PCA) and is then trained with the pairwise logistic loss."""
@@ -467,37 +477,18 @@ class S2NetEncoder(NeuralEncoder):
         self.tfidf = tfidf
         self.projection = nn.Parameter(tfidf.projection.clone())  # (V, D)
 
-    def _tfidf_config(self) -> CharNgramConfig:
-        c = self.config
-        return CharNgramConfig(
-            ngram_min=c.ngram_min, ngram_max=c.ngram_max, dim=c.output_dim, min_df=c.min_df
-        )
-
     @classmethod
     def create(cls, texts, config):
-        tfidf_config = CharNgramConfig(
-            ngram_min=config.ngram_min,
-            ngram_max=config.ngram_max,
-            dim=config.output_dim,
-            min_df=config.min_df,
-        )
-        return cls(config, CharNgramTfidfEncoder.fit(texts, tfidf_config))
+        return cls(config, CharNgramTfidfEncoder.fit(texts, _tfidf_config(config)))
 
     @classmethod
     def from_vocabulary(cls, config, vocabulary):
         if not isinstance(vocabulary, dict):
             raise ArtifactError("s2net needs its n-gram vocabulary and idf")
-        tfidf_config = CharNgramConfig(
-            ngram_min=config.ngram_min,
-            ngram_max=config.ngram_max,
-            dim=config.output_dim,
-            min_df=config.min_df,
-        )
         idf = np.asarray(vocabulary["idf"], dtype=np.float32)
         projection = np.zeros((len(idf), config.output_dim), dtype=np.float32)
-        return cls(
-            config, CharNgramTfidfEncoder(tfidf_config, vocabulary["ngrams"], idf, projection)
-        )
+        tfidf = CharNgramTfidfEncoder(_tfidf_config(config), vocabulary["ngrams"], idf, projection)
+        return cls(config, tfidf)
 
     def vocabulary_state(self):
         return {"ngrams": self.tfidf.vocabulary, "idf": self.tfidf.idf.tolist()}

@@ -61,19 +61,26 @@ class MemberSearch:
         """The ``depth`` best members of each query, including ``extra`` members (added since
         the index was built), which are scored the same way."""
         extra_ids = np.zeros(0, np.int64) if extra_ids is None else extra_ids
+        if not self.lexical:
+            return self._embedding_only(vectors, depth, extra_ids, extra_vectors)
         results = []
-        for row, query in enumerate(queries):
-            vector = vectors[row]
-            if not self.lexical:
-                scores, ids = self.index.search(vector[None, :], max(1, min(depth, len(self.ids))))
-                hits = [
-                    (int(m), float(s)) for m, s in zip(ids[0], scores[0], strict=True) if m >= 0
-                ]
-                if len(extra_ids):
-                    extra = extra_vectors @ vector  # (E,)
-                    hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
-            else:
-                hits = self._hybrid(query, vector, depth, extra_ids, extra_texts, extra_vectors)
+        for query, vector in zip(queries, vectors, strict=True):
+            hits = self._hybrid(query, vector, depth, extra_ids, extra_texts, extra_vectors)
+            hits.sort(key=lambda hit: -hit[1])
+            results.append(hits[:depth])
+        return results
+
+    def _embedding_only(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
+        """One FAISS call for every query of the batch, then the extra members merged in."""
+        scores, ids = self.index.search(vectors, max(1, min(depth, len(self.ids))))
+        extra = extra_vectors @ vectors.T if len(extra_ids) else None  # (E, Q)
+        results = []
+        for row in range(len(vectors)):
+            hits = [
+                (int(m), float(s)) for m, s in zip(ids[row], scores[row], strict=True) if m >= 0
+            ]
+            if extra is not None:
+                hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra[:, row], strict=True)]
             hits.sort(key=lambda hit: -hit[1])
             results.append(hits[:depth])
         return results
@@ -82,9 +89,9 @@ class MemberSearch:
         w = self.config.lexical_weight
         lexical = self.trigrams.scores(query).astype(np.float32)  # (N,)
         query_grams = trigrams(query)
+        extra_grams = [trigrams(t) for t in extra_texts]
         extra_lexical = np.array(
-            [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
-            dtype=np.float32,
+            [3 * len(query_grams & grams) - len(grams) for grams in extra_grams], dtype=np.float32
         )
         best = max(lexical.max(initial=0.0), extra_lexical.max(initial=0.0))
         scale = 1.0 / best if best > 0 else 0.0

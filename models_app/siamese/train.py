@@ -292,10 +292,9 @@ class BatchSampler:
             batch["negatives"] = negatives
         return batch
 
-    def refresh_confusable(self, encoder: Encoder, top: int = 10) -> None:
-        """Nearest other groups by the mean vector of their strings, under the current model."""
-        texts = [text for _, text in self.data.train]
-        vectors = encoder.encode(texts)
+    def refresh_confusable(self, vectors: np.ndarray, top: int = 10) -> None:
+        """Nearest other groups by the mean vector of their strings, under the current model;
+        ``vectors`` are the training strings encoded by it."""
         index = {group: i for i, group in enumerate(self.groups)}
         centroids = np.zeros((len(self.groups), vectors.shape[1]), dtype=np.float32)
         np.add.at(centroids, [index[g] for g, _ in self.data.train], vectors)
@@ -340,14 +339,19 @@ def loss_step(
     return loss(anchors, positives, groups)
 
 
-def validation_accuracy(encoder: Encoder, data: TrainingData) -> float:
+def validation_accuracy(
+    encoder: Encoder, data: TrainingData, train_vectors: np.ndarray | None = None
+) -> float:
     """Share of held-out strings whose nearest training string is in their group.
 
     With nothing held out (a tiny taxonomy) it is measured on the training strings themselves.
+    ``train_vectors`` are the training strings already encoded by ``encoder``, when at hand.
     """
     if not data.validation:
         data = dataclasses.replace(data, validation=data.train)
-    matcher = EncoderMatcher(encoder, [t for _, t in data.train], [g for g, _ in data.train])
+    matcher = EncoderMatcher(
+        encoder, [t for _, t in data.train], [g for g, _ in data.train], vectors=train_vectors
+    )
     ranked = matcher.rank([t for _, t in data.validation], 1)
     hits = sum(
         1 for (group, _), row in zip(data.validation, ranked, strict=True) if row[:1] == [group]
@@ -478,12 +482,15 @@ def train_encoder(
         rng.setstate(saved["rng"])
         sampler.confusable = saved["confusable"]
 
+    train_texts = [text for _, text in data.train]
     if parent is not None and best_metric == -math.inf:
-        best_metric = validation_accuracy(encoder, data)  # fine-tuning must beat its parent
+        train_vectors = encoder.encode(train_texts)
+        # Fine-tuning must beat its parent.
+        best_metric = validation_accuracy(encoder, data, train_vectors)
         best_state = copy.deepcopy(encoder.state_dict())
         history.append({"step": 0, "validation_accuracy": best_metric})
-    if not sampler.confusable and config.hard_negative_share > 0 and parent is not None:
-        sampler.refresh_confusable(encoder)
+        if config.hard_negative_share > 0:
+            sampler.refresh_confusable(train_vectors)
 
     deadline = started + config.max_minutes * 60
     stopped_because = "max_steps"
@@ -499,7 +506,8 @@ def train_encoder(
         step += 1
         if step % config.eval_every == 0 or step == config.max_steps:
             progress("evaluate", step / config.max_steps, None)
-            metric = validation_accuracy(encoder, data)
+            train_vectors = encoder.encode(train_texts)  # once, for both uses below
+            metric = validation_accuracy(encoder, data, train_vectors)
             history.append({"step": step, "loss": value.item(), "validation_accuracy": metric})
             if metric > best_metric:
                 best_metric, bad_evaluations = metric, 0
@@ -507,7 +515,7 @@ def train_encoder(
             else:
                 bad_evaluations += 1
             if config.hard_negative_share > 0:
-                sampler.refresh_confusable(encoder)
+                sampler.refresh_confusable(train_vectors)
             encoder.train()
             if checkpoint_path is not None:
                 _save_checkpoint(
