@@ -1,4 +1,4 @@
-"""Access rules for the curator pages."""
+"""Access rules for the pages: curators review, admins also edit taxonomies and models."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ from annotations.services.accounts import CURATORS
 
 def is_curator(user) -> bool:
     """Admins curate too; everyone else needs the curators role."""
-    return user.is_active and (user.is_staff or user.groups.filter(name=CURATORS).exists())
+    return bool(
+        user.is_authenticated
+        and user.is_active
+        and (user.is_staff or user.groups.filter(name=CURATORS).exists())
+    )
+
+
+def is_admin(user) -> bool:
+    """Admins are staff: they edit taxonomies, settle conflicts and promote models."""
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
 
 
 def curator_required(view):
@@ -21,6 +30,17 @@ def curator_required(view):
     def wrapper(request, *args, **kwargs):
         if not is_curator(request.user):
             raise PermissionDenied("curators only")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def admin_required(view):
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not is_admin(request.user):
+            raise PermissionDenied("admins only")
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -81,6 +81,10 @@ class Member(models.Model):
     added_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # The verdict that added a curator member: undoing that verdict removes exactly this row.
+    judgement = models.ForeignKey(
+        "Judgement", null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -159,23 +163,62 @@ class ReviewItem(models.Model):
     OPEN_STATUSES = (Status.PENDING, Status.AWAITING_GROUP)
 
     input = models.OneToOneField(Input, on_delete=models.CASCADE, related_name="review_item")
+    # Copied from the input and the prediction so that the queue's filters and orderings are
+    # answered by an index over this one table, even with 100,000 items waiting.
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="review_items")
     prediction = models.ForeignKey(Prediction, on_delete=models.PROTECT, related_name="+")
+    top_group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    top_score = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     # Higher first; set from the prediction so the queue needs no computation to order.
     priority = models.FloatField(default=0.0)
+    # A sampled share of items is judged by two curators, to measure agreement.
+    reviews_required = models.PositiveSmallIntegerField(default=1)
+    # Who holds the item now and until when: two curators never get the same card at once.
+    leased_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Curators disagreed on this input: an admin decides.
+    conflict = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-priority", "id"]
-        indexes = [models.Index(fields=["status", "-priority", "id"], name="review_queue_order")]
+        indexes = [
+            models.Index(
+                fields=["taxonomy", "status", "-priority", "id"], name="review_queue_order"
+            ),
+            models.Index(
+                fields=["taxonomy", "status", "top_group", "-priority", "id"],
+                name="review_queue_by_group",
+            ),
+            models.Index(fields=["status", "-priority", "id"], name="review_queue_all"),
+            models.Index(
+                fields=["taxonomy", "conflict"],
+                condition=Q(conflict=True),
+                name="review_conflicts",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.input} ({self.status})"
 
 
+class JudgementQuerySet(models.QuerySet):
+    def live(self) -> JudgementQuerySet:
+        """Verdicts that still count: not undone."""
+        return self.filter(undone_at__isnull=True)
+
+
 class Judgement(models.Model):
     """A curator's verdict on one review item, stored before the response returns."""
+
+    # The verdicts that settle where an input belongs (false match and skip only narrow it).
+    FINAL_VERDICTS = ("confirm", "reassign", "none")
 
     class Verdict(models.TextChoices):
         CONFIRM = "confirm", "Confirm"
@@ -195,11 +238,29 @@ class Judgement(models.Model):
         Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    # The prediction the curator saw.
+    prediction = models.ForeignKey(
+        Prediction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The item's status before this verdict, so that undo can put it back.
+    previous_status = models.CharField(max_length=16, blank=True)
+    # A client's key for one verdict: a retried request finds this row instead of adding one.
+    idempotency_key = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An undone verdict stays for the audit trail but no longer counts anywhere.
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JudgementQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="judgement_by_user")]
         constraints = [
+            models.UniqueConstraint(
+                fields=["user", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="judgement_idempotency_key_unique",
+            ),
             models.CheckConstraint(
                 condition=(
                     Q(verdict="confirm", group__isnull=False, rejected_group__isnull=True)
@@ -244,3 +305,31 @@ class FeedbackPair(models.Model):
     def __str__(self) -> str:
         relation = "=" if self.label else "≠"
         return f"{self.text_a} {relation} {self.text_b}"
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, and the values before and after: verdicts and taxonomy edits."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    taxonomy = models.ForeignKey(
+        Taxonomy, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    # "<entity>.<action>", e.g. "judgement.create", "member.move", "group.merge".
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=64, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["taxonomy", "-created_at"], name="audit_by_taxonomy"),
+            models.Index(fields=["object_type", "object_id"], name="audit_by_object"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.object_type}:{self.object_id} by {self.actor}"

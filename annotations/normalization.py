@@ -131,8 +131,8 @@ def _curator_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, list[tuple
 
 def _rejected_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, set[int]]:
     found: dict[str, set[int]] = defaultdict(set)
-    rows = Judgement.objects.filter(
-        review_item__input__taxonomy=taxonomy,
+    rows = Judgement.objects.live().filter(
+        review_item__taxonomy=taxonomy,
         review_item__input__normalized_text__in=set(keys),
         rejected_group__isnull=False,
     ).values_list("review_item__input__normalized_text", "rejected_group_id")

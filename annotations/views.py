@@ -16,13 +16,12 @@ from annotations.selectors import (
     recent_judgements,
     review_card_groups,
     review_counts,
-    review_item_next,
 )
-from annotations.services.review import VerdictError, judgement_create
+from annotations.services.review import VerdictError, judgement_create, review_item_claim
 
 
 def _review_context(request: HttpRequest, **extra) -> dict:
-    item = review_item_next()
+    item = review_item_claim(user=request.user)
     return {
         "item": item,
         "groups": review_card_groups(item) if item else [],
@@ -56,7 +55,7 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
             )
         except VerdictError as exc:
             error = f"{exc.field}: {exc}"
-            status = 409 if exc.field in {"prediction", "review_item"} else 400
+            status = 409 if exc.conflict else 400
     else:
         error = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
         status = 400

@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "annotations",
     "models_app",
@@ -141,6 +143,19 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Siamweb API",
+    "DESCRIPTION": "Normalize short texts against a taxonomy, review predictions, curate groups.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the sidecar package's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Siamweb -------------------------------------------------------------------------------------
@@ -150,6 +165,12 @@ SIAMWEB_MAX_TEXTS_PER_REQUEST = env_int("SIAMWEB_MAX_TEXTS_PER_REQUEST", default
 SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
 SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)
 # Nearest members fetched per requested group: several members of one group crowd the top hits.
+# How long a curator holds a review card before another curator may get it.
+SIAMWEB_REVIEW_LEASE_SECONDS = env_int("SIAMWEB_REVIEW_LEASE_SECONDS", default=300, minimum=10)
+# Share of items shown to a second curator, to measure agreement (0 turns it off).
+SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
+    "SIAMWEB_DOUBLE_REVIEW_PERCENT", default=5, minimum=0, maximum=100
+)
 SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
 
 # --- Celery --------------------------------------------------------------------------------------

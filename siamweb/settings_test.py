@@ -16,3 +16,5 @@ os.environ.setdefault("SIAMWEB_VAR_DIR", tempfile.mkdtemp(prefix="siamweb-test-"
 from siamweb.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+# Double review is switched on per test, where it is the behaviour under test.
+SIAMWEB_DOUBLE_REVIEW_PERCENT = 0

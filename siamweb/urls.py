@@ -2,26 +2,18 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
-from annotations import api, views
+from annotations import views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("review/", views.review, name="review"),
-    path("review/items/<int:item_id>/judge", views.review_item_judge, name="review-item-judge"),
-    path(
-        "review/items/<int:item_id>/groups",
-        views.review_item_group_search,
-        name="review-item-group-search",
-    ),
-    path(
-        "api/v1/taxonomies/<slug:slug>/normalize",
-        api.NormalizeApi.as_view(),
-        name="api-normalize",
-    ),
+    path("", include("annotations.urls")),
+    path("taxonomies/", include("annotations.urls_taxonomy")),
+    path("", include("annotations.urls_inputs")),
+    path("api/v1/", include("siamweb.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -4,8 +4,12 @@ import pytest
 
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, ReviewItem
 from annotations.normalization import normalize_texts
-from annotations.selectors import review_item_next
-from annotations.services.review import VerdictError, inputs_submit, judgement_create
+from annotations.services.review import (
+    VerdictError,
+    inputs_submit,
+    judgement_create,
+    review_item_claim,
+)
 from models_app.models import TrainingRun
 
 
@@ -100,7 +104,7 @@ def test_a_false_match_is_never_offered_again_for_that_input(tiny_taxonomy, item
 
 def test_after_a_false_match_the_item_waits_for_the_right_group(item, curator):
     judgement_create(review_item=item, user=curator, verdict="false_match")
-    assert review_item_next().id == item.id
+    assert review_item_claim(user=curator).id == item.id
     judgement_create(review_item=item, user=curator, verdict="reassign", group=group("13-2011"))
     item.refresh_from_db()
     assert item.status == ReviewItem.Status.DONE
@@ -116,10 +120,10 @@ def test_a_confirm_requests_a_reindex_for_the_worker(item, curator):
 
 def test_skip_moves_the_item_behind_the_others(tiny_taxonomy, curator):
     first, second = inputs_submit(taxonomy=tiny_taxonomy, texts=["nurse", "truck"], source="api")
-    head = review_item_next()
+    head = review_item_claim(user=curator)
     judgement_create(review_item=head, user=curator, verdict="skip")
-    assert review_item_next().id != head.id
-    assert {first.id, second.id} == {head.id, review_item_next().id}
+    assert review_item_claim(user=curator).id != head.id
+    assert {first.id, second.id} == {head.id, review_item_claim(user=curator).id}
 
 
 @pytest.mark.parametrize(

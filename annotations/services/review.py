@@ -1,13 +1,18 @@
-"""Writes for the review loop: inputs in, predictions stored, verdicts recorded."""
+"""Writes for the review loop: inputs in, predictions stored, cards leased, verdicts recorded
+and undone, conflicts between curators settled."""
 
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from django.db import transaction
-from django.db.models import F
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
 
 from annotations.models import (
     FeedbackPair,
@@ -20,24 +25,48 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.normalization import Normalization, normalize_texts
+from annotations.selectors import QueueFilters, review_queue
+from annotations.services.audit import audit_record
 from models_app.models import TrainingRun
 from models_app.services import training_run_request
 from models_app.siamese.text import normalize_text
 
 
 class VerdictError(ValueError):
-    """A verdict that does not fit the item: unknown group, wrong state, missing group."""
+    """A verdict that does not fit the item: unknown group, wrong state, missing group.
+
+    ``field`` names what was wrong; ``conflict`` marks errors about the item's state (someone
+    else holds it, it changed, it is done) rather than about the request itself.
+    """
+
+    CONFLICT_FIELDS = frozenset({"prediction", "review_item", "idempotency_key", "judgement"})
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.conflict = field in self.CONFLICT_FIELDS
         super().__init__(message)
 
 
-def _priority(normalization: Normalization, occurrences: int) -> float:
-    """Most worth a look first: a small margin between the top two groups, a low top score."""
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def _priority(normalization: Normalization, occurrences: int, *, disagreement: bool) -> float:
+    """Most worth a look first: a small margin between the top two groups, a low top score,
+    a frequent input, and model versions that disagree about it."""
     scores = [group.score for group in normalization.groups] + [0.0, 0.0]
     margin = scores[0] - scores[1]
-    return (1.0 - margin) + (1.0 - scores[0]) + 0.1 * math.log1p(occurrences)
+    return (
+        (1.0 - margin)
+        + (1.0 - scores[0])
+        + 0.1 * math.log1p(occurrences)
+        + (0.5 if disagreement else 0.0)
+    )
+
+
+def _reviews_required(normalized_text: str) -> int:
+    """Two curators for a fixed, reproducible share of inputs; one for the rest."""
+    share = settings.SIAMWEB_DOUBLE_REVIEW_PERCENT
+    return 2 if zlib.crc32(normalized_text.encode()) % 100 < share else 1
 
 
 @transaction.atomic
@@ -46,7 +75,8 @@ def inputs_submit(
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review.
 
-    A text already known counts one more occurrence; its open review item keeps its verdicts.
+    A text already known counts one more occurrence; its open review item keeps its verdicts
+    and takes the new prediction, ranked higher when the new model disagrees with the old.
     """
     unique: dict[str, str] = {}
     for text in texts:
@@ -61,23 +91,135 @@ def inputs_submit(
             Input.objects.filter(id=input_row.id).update(occurrences=F("occurrences") + 1)
             input_row.refresh_from_db(fields=["occurrences"])
         groups = normalization.groups
+        top_group_id = groups[0].group_id if groups else None
         prediction = Prediction.objects.create(
             input=input_row,
             model_version_id=normalization.model_version_id,
             ranked_groups=normalization.as_dict()["groups"],
-            top_group_id=groups[0].group_id if groups else None,
+            top_group_id=top_group_id,
             top_score=groups[0].score if groups else None,
             margin=(groups[0].score - groups[1].score) if len(groups) > 1 else None,
         )
-        priority = _priority(normalization, input_row.occurrences)
-        item, item_created = ReviewItem.objects.get_or_create(
-            input=input_row, defaults={"prediction": prediction, "priority": priority}
+        item = ReviewItem.objects.filter(input=input_row).select_related("prediction").first()
+        disagreement = (
+            item is not None
+            and item.prediction.model_version_id != prediction.model_version_id
+            and item.prediction.top_group_id != top_group_id
         )
-        if not item_created and item.status in ReviewItem.OPEN_STATUSES:
-            item.prediction, item.priority = prediction, priority
-            item.save(update_fields=["prediction", "priority", "updated_at"])
+        priority = _priority(normalization, input_row.occurrences, disagreement=disagreement)
+        queue_columns = {
+            "prediction": prediction,
+            "priority": priority,
+            "top_group_id": top_group_id,
+            "top_score": prediction.top_score,
+        }
+        if item is None:
+            item = ReviewItem.objects.create(
+                input=input_row,
+                taxonomy=taxonomy,
+                reviews_required=_reviews_required(key),
+                **queue_columns,
+            )
+        elif item.status in ReviewItem.OPEN_STATUSES:
+            for name, value in queue_columns.items():
+                setattr(item, name, value)
+            item.save(update_fields=[*queue_columns, "updated_at"])
         items.append(item)
     return items
+
+
+# --- leases ---------------------------------------------------------------------------------
+
+
+def _lease_expiry():
+    return timezone.now() + timedelta(seconds=settings.SIAMWEB_REVIEW_LEASE_SECONDS)
+
+
+def _free_for(user, now) -> Q:
+    return Q(leased_by__isnull=True) | Q(lease_expires_at__lte=now) | Q(leased_by=user)
+
+
+def review_item_claim(*, user, filters: QueueFilters | None = None) -> ReviewItem | None:
+    """Lease the next card worth a look to ``user``; None when nothing is left for them.
+
+    The card the curator already holds comes back first, so a reload shows the same card. The
+    claim is a conditional update, so two curators asking at once never get the same item.
+    """
+    filters = filters or QueueFilters()
+    held = (
+        review_queue(filters=filters, user=user)
+        .filter(leased_by=user, lease_expires_at__gt=timezone.now())
+        .first()
+    )
+    if held is not None:
+        ReviewItem.objects.filter(id=held.id).update(lease_expires_at=_lease_expiry())
+        return _card(held.id)
+    for status in filters.statuses_in_order():
+        item = _claim_first(
+            user=user, queue=review_queue(filters=filters, user=user, status=status)
+        )
+        if item is not None:
+            return item
+    return None
+
+
+def _claim_first(*, user, queue) -> ReviewItem | None:
+    for _attempt in range(5):
+        candidate = queue.filter(_free_for(user, timezone.now())).values_list("id", flat=True)
+        candidate = candidate.first()
+        if candidate is None:
+            return None
+        claimed = (
+            ReviewItem.objects.filter(id=candidate)
+            .filter(_free_for(user, timezone.now()))
+            .update(leased_by=user, lease_expires_at=_lease_expiry())
+        )
+        if claimed:
+            return _card(candidate)
+    # Lost five races in a row: others are draining this part of the queue; the caller retries.
+    return None
+
+
+def review_items_claim_for_group(
+    *, user, taxonomy: Taxonomy, group: Group, limit: int = 48
+) -> list[ReviewItem]:
+    """Lease up to ``limit`` pending items predicted for ``group`` to ``user``, for batch review.
+
+    Items another curator holds are left out; the ones this curator already holds stay in.
+    """
+    now = timezone.now()
+    filters = QueueFilters(
+        taxonomy=taxonomy, group=group, status=ReviewItem.Status.PENDING, include_skipped=False
+    )
+    ids = list(
+        review_queue(filters=filters, user=user)
+        .filter(_free_for(user, now))
+        .values_list("id", flat=True)[:limit]
+    )
+    ReviewItem.objects.filter(id__in=ids).filter(_free_for(user, now)).update(
+        leased_by=user, lease_expires_at=_lease_expiry()
+    )
+    return list(
+        ReviewItem.objects.filter(id__in=ids, leased_by=user)
+        .select_related("input", "prediction")
+        .order_by("-priority", "id")
+    )
+
+
+def review_item_release(*, item: ReviewItem, user) -> None:
+    """Give a held card back to the queue."""
+    ReviewItem.objects.filter(id=item.id, leased_by=user).update(
+        leased_by=None, lease_expires_at=None
+    )
+
+
+def _card(item_id: int) -> ReviewItem:
+    return ReviewItem.objects.select_related(
+        "input__taxonomy", "prediction__model_version__taxonomy", "top_group"
+    ).get(id=item_id)
+
+
+# --- verdicts -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -94,7 +236,6 @@ def _evidence(prediction: Prediction, group: Group) -> _Evidence:
     return _Evidence(group, group.name)
 
 
-@transaction.atomic
 def judgement_create(
     *,
     review_item: ReviewItem,
@@ -102,6 +243,7 @@ def judgement_create(
     verdict: str,
     group: Group | None = None,
     prediction_id: int | None = None,
+    idempotency_key: str = "",
 ) -> Judgement:
     """Record a verdict and what follows from it, all in one transaction.
 
@@ -109,27 +251,123 @@ def judgement_create(
     and a positive pair is stored. false_match: the predicted group (or ``group``) is rejected
     for this input and the item waits for the right group. reassign: ``group`` gains the input,
     with a positive pair and a hard negative against the wrongly predicted group.
+
+    With an ``idempotency_key`` a repeated request returns the verdict already stored for it
+    (``judgement.replayed`` is True) instead of recording a second one.
     """
+    with transaction.atomic():
+        judgement, added = _judge(
+            item_id=review_item.id,
+            user=user,
+            verdict=verdict,
+            group=group,
+            prediction_id=prediction_id,
+            idempotency_key=idempotency_key,
+        )
+        if added:
+            _request_reindex(judgement.review_item.taxonomy)
+    return judgement
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    confirmed: list[Judgement]
+    rejected: list[Judgement]
+
+
+@transaction.atomic
+def judgements_create_for_group(
+    *, user, group: Group, confirm_item_ids: Sequence[int], reject_item_ids: Sequence[int]
+) -> BatchResult:
+    """Batch review: confirm ``group`` for some items and mark it a false match for others.
+
+    All or nothing: one item that cannot take its verdict refuses the whole batch.
+    """
+    overlap = set(confirm_item_ids) & set(reject_item_ids)
+    if overlap:
+        raise VerdictError("items", f"items {sorted(overlap)} are both confirmed and rejected")
+    confirmed, rejected = [], []
+    items = {
+        item.id: item
+        for item in ReviewItem.objects.filter(id__in=[*confirm_item_ids, *reject_item_ids]).only(
+            "id", "prediction_id", "top_group_id"
+        )
+    }
+    missing = {*confirm_item_ids, *reject_item_ids} - items.keys()
+    if missing:
+        raise VerdictError("items", f"no review items {sorted(missing)}")
+    for ids, verdict, out in (
+        (confirm_item_ids, Judgement.Verdict.CONFIRM, confirmed),
+        (reject_item_ids, Judgement.Verdict.FALSE_MATCH, rejected),
+    ):
+        for item_id in ids:
+            if items[item_id].top_group_id != group.id:
+                raise VerdictError(
+                    "items", f"item {item_id} is no longer predicted as {group.name}"
+                )
+            judgement, _ = _judge(
+                item_id=item_id,
+                user=user,
+                verdict=verdict,
+                group=group,
+                prediction_id=items[item_id].prediction_id,
+                idempotency_key="",
+            )
+            out.append(judgement)
+    if confirmed:
+        _request_reindex(group.taxonomy)
+    return BatchResult(confirmed=confirmed, rejected=rejected)
+
+
+def _judge(
+    *,
+    item_id: int,
+    user,
+    verdict: str,
+    group: Group | None,
+    prediction_id: int | None,
+    idempotency_key: str,
+) -> tuple[Judgement, bool]:
+    """One verdict inside the caller's transaction; returns it and whether a member was added."""
     item = (
         ReviewItem.objects.select_for_update(of=("self",))
         .select_related("input__taxonomy", "prediction__top_group")
-        .get(id=review_item.id)
+        .get(id=item_id)
     )
+    if idempotency_key:
+        earlier = Judgement.objects.filter(user=user, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            same = (
+                earlier.review_item_id == item.id
+                and earlier.verdict == verdict
+                and (group is None or group.id in {earlier.group_id, earlier.rejected_group_id})
+            )
+            if not same:
+                raise VerdictError(
+                    "idempotency_key", "this key was already used for a different verdict"
+                )
+            earlier.replayed = True
+            return earlier, False
+
     taxonomy = item.input.taxonomy
     if verdict not in Judgement.Verdict.values:
         raise VerdictError("verdict", f"unknown verdict {verdict!r}")
     if item.status == ReviewItem.Status.DONE:
         raise VerdictError("review_item", "this item has already been judged")
+    now = timezone.now()
+    if item.leased_by_id not in (None, user.id) and item.lease_expires_at > now:
+        raise VerdictError("review_item", "another curator is reviewing this item right now")
     if prediction_id is not None and prediction_id != item.prediction_id:
         raise VerdictError(
             "prediction", "the prediction changed since this card was shown; judge the new one"
         )
     if group is not None and group.taxonomy_id != taxonomy.id:
         raise VerdictError("group", f"group {group.code} is not in taxonomy {taxonomy.slug}")
+    live = Judgement.objects.live().filter(review_item=item)
+    if live.filter(user=user, verdict__in=Judgement.FINAL_VERDICTS).exists():
+        raise VerdictError("review_item", "you have already judged this item")
     rejected_before = set(
-        Judgement.objects.filter(review_item=item, rejected_group__isnull=False).values_list(
-            "rejected_group_id", flat=True
-        )
+        live.filter(rejected_group__isnull=False).values_list("rejected_group_id", flat=True)
     )
     predicted = item.prediction.top_group
     text = item.input.text
@@ -170,11 +408,7 @@ def judgement_create(
         if rejected is not None:
             pairs.append(
                 _pair(
-                    taxonomy,
-                    text,
-                    _evidence(item.prediction, rejected),
-                    False,
-                    "reassign_negative",
+                    taxonomy, text, _evidence(item.prediction, rejected), False, "reassign_negative"
                 )
             )
     elif (
@@ -187,15 +421,31 @@ def judgement_create(
             _pair(taxonomy, text, _evidence(item.prediction, predicted), False, "false_match")
         )
 
-    judgement = Judgement.objects.create(
-        review_item=item, verdict=verdict, group=chosen, rejected_group=rejected, user=user
-    )
+    try:
+        with transaction.atomic():
+            judgement = Judgement.objects.create(
+                review_item=item,
+                verdict=verdict,
+                group=chosen,
+                rejected_group=rejected,
+                user=user,
+                prediction_id=item.prediction_id,
+                previous_status=item.status,
+                idempotency_key=idempotency_key,
+            )
+    except IntegrityError:
+        # The same key, sent at the same moment for another item: the other request won.
+        raise VerdictError(
+            "idempotency_key", "this key was already used for a different verdict"
+        ) from None
+    judgement.replayed = False
     for pair in pairs:
         pair.judgement = judgement
     FeedbackPair.objects.bulk_create(pairs)
 
+    added = False
     if chosen is not None:
-        Member.objects.get_or_create(
+        _, added = Member.objects.get_or_create(
             group=chosen,
             normalized_text=item.input.normalized_text,
             defaults={
@@ -203,18 +453,59 @@ def judgement_create(
                 "text": text,
                 "source": Member.Source.CURATOR,
                 "added_by": user,
+                "judgement": judgement,
             },
         )
-        training_run_request(
-            taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, trigger=TrainingRun.Trigger.VERDICTS
-        )
 
-    item.status = {
-        Judgement.Verdict.FALSE_MATCH: ReviewItem.Status.AWAITING_GROUP,
-        Judgement.Verdict.SKIP: ReviewItem.Status.SKIPPED,
-    }.get(verdict, ReviewItem.Status.DONE)
-    item.save(update_fields=["status", "updated_at"])
-    return judgement
+    item.status = _status_after(item, judgement)
+    item.leased_by, item.lease_expires_at = None, None
+    item.save(update_fields=["status", "leased_by", "lease_expires_at", "conflict", "updated_at"])
+    audit_record(
+        actor=user,
+        action="judgement.create",
+        obj=judgement,
+        taxonomy=taxonomy,
+        after=_judgement_summary(judgement),
+    )
+    return judgement, added
+
+
+def _status_after(item: ReviewItem, judgement: Judgement) -> str:
+    """Where the item stands after ``judgement``; flags it when curators disagree."""
+    if judgement.verdict == Judgement.Verdict.FALSE_MATCH:
+        return ReviewItem.Status.AWAITING_GROUP
+    if judgement.verdict == Judgement.Verdict.SKIP:
+        return ReviewItem.Status.SKIPPED
+    outcomes = _final_outcomes(item)
+    item.conflict = len(set(outcomes.values())) > 1
+    if len(outcomes) < item.reviews_required:
+        # Wait for a second curator, who sees the card as the first one did.
+        return ReviewItem.Status.PENDING
+    return ReviewItem.Status.DONE
+
+
+def _final_outcomes(item: ReviewItem) -> dict[int, object]:
+    """Per curator, where their live final verdict put the input (a group id, or "none")."""
+    outcomes: dict[int, object] = {}
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item=item, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("created_at")
+        .values_list("user_id", "verdict", "group_id")
+    )
+    for user_id, verdict, group_id in rows:
+        outcomes[user_id] = "none" if verdict == Judgement.Verdict.NONE else group_id
+    return outcomes
+
+
+def _judgement_summary(judgement: Judgement) -> dict:
+    return {
+        "review_item": judgement.review_item_id,
+        "input": judgement.review_item.input.text,
+        "verdict": judgement.verdict,
+        "group": judgement.group_id,
+        "rejected_group": judgement.rejected_group_id,
+    }
 
 
 def _pair(taxonomy, text: str, evidence: _Evidence, label: bool, origin: str) -> FeedbackPair:
@@ -226,3 +517,112 @@ def _pair(taxonomy, text: str, evidence: _Evidence, label: bool, origin: str) ->
         label=label,
         origin=origin,
     )
+
+
+def _request_reindex(taxonomy: Taxonomy) -> None:
+    training_run_request(
+        taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, trigger=TrainingRun.Trigger.VERDICTS
+    )
+
+
+# --- undo and conflicts ---------------------------------------------------------------------
+
+
+@transaction.atomic
+def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
+    """Take a verdict back: its feedback pairs and curator member go, the item reopens and
+    returns to ``user``'s hands so the card can be judged again.
+
+    Only the latest live verdict on an item can be undone, by its author or an admin.
+    """
+    judgement = (
+        Judgement.objects.select_for_update(of=("self",))
+        .select_related("review_item__input", "review_item__taxonomy")
+        .get(id=judgement.id)
+    )
+    item = ReviewItem.objects.select_for_update(of=("self",)).get(id=judgement.review_item_id)
+    if judgement.undone_at is not None:
+        raise VerdictError("judgement", "this verdict was already undone")
+    if judgement.user_id != user.id and not user.is_staff:
+        raise VerdictError("judgement", "only its curator or an admin can undo a verdict")
+    latest = Judgement.objects.live().filter(review_item=item).order_by("-created_at", "-id")
+    if latest.values_list("id", flat=True).first() != judgement.id:
+        raise VerdictError("judgement", "a later verdict on this item must be undone first")
+
+    judgement.undone_at = timezone.now()
+    judgement.save(update_fields=["undone_at"])
+    judgement.feedback_pairs.all().delete()
+    removed = list(judgement.members.filter(source=Member.Source.CURATOR))
+    Member.objects.filter(id__in=[m.id for m in removed]).delete()
+
+    item.status = judgement.previous_status or ReviewItem.Status.PENDING
+    item.conflict = len(set(_final_outcomes(item).values())) > 1
+    item.leased_by, item.lease_expires_at = user, _lease_expiry()
+    item.save(update_fields=["status", "conflict", "leased_by", "lease_expires_at", "updated_at"])
+    audit_record(
+        actor=user,
+        action="judgement.undo",
+        obj=judgement,
+        taxonomy=item.taxonomy,
+        before=_judgement_summary(judgement),
+        after={"review_item": item.id, "status": item.status},
+    )
+    if removed:
+        # The removed member is already ignored by search; the rebuild drops it from the index.
+        _request_reindex(item.taxonomy)
+    return item
+
+
+@transaction.atomic
+def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> ReviewItem:
+    """An admin settles curators' disagreement: ``group`` is where the input belongs (None:
+    outside the taxonomy). Verdicts that said otherwise are undone; the admin's stands."""
+    if not user.is_staff:
+        raise VerdictError("user", "only an admin can settle a conflict")
+    item = ReviewItem.objects.select_for_update(of=("self",)).get(id=item.id)
+    if not item.conflict:
+        raise VerdictError("review_item", "this item has no conflict to settle")
+    if group is not None and group.taxonomy_id != item.taxonomy_id:
+        raise VerdictError("group", f"group {group.code} is not in this taxonomy")
+    wanted = "none" if group is None else group.id
+    losing = [
+        j
+        for j in Judgement.objects.live()
+        .filter(review_item=item, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("-created_at", "-id")
+        if ("none" if j.verdict == Judgement.Verdict.NONE else j.group_id) != wanted
+    ]
+    now = timezone.now()
+    for judgement in losing:
+        judgement.undone_at = now
+        judgement.save(update_fields=["undone_at"])
+        judgement.feedback_pairs.all().delete()
+        judgement.members.filter(source=Member.Source.CURATOR).delete()
+    kept = set(_final_outcomes(item).values())
+    if wanted not in kept:
+        item.status = ReviewItem.Status.PENDING
+        item.reviews_required = 1
+        item.save(update_fields=["status", "reviews_required"])
+        verdict = Judgement.Verdict.NONE if group is None else Judgement.Verdict.REASSIGN
+        _judge(
+            item_id=item.id,
+            user=user,
+            verdict=verdict,
+            group=group,
+            prediction_id=None,
+            idempotency_key="",
+        )
+        item.refresh_from_db()
+    item.conflict = False
+    item.status = ReviewItem.Status.DONE
+    item.save(update_fields=["conflict", "status", "updated_at"])
+    audit_record(
+        actor=user,
+        action="review_item.resolve_conflict",
+        obj=item,
+        taxonomy=item.taxonomy,
+        before={"undone_judgements": [j.id for j in losing]},
+        after={"group": group.id if group else None},
+    )
+    _request_reindex(item.taxonomy)
+    return item

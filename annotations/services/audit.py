@@ -1,0 +1,28 @@
+"""The audit trail: every verdict and taxonomy change, with who, when, before and after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotations.models import AuditEvent, Taxonomy
+
+
+def audit_record(
+    *,
+    actor,
+    action: str,
+    obj: Any,
+    taxonomy: Taxonomy | None = None,
+    before: dict | None = None,
+    after: dict | None = None,
+) -> AuditEvent:
+    """Store one event in the caller's transaction, so a change and its record commit together."""
+    return AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        taxonomy=taxonomy,
+        action=action,
+        object_type=type(obj).__name__.lower(),
+        object_id=str(obj.pk),
+        before=before,
+        after=after,
+    )

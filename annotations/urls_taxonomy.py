@@ -1,0 +1,5 @@
+"""Taxonomy administration pages (admins only)."""
+
+from __future__ import annotations
+
+urlpatterns: list = []
