@@ -131,11 +131,15 @@ def _curator_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, list[tuple
 
 def _rejected_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, set[int]]:
     found: dict[str, set[int]] = defaultdict(set)
-    rows = Judgement.objects.live().filter(
-        review_item__taxonomy=taxonomy,
-        review_item__input__normalized_text__in=set(keys),
-        rejected_group__isnull=False,
-    ).values_list("review_item__input__normalized_text", "rejected_group_id")
+    rows = (
+        Judgement.objects.live()
+        .filter(
+            review_item__taxonomy=taxonomy,
+            review_item__input__normalized_text__in=set(keys),
+            rejected_group__isnull=False,
+        )
+        .values_list("review_item__input__normalized_text", "rejected_group_id")
+    )
     for key, group_id in rows:
         found[key].add(group_id)
     return found
