@@ -73,13 +73,18 @@ def review_queue_page(
     return list(items.select_related("input", "top_group", "leased_by")[:limit])
 
 
-def review_card_groups(item: ReviewItem) -> list[dict]:
-    """The prediction's ranked groups, less those a curator already rejected for this input."""
-    rejected = set(
-        Judgement.objects.live()
-        .filter(review_item=item, rejected_group__isnull=False)
-        .values_list("rejected_group_id", flat=True)
-    )
+def rejected_groups_for(item: ReviewItem, *, user=None) -> set[int]:
+    """Groups already rejected for this item's input. On an item sampled for double review,
+    only ``user``'s own rejections count, so the second curator judges independently."""
+    judgements = Judgement.objects.live().filter(review_item=item, rejected_group__isnull=False)
+    if item.reviews_required > 1 and user is not None:
+        judgements = judgements.filter(user=user)
+    return set(judgements.values_list("rejected_group_id", flat=True))
+
+
+def review_card_groups(item: ReviewItem, *, user=None) -> list[dict]:
+    """The prediction's ranked groups, less those already rejected for this input."""
+    rejected = rejected_groups_for(item, user=user)
     return [g for g in item.prediction.ranked_groups if g["group_id"] not in rejected]
 
 

@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("annotations.urls")),
     path("taxonomies/", include("annotations.urls_taxonomy")),
     path("", include("annotations.urls_inputs")),
+    path("audit/", include("annotations.urls_audit")),
     path("api/v1/", include("siamweb.api_urls")),
     path("admin/", admin.site.urls),
 ]

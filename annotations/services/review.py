@@ -25,7 +25,7 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.normalization import Normalization, normalize_texts
-from annotations.selectors import QueueFilters, review_queue
+from annotations.selectors import QueueFilters, rejected_groups_for, review_queue
 from annotations.services.audit import audit_record
 from models_app.models import TrainingRun
 from models_app.services import training_run_request
@@ -366,9 +366,7 @@ def _judge(
     live = Judgement.objects.live().filter(review_item=item)
     if live.filter(user=user, verdict__in=Judgement.FINAL_VERDICTS).exists():
         raise VerdictError("review_item", "you have already judged this item")
-    rejected_before = set(
-        live.filter(rejected_group__isnull=False).values_list("rejected_group_id", flat=True)
-    )
+    rejected_before = rejected_groups_for(item, user=user)
     predicted = item.prediction.top_group
     text = item.input.text
     pairs: list[FeedbackPair] = []

@@ -1,0 +1,106 @@
+"""A retried verdict is recorded once; batch review is all or nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
+from annotations.services.review import (
+    VerdictError,
+    inputs_submit,
+    judgement_create,
+    judgements_create_for_group,
+)
+
+
+def group(code: str) -> Group:
+    return Group.objects.get(taxonomy__slug="jobs", code=code)
+
+
+@pytest.fixture
+def item(tiny_taxonomy) -> ReviewItem:
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer"], source="api")
+    return item
+
+
+def test_a_retried_verdict_with_the_same_key_is_recorded_once(item, curator):
+    first = judgement_create(
+        review_item=item, user=curator, verdict="confirm", idempotency_key="k1"
+    )
+    again = judgement_create(
+        review_item=item, user=curator, verdict="confirm", idempotency_key="k1"
+    )
+    assert (first.replayed, again.replayed, again.id) == (False, True, first.id)
+    assert Judgement.objects.count() == 1
+    assert FeedbackPair.objects.count() == 1
+
+
+def test_a_key_reused_for_another_verdict_is_refused(tiny_taxonomy, item, curator):
+    judgement_create(review_item=item, user=curator, verdict="confirm", idempotency_key="k1")
+    (other,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Tax Accountant II"], source="api")
+    with pytest.raises(VerdictError) as error:
+        judgement_create(review_item=other, user=curator, verdict="none", idempotency_key="k1")
+    assert (error.value.field, error.value.conflict) == ("idempotency_key", True)
+    assert not other.judgements.exists()
+
+
+def test_keys_belong_to_one_curator(tiny_taxonomy, curator, other_curator):
+    first, second = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["Java Engineer", "Staff Nurse II"], source="api"
+    )
+    judgement_create(review_item=first, user=curator, verdict="confirm", idempotency_key="same")
+    judgement_create(
+        review_item=second, user=other_curator, verdict="confirm", idempotency_key="same"
+    )
+    assert Judgement.objects.count() == 2
+
+
+@pytest.fixture
+def developer_items(tiny_taxonomy) -> list[ReviewItem]:
+    texts = ["Java Engineer", "Senior Java Engineer", "Python Engineer", "Java Barista"]
+    inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api")
+    return list(ReviewItem.objects.filter(top_group=group("15-1252")).order_by("id"))
+
+
+def test_a_batch_confirms_some_items_and_rejects_others(developer_items, curator):
+    developers = group("15-1252")
+    *keep, wrong = developer_items
+    result = judgements_create_for_group(
+        user=curator,
+        group=developers,
+        confirm_item_ids=[i.id for i in keep],
+        reject_item_ids=[wrong.id],
+    )
+    assert len(result.confirmed) == len(keep)
+    assert [j.verdict for j in result.rejected] == ["false_match"]
+    statuses = dict(ReviewItem.objects.values_list("id", "status"))
+    assert {statuses[i.id] for i in keep} == {"done"}
+    assert statuses[wrong.id] == "awaiting_group"
+    assert Member.objects.filter(source="curator", group=developers).count() == len(keep)
+    assert FeedbackPair.objects.filter(label=False, text_a=wrong.input.text).count() == 1
+
+
+def test_a_batch_with_one_stale_item_changes_nothing(developer_items, curator):
+    developers = group("15-1252")
+    stale = developer_items[0]
+    ReviewItem.objects.filter(id=stale.id).update(top_group=group("35-3023"))
+    with pytest.raises(VerdictError, match="no longer predicted"):
+        judgements_create_for_group(
+            user=curator,
+            group=developers,
+            confirm_item_ids=[i.id for i in developer_items],
+            reject_item_ids=[],
+        )
+    assert not Judgement.objects.exists()
+    assert not Member.objects.filter(source="curator").exists()
+
+
+def test_an_item_both_confirmed_and_rejected_is_refused(developer_items, curator):
+    with pytest.raises(VerdictError, match="both confirmed and rejected"):
+        judgements_create_for_group(
+            user=curator,
+            group=group("15-1252"),
+            confirm_item_ids=[developer_items[0].id],
+            reject_item_ids=[developer_items[0].id],
+        )
+    assert not Judgement.objects.exists()

@@ -1,0 +1,127 @@
+"""A sampled share of items is judged twice; disagreements are flagged for an admin, and
+per-curator agreement is measured on those items."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotations.models import Group, Judgement, Member, ReviewItem
+from annotations.selectors import (
+    curator_stats,
+    review_card_groups,
+    review_conflicts,
+    review_counts,
+)
+from annotations.services.review import (
+    VerdictError,
+    inputs_submit,
+    judgement_create,
+    review_conflict_resolve,
+    review_item_claim,
+)
+
+
+@pytest.fixture
+def double_review(settings):
+    settings.SIAMWEB_DOUBLE_REVIEW_PERCENT = 100
+
+
+@pytest.fixture
+def item(tiny_taxonomy, double_review) -> ReviewItem:
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
+    return item
+
+
+def group(code: str) -> Group:
+    return Group.objects.get(taxonomy__slug="jobs", code=code)
+
+
+def test_a_sampled_item_waits_for_a_second_curator(item, curator, other_curator):
+    assert item.reviews_required == 2
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.PENDING
+    # The first curator is done with it; the second one gets it.
+    assert review_item_claim(user=curator) is None
+    assert review_item_claim(user=other_curator).id == item.id
+
+
+def test_a_curator_cannot_judge_the_same_item_twice(item, curator):
+    judgement_create(review_item=item, user=curator, verdict="none")
+    with pytest.raises(VerdictError, match="already judged"):
+        judgement_create(review_item=item, user=curator, verdict="confirm")
+
+
+def test_agreeing_curators_close_the_item(item, curator, other_curator):
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    judgement_create(
+        review_item=item, user=other_curator, verdict="reassign", group=group("35-3023")
+    )
+    item.refresh_from_db()
+    assert (item.status, item.conflict) == (ReviewItem.Status.DONE, False)
+    stats = {row["username"]: row for row in curator_stats()}
+    assert stats["carla"] == {"username": "carla", "verdicts": 1, "seen_twice": 1, "agreement": 1.0}
+    assert stats["oscar"]["agreement"] == 1.0
+
+
+def test_disagreeing_curators_flag_the_item_for_an_admin(item, curator, other_curator):
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    judgement_create(review_item=item, user=other_curator, verdict="none")
+    item.refresh_from_db()
+    assert (item.status, item.conflict) == (ReviewItem.Status.DONE, True)
+    assert [i.id for i in review_conflicts()] == [item.id]
+    assert review_counts()["conflicts"] == 1
+    stats = {row["username"]: row for row in curator_stats()}
+    assert (stats["carla"]["seen_twice"], stats["carla"]["agreement"]) == (1, 0.0)
+
+
+def test_an_admin_settles_a_conflict_and_the_losing_verdict_is_undone(
+    item, curator, other_curator, admin_user
+):
+    barista = group("35-3023")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=barista)
+    losing = judgement_create(review_item=item, user=other_curator, verdict="none")
+
+    review_conflict_resolve(item=item, user=admin_user, group=barista)
+
+    item.refresh_from_db()
+    losing.refresh_from_db()
+    assert (item.status, item.conflict) == (ReviewItem.Status.DONE, False)
+    assert losing.undone_at is not None
+    assert Member.objects.filter(source="curator", group=barista, text="Java Barista").exists()
+    assert not review_conflicts().exists()
+
+
+def test_an_admin_may_settle_on_a_group_neither_curator_chose(
+    item, curator, other_curator, admin_user
+):
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    judgement_create(review_item=item, user=other_curator, verdict="none")
+
+    review_conflict_resolve(item=item, user=admin_user, group=group("13-2011"))
+
+    live = Judgement.objects.live().filter(verdict__in=Judgement.FINAL_VERDICTS)
+    assert list(live.values_list("user__username", "group__code")) == [("ada", "13-2011")]
+    assert list(Member.objects.filter(source="curator").values_list("group__code", flat=True)) == [
+        "13-2011"
+    ]
+
+
+def test_a_curator_cannot_settle_a_conflict(item, curator, other_curator):
+    judgement_create(review_item=item, user=curator, verdict="none")
+    judgement_create(
+        review_item=item, user=other_curator, verdict="reassign", group=group("15-1252")
+    )
+    with pytest.raises(VerdictError, match="only an admin"):
+        review_conflict_resolve(item=item, user=curator, group=None)
+    item.refresh_from_db()
+    assert item.conflict
+
+
+def test_the_second_curator_judges_without_the_first_ones_rejections(item, curator, other_curator):
+    predicted = item.top_group
+    judgement_create(review_item=item, user=curator, verdict="none")
+    assert predicted.id in {g["group_id"] for g in review_card_groups(item, user=other_curator)}
+    judgement_create(review_item=item, user=other_curator, verdict="confirm")
+    item.refresh_from_db()
+    assert item.conflict
