@@ -124,6 +124,8 @@ class Input(models.Model):
                 fields=["taxonomy", "normalized_text"], name="input_text_unique"
             ),
         ]
+        # The inputs page lists one taxonomy's newest inputs first.
+        indexes = [models.Index(fields=["taxonomy", "-id"], name="input_newest_by_taxonomy")]
 
     def __str__(self) -> str:
         return self.text

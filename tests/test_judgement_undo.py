@@ -104,7 +104,11 @@ def test_undoing_twice_is_refused(item, curator):
 def test_verdicts_and_undos_are_in_the_audit_trail(item, curator):
     judgement = judgement_create(review_item=item, user=curator, verdict="confirm")
     judgement_undo(judgement=judgement, user=curator)
-    events = list(AuditEvent.objects.order_by("id").values("action", "actor", "before", "after"))
+    events = list(
+        AuditEvent.objects.filter(object_type="judgement")
+        .order_by("id")
+        .values("action", "actor", "before", "after")
+    )
     assert [e["action"] for e in events] == ["judgement.create", "judgement.undo"]
     assert all(e["actor"] == curator.id for e in events)
     assert events[0]["after"]["verdict"] == "confirm"
