@@ -1,5 +1,15 @@
-"""Inputs in: CSV upload and the playground."""
+"""Inputs in: CSV upload, the inputs list and the playground (mounted at the site root)."""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from annotations import views_inputs
+
+urlpatterns = [
+    path("inputs/", views_inputs.inputs_list, name="inputs-list"),
+    path("inputs/upload/", views_inputs.inputs_upload_page, name="inputs-upload"),
+    path("playground/", views_inputs.playground, name="playground"),
+    path("playground/results", views_inputs.playground_results, name="playground-results"),
+    path("playground/send", views_inputs.playground_send, name="playground-send"),
+]

@@ -165,13 +165,18 @@ SIAMWEB_MAX_TEXTS_PER_REQUEST = env_int("SIAMWEB_MAX_TEXTS_PER_REQUEST", default
 SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
 SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)
 # Nearest members fetched per requested group: several members of one group crowd the top hits.
+SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
+# An upload of raw inputs is stored within one request (about 7 queries a row), so it is bounded.
+SIAMWEB_UPLOAD_MAX_BYTES = env_int(
+    "SIAMWEB_UPLOAD_MAX_BYTES", default=2 * 1024 * 1024, minimum=1024
+)
+SIAMWEB_UPLOAD_MAX_ROWS = env_int("SIAMWEB_UPLOAD_MAX_ROWS", default=2000, minimum=1)
 # How long a curator holds a review card before another curator may get it.
 SIAMWEB_REVIEW_LEASE_SECONDS = env_int("SIAMWEB_REVIEW_LEASE_SECONDS", default=300, minimum=10)
 # Share of items shown to a second curator, to measure agreement (0 turns it off).
 SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
     "SIAMWEB_DOUBLE_REVIEW_PERCENT", default=5, minimum=0, maximum=100
 )
-SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
 
 # --- Celery --------------------------------------------------------------------------------------
 # Without CELERY_BROKER_URL the broker is a folder on disk: no server needed on a bare machine.

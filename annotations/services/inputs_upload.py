@@ -1,0 +1,305 @@
+"""Inputs in from people: a file of raw texts uploaded by a curator, and single texts sent from
+the playground. Parsing never touches the database; storing goes through ``inputs_submit`` so
+that uploaded texts are predicted and queued exactly like the ones the API sends.
+
+File formats (stated on the upload page too):
+- ``.csv``: UTF-8 (a byte-order mark is fine), comma-separated, a header row naming a ``text``
+  column; other columns are ignored.
+- ``.txt``: UTF-8, one text per line, no header.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+
+from annotations.models import Input, ReviewItem, Taxonomy
+from annotations.services.audit import audit_record
+from annotations.services.review import inputs_submit
+from models_app.siamese.text import TextError, clean_text, normalize_text
+
+# Upload limits: a file is read into memory and stored in one transaction, within one request.
+# inputs_submit stores a text in about seven queries, some 6-12 ms a row on a small machine, so
+# 2,000 rows take 10-25 s. Settings SIAMWEB_UPLOAD_MAX_BYTES / _ROWS override these.
+# inputs_submit predicts a chunk in one call to the engine; this bounds its memory.
+UPLOAD_CHUNK_SIZE = 500
+# The page lists this many rejected rows; the count says how many there were in all.
+UPLOAD_ERRORS_SHOWN = 100
+
+CSV_TEXT_COLUMN = "text"
+UPLOAD_FORMATS = (".csv", ".txt")
+
+
+def upload_max_bytes() -> int:
+    return settings.SIAMWEB_UPLOAD_MAX_BYTES
+
+
+def upload_max_rows() -> int:
+    return settings.SIAMWEB_UPLOAD_MAX_ROWS
+
+
+class UploadFileError(ValueError):
+    """The file as a whole cannot be used: wrong format, encoding or columns, too big, empty."""
+
+
+@dataclass(frozen=True)
+class UploadRowError:
+    line: int  # physical line in the file, 1-based, where the row starts
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+@dataclass
+class ParsedUpload:
+    texts: list[str] = field(default_factory=list)  # the good rows, cleaned, in file order
+    errors: list[UploadRowError] = field(default_factory=list)
+    rows_read: int = 0
+
+
+class UploadRejected(Exception):
+    """The file has bad rows and skipping them was not asked for: nothing was stored."""
+
+    def __init__(self, parsed: ParsedUpload) -> None:
+        self.parsed = parsed
+        super().__init__(
+            f"{len(parsed.errors)} of {parsed.rows_read} rows are bad; nothing was stored"
+        )
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
+    """Read the texts of an uploaded file and every row refused, with its line and reason.
+
+    Raises ``UploadFileError`` when the file cannot be used at all.
+    """
+    suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+    if suffix not in UPLOAD_FORMATS:
+        raise UploadFileError(
+            f"{filename or 'the file'} is neither a .csv nor a .txt file; upload a CSV with a "
+            f"{CSV_TEXT_COLUMN!r} column or a text file with one text per line"
+        )
+    limit = upload_max_bytes()
+    if len(data) > limit:
+        raise UploadFileError(
+            f"{filename} is {format_size(len(data))}; files up to {format_size(limit)} are "
+            f"accepted, split it into smaller files"
+        )
+    text = _decode(data, filename)
+    rows = _csv_rows(text, filename) if suffix == ".csv" else _lines(text)
+    parsed = ParsedUpload()
+    max_rows, max_length = upload_max_rows(), settings.SIAMWEB_MAX_TEXT_LENGTH
+    for line, value in rows:
+        parsed.rows_read += 1
+        if parsed.rows_read > max_rows:
+            raise UploadFileError(
+                f"{filename} has more than {max_rows:,} rows; split it into files of at most "
+                f"{max_rows:,} rows"
+            )
+        if isinstance(value, UploadRowError):
+            parsed.errors.append(value)
+            continue
+        try:
+            parsed.texts.append(clean_text(value, max_length=max_length))
+        except TextError as exc:
+            parsed.errors.append(UploadRowError(line, f"{CSV_TEXT_COLUMN} {exc}"))
+    if parsed.rows_read == 0:
+        raise UploadFileError(f"{filename} holds no rows")
+    return parsed
+
+
+def format_size(n: int) -> str:
+    """Bytes as people read them: "2.0 MB", "512 KB"."""
+    return f"{n / (1024 * 1024):.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB"
+
+
+def _decode(data: bytes, filename: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UploadFileError(f"{filename} is UTF-16 text; save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UploadFileError(
+            f"{filename} is not UTF-8 text (invalid byte at line {line}); save it as UTF-8"
+        ) from None
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """One text per line. Empty lines at the very end (an editor's habit) are not rows; a blank
+    line anywhere else is an empty text and reported."""
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        yield number, line.removesuffix("\r")
+
+
+def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, str | UploadRowError]]:
+    # Empty lines at the very end are an editor's habit, not rows.
+    reader = csv.reader(io.StringIO(text.rstrip("\r\n"), newline=""))
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise UploadFileError(f"{filename} is empty; it needs a header row with a text column")
+        columns = [name.strip().lower() for name in header]
+        if CSV_TEXT_COLUMN not in columns:
+            found = ", ".join(repr(name.strip()) for name in header if name.strip()) or "none"
+            raise UploadFileError(
+                f"{filename} lacks a {CSV_TEXT_COLUMN!r} column in its header row; it has {found}"
+            )
+        position = columns.index(CSV_TEXT_COLUMN)
+        start = reader.line_num + 1
+        for row in reader:
+            line, start = start, reader.line_num + 1  # a quoted field may span lines
+            if not row:
+                yield line, UploadRowError(line, f"{CSV_TEXT_COLUMN} is empty (blank line)")
+            elif len(row) > len(columns):
+                yield (
+                    line,
+                    UploadRowError(
+                        line,
+                        f"{len(row)} fields but the header names {len(columns)} "
+                        f"(an unquoted comma?)",
+                    ),
+                )
+            elif len(row) <= position:
+                yield line, UploadRowError(line, f"no {CSV_TEXT_COLUMN} field in this row")
+            else:
+                yield line, row[position]
+    except csv.Error as exc:
+        raise UploadFileError(
+            f"{filename} is not valid CSV near line {reader.line_num}: {exc}"
+        ) from None
+
+
+# --- storing --------------------------------------------------------------------------------
+
+
+@dataclass
+class UploadReport:
+    taxonomy: Taxonomy
+    filename: str
+    rows_read: int = 0
+    new_inputs: int = 0
+    # Inputs known before the upload: each counts one more occurrence.
+    repeated_inputs: int = 0
+    # Rows repeating an earlier row of the same file: one upload counts a text once, as one API
+    # request does.
+    duplicate_rows: int = 0
+    rejected: list[UploadRowError] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        return self.new_inputs + self.repeated_inputs
+
+    def as_dict(self) -> dict:
+        return {
+            "filename": self.filename,
+            "rows_read": self.rows_read,
+            "new_inputs": self.new_inputs,
+            "repeated_inputs": self.repeated_inputs,
+            "duplicate_rows": self.duplicate_rows,
+            "rejected_rows": len(self.rejected),
+        }
+
+
+@transaction.atomic
+def inputs_upload(
+    *,
+    taxonomy: Taxonomy,
+    parsed: ParsedUpload,
+    filename: str,
+    user,
+    skip_bad_rows: bool = False,
+) -> UploadReport:
+    """Store the good rows of a parsed file as inputs, predicted and queued for review.
+
+    All or nothing: with bad rows and no ``skip_bad_rows`` nothing is stored
+    (``UploadRejected``), and without a live model nothing is stored either (``NoLiveModel``
+    from ``inputs_submit``, raised before the first write).
+    """
+    if parsed.errors and not skip_bad_rows:
+        raise UploadRejected(parsed)
+    if not parsed.texts:
+        raise UploadFileError(f"{filename} has no usable rows; nothing was stored")
+    unique: dict[str, str] = {}
+    for text in parsed.texts:
+        unique.setdefault(normalize_text(text), text)
+    report = UploadReport(
+        taxonomy=taxonomy,
+        filename=filename,
+        rows_read=parsed.rows_read,
+        duplicate_rows=len(parsed.texts) - len(unique),
+        rejected=parsed.errors,
+    )
+    keys = list(unique)
+    for begin in range(0, len(keys), UPLOAD_CHUNK_SIZE):
+        chunk = keys[begin : begin + UPLOAD_CHUNK_SIZE]
+        known = Input.objects.filter(taxonomy=taxonomy, normalized_text__in=chunk).count()
+        inputs_submit(
+            taxonomy=taxonomy, texts=[unique[key] for key in chunk], source=Input.Source.UPLOAD
+        )
+        report.repeated_inputs += known
+        report.new_inputs += len(chunk) - known
+    audit_record(
+        actor=user, action="inputs.upload", obj=taxonomy, taxonomy=taxonomy, after=report.as_dict()
+    )
+    return report
+
+
+@dataclass(frozen=True)
+class PlaygroundSubmission:
+    item: ReviewItem
+    created: bool  # a new input, rather than one more occurrence of a known one
+
+
+@transaction.atomic
+def input_send_to_review(*, taxonomy: Taxonomy, text: str, user) -> PlaygroundSubmission:
+    """Store one playground text as an input and queue it, on a curator's explicit request."""
+    known = Input.objects.filter(taxonomy=taxonomy, normalized_text=normalize_text(text)).exists()
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[text], source=Input.Source.PLAYGROUND)
+    audit_record(
+        actor=user,
+        action="input.submit",
+        obj=item.input,
+        taxonomy=taxonomy,
+        after={"text": item.input.text, "source": Input.Source.PLAYGROUND, "created": not known},
+    )
+    return PlaygroundSubmission(item=item, created=not known)
+
+
+# --- reading (the inputs list) --------------------------------------------------------------
+
+
+INPUTS_PAGE_SIZE = 50
+
+
+def inputs_recent(
+    *,
+    taxonomy: Taxonomy | None = None,
+    query: str = "",
+    before: int | None = None,
+    limit: int = INPUTS_PAGE_SIZE,
+) -> QuerySet[Input]:
+    """Newest inputs first, keyset-paginated on id: a deep page costs what the first one does.
+
+    The review item and its predicted group come in the same query; nothing is counted.
+    """
+    inputs = Input.objects.all()
+    if taxonomy is not None:
+        inputs = inputs.filter(taxonomy=taxonomy)
+    if query:
+        inputs = inputs.filter(normalized_text__contains=normalize_text(query))
+    if before is not None:
+        inputs = inputs.filter(id__lt=before)
+    return inputs.select_related("taxonomy", "review_item__top_group").order_by("-id")[:limit]

@@ -1,0 +1,181 @@
+"""Inputs in from people: the CSV upload, the inputs list and the playground."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotations.decorators import curator_required
+from annotations.forms_inputs import (
+    InputsFilterForm,
+    InputsUploadForm,
+    PlaygroundForm,
+    PlaygroundSendForm,
+)
+from annotations.normalization import normalize_texts
+from annotations.services.inputs_upload import (
+    INPUTS_PAGE_SIZE,
+    UPLOAD_ERRORS_SHOWN,
+    UploadFileError,
+    UploadRejected,
+    format_size,
+    input_send_to_review,
+    inputs_recent,
+    inputs_upload,
+    parse_inputs_file,
+    upload_max_bytes,
+    upload_max_rows,
+)
+from models_app.services import NoLiveModel
+from models_app.siamese.artifacts import ArtifactError
+
+# --- upload ---------------------------------------------------------------------------------
+
+
+@curator_required
+@require_http_methods(["GET", "POST"])
+def inputs_upload_page(request: HttpRequest) -> HttpResponse:
+    context = {
+        "max_size": format_size(upload_max_bytes()),
+        "max_rows": upload_max_rows(),
+        "max_length": settings.SIAMWEB_MAX_TEXT_LENGTH,
+        "errors_shown": UPLOAD_ERRORS_SHOWN,
+    }
+    if request.method == "GET":
+        form = InputsUploadForm(initial={"taxonomy": request.GET.get("taxonomy")})
+        return render(request, "inputs/upload.html", {**context, "form": form})
+
+    form = InputsUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "inputs/upload.html", {**context, "form": form}, status=400)
+    taxonomy, upload = form.cleaned_data["taxonomy"], form.cleaned_data["file"]
+    error, status, rejected, report = None, 200, None, None
+    try:
+        parsed = parse_inputs_file(data=upload.read(), filename=upload.name)
+        report = inputs_upload(
+            taxonomy=taxonomy,
+            parsed=parsed,
+            filename=upload.name,
+            user=request.user,
+            skip_bad_rows=form.cleaned_data["skip_bad_rows"],
+        )
+    except UploadRejected as exc:
+        error, status, rejected = str(exc), 400, exc.parsed
+    except UploadFileError as exc:
+        error, status = f"file: {exc}", 400
+    except NoLiveModel as exc:
+        error, status = f"taxonomy: {exc}; nothing was stored", 409
+    except ArtifactError as exc:
+        error = f"taxonomy: the live model cannot be loaded ({exc}); nothing was stored"
+        status = 503
+    context.update(form=form, error=error, rejected=rejected, report=report, taxonomy=taxonomy)
+    return render(request, "inputs/upload.html", context, status=status)
+
+
+# --- the inputs list ------------------------------------------------------------------------
+
+
+@curator_required
+@require_GET
+def inputs_list(request: HttpRequest) -> HttpResponse:
+    form = InputsFilterForm(request.GET)
+    if not form.is_valid():
+        context = {"form": form, "inputs": [], "error": form.errors_text()}
+        return render(request, "inputs/list.html", context, status=400)
+    filters = form.cleaned_data
+    rows = list(
+        inputs_recent(
+            taxonomy=filters["taxonomy"],
+            query=filters["q"],
+            before=filters["before"],
+            limit=INPUTS_PAGE_SIZE + 1,
+        )
+    )
+    inputs, more = rows[:INPUTS_PAGE_SIZE], len(rows) > INPUTS_PAGE_SIZE
+    query = request.GET.copy()
+    query.pop("before", None)
+    context = {
+        "form": form,
+        "inputs": inputs,
+        "taxonomy": filters["taxonomy"],
+        "first_page": query.urlencode(),
+        "next_page": _with(query, before=inputs[-1].id) if more else None,
+        "paged": filters["before"] is not None,
+    }
+    return render(request, "inputs/list.html", context)
+
+
+def _with(query, **params) -> str:
+    query = query.copy()
+    for name, value in params.items():
+        query[name] = value
+    return query.urlencode()
+
+
+# --- the playground -------------------------------------------------------------------------
+
+
+@curator_required
+@require_GET
+def playground(request: HttpRequest) -> HttpResponse:
+    # Results on the page itself once a text was sent: the form works without JavaScript too.
+    if "text" in request.GET:
+        form = PlaygroundForm(request.GET)
+        results, status = _playground_results(form)
+    else:
+        form = PlaygroundForm(initial=request.GET.dict())
+        results, status = {}, 200
+    context = {"form": form, **results}
+    return render(request, "inputs/playground.html", context, status=status)
+
+
+@curator_required
+@require_GET
+def playground_results(request: HttpRequest) -> HttpResponse:
+    results, status = _playground_results(PlaygroundForm(request.GET))
+    return render(request, "inputs/_playground_results.html", results, status=status)
+
+
+def _playground_results(form: PlaygroundForm) -> tuple[dict, int]:
+    """Normalize the typed text without storing anything."""
+    if not form.is_valid():
+        return {"error": form.errors_text()}, 400
+    taxonomy, text = form.cleaned_data["taxonomy"], form.cleaned_data["text"]
+    try:
+        (result,) = normalize_texts(taxonomy, [text], k=form.cleaned_data["k"])
+    except NoLiveModel as exc:
+        return {"error": f"taxonomy: {exc}"}, 409
+    except ArtifactError as exc:
+        return {"error": f"taxonomy: the live model cannot be loaded ({exc})"}, 503
+    return {"result": result, "taxonomy": taxonomy}, 200
+
+
+@curator_required
+@require_POST
+def playground_send(request: HttpRequest) -> HttpResponse:
+    """Store the text as an input and queue it for review: the one write of the playground."""
+    form = PlaygroundSendForm(request.POST)
+    context, status = {}, 200
+    if not form.is_valid():
+        context["send_error"], status = form.errors_text(), 400
+    else:
+        taxonomy = form.cleaned_data["taxonomy"]
+        try:
+            context["sent"] = input_send_to_review(
+                taxonomy=taxonomy, text=form.cleaned_data["text"], user=request.user
+            )
+            context["taxonomy"] = taxonomy
+        except NoLiveModel as exc:
+            context["send_error"], status = f"taxonomy: {exc}; nothing was stored", 409
+        except ArtifactError as exc:
+            context["send_error"] = f"taxonomy: the live model cannot be loaded ({exc})"
+            status = 503
+    if request.htmx:
+        return render(request, "inputs/_playground_sent.html", context, status=status)
+    page = PlaygroundForm(request.POST)
+    results, _ = _playground_results(page)
+    return render(
+        request, "inputs/playground.html", {"form": page, **results, **context}, status=status
+    )
