@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotations.models import (
@@ -73,59 +73,93 @@ def _reviews_required(normalized_text: str) -> int:
 def inputs_submit(
     *, taxonomy: Taxonomy, texts: Sequence[str], source: str, k: int = 5
 ) -> list[ReviewItem]:
-    """Store cleaned texts as inputs with a prediction each, and queue them for review.
+    """Store cleaned texts as inputs with a prediction each, and queue them for review; one
+    item per distinct text, in the order given.
 
     A text already known counts one more occurrence; its open review item keeps its verdicts
     and takes the new prediction, ranked higher when the new model disagrees with the old.
+    A handful of queries per call, not per text: uploads and re-predictions send thousands.
     """
     unique: dict[str, str] = {}
     for text in texts:
         unique.setdefault(normalize_text(text), text)
-    normalizations = normalize_texts(taxonomy, list(unique.values()), k=k)
-    items = []
-    for (key, text), normalization in zip(unique.items(), normalizations, strict=True):
-        input_row, created = Input.objects.get_or_create(
-            taxonomy=taxonomy, normalized_text=key, defaults={"text": text, "source": source}
-        )
-        if not created:
-            Input.objects.filter(id=input_row.id).update(occurrences=F("occurrences") + 1)
-            input_row.refresh_from_db(fields=["occurrences"])
+    if not unique:
+        return []
+    normalizations = dict(
+        zip(unique, normalize_texts(taxonomy, list(unique.values()), k=k), strict=True)
+    )
+
+    known = {
+        row.normalized_text: row
+        for row in Input.objects.filter(taxonomy=taxonomy, normalized_text__in=list(unique))
+    }
+    Input.objects.filter(id__in=[row.id for row in known.values()]).update(
+        occurrences=F("occurrences") + 1
+    )
+    for row in known.values():
+        row.occurrences += 1
+    created = Input.objects.bulk_create(
+        [
+            Input(taxonomy=taxonomy, normalized_text=key, text=text, source=source)
+            for key, text in unique.items()
+            if key not in known
+        ]
+    )
+    inputs = {**known, **{row.normalized_text: row for row in created}}
+
+    predictions = {}
+    for key, normalization in normalizations.items():
         groups = normalization.groups
-        top_group_id = groups[0].group_id if groups else None
-        prediction = Prediction.objects.create(
-            input=input_row,
+        predictions[key] = Prediction(
+            input=inputs[key],
             model_version_id=normalization.model_version_id,
             ranked_groups=normalization.as_dict()["groups"],
-            top_group_id=top_group_id,
+            top_group_id=groups[0].group_id if groups else None,
             top_score=groups[0].score if groups else None,
             margin=(groups[0].score - groups[1].score) if len(groups) > 1 else None,
         )
-        item = ReviewItem.objects.filter(input=input_row).select_related("prediction").first()
+    Prediction.objects.bulk_create(predictions.values())
+
+    existing = {
+        item.input_id: item
+        for item in ReviewItem.objects.filter(input__in=list(known.values())).select_related(
+            "prediction"
+        )
+    }
+    new_items, updated_items = [], []
+    for key, prediction in predictions.items():
+        input_row = inputs[key]
+        item = existing.get(input_row.id)
         disagreement = (
             item is not None
             and item.prediction.model_version_id != prediction.model_version_id
-            and item.prediction.top_group_id != top_group_id
+            and item.prediction.top_group_id != prediction.top_group_id
         )
-        priority = _priority(normalization, input_row.occurrences, disagreement=disagreement)
-        queue_columns = {
-            "prediction": prediction,
-            "priority": priority,
-            "top_group_id": top_group_id,
-            "top_score": prediction.top_score,
-        }
+        priority = _priority(normalizations[key], input_row.occurrences, disagreement=disagreement)
         if item is None:
-            item = ReviewItem.objects.create(
-                input=input_row,
-                taxonomy=taxonomy,
-                reviews_required=_reviews_required(key),
-                **queue_columns,
+            new_items.append(
+                ReviewItem(
+                    input=input_row,
+                    taxonomy=taxonomy,
+                    prediction=prediction,
+                    top_group_id=prediction.top_group_id,
+                    top_score=prediction.top_score,
+                    priority=priority,
+                    reviews_required=_reviews_required(key),
+                )
             )
         elif item.status in ReviewItem.OPEN_STATUSES:
-            for name, value in queue_columns.items():
-                setattr(item, name, value)
-            item.save(update_fields=[*queue_columns, "updated_at"])
-        items.append(item)
-    return items
+            item.prediction = prediction
+            item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
+            item.priority = priority
+            item.updated_at = timezone.now()
+            updated_items.append(item)
+    ReviewItem.objects.bulk_create(new_items)
+    ReviewItem.objects.bulk_update(
+        updated_items, ["prediction", "top_group", "top_score", "priority", "updated_at"]
+    )
+    by_input = {item.input_id: item for item in [*new_items, *existing.values()]}
+    return [by_input[inputs[key].id] for key in unique]
 
 
 # --- leases ---------------------------------------------------------------------------------
@@ -191,9 +225,15 @@ def review_items_claim_for_group(
     filters = QueueFilters(
         taxonomy=taxonomy, group=group, status=ReviewItem.Status.PENDING, include_skipped=False
     )
+    # An item where a curator already rejected this group (a first "none" of a double review)
+    # could take neither verdict: it would refuse every batch it is in.
+    rejected_here = Judgement.objects.live().filter(
+        review_item=OuterRef("pk"), rejected_group=group
+    )
     ids = list(
         review_queue(filters=filters, user=user)
         .filter(_free_for(user, now))
+        .exclude(Exists(rejected_here))
         .values_list("id", flat=True)[:limit]
     )
     ReviewItem.objects.filter(id__in=ids).filter(_free_for(user, now)).update(
@@ -302,8 +342,10 @@ def judgements_create_for_group(
     ):
         for item_id in ids:
             if items[item_id].top_group_id != group.id:
+                # The item was re-predicted since the batch was shown: a conflict with the
+                # item's state (409), like a replaced prediction on a single card.
                 raise VerdictError(
-                    "items", f"item {item_id} is no longer predicted as {group.name}"
+                    "prediction", f"item {item_id} is no longer predicted as {group.name}"
                 )
             judgement, _ = _judge(
                 item_id=item_id,
