@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from annotations import views_taxonomy as views
+
+urlpatterns = [
+    path("", views.audit_log, name="audit-log"),
+]

@@ -237,6 +237,18 @@ def training_run_request(
     return run
 
 
+def taxonomy_model_refresh(*, taxonomy: Taxonomy, requested_by=None) -> TrainingRun | None:
+    """After an import: reindex the live model over the new members, or, for a taxonomy with
+    no live model yet, train one with the default spec. None when a run is already active."""
+    has_live_model = Deployment.objects.filter(taxonomy=taxonomy).exists()
+    return training_run_request(
+        taxonomy=taxonomy,
+        kind=TrainingRun.Kind.REINDEX if has_live_model else TrainingRun.Kind.BUILD,
+        trigger=TrainingRun.Trigger.IMPORT,
+        requested_by=requested_by,
+    )
+
+
 def training_run_enqueue(*, run_id: int) -> None:
     # By name, so the services do not import the worker layer that calls them.
     current_app.send_task(EXECUTE_TRAINING_RUN, args=[run_id])

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from annotations.importers import ImportFileError, RowError, parse_taxonomy
 from annotations.models import Group, GroupRelation, Member, Taxonomy
+from annotations.services.audit import audit_record
 from models_app.siamese.text import normalize_text
 
 _BATCH = 2000
@@ -58,11 +59,14 @@ def taxonomy_import(
     fmt: str,
     name: str | None = None,
     skip_bad_rows: bool = False,
+    user=None,
 ) -> ImportReport:
     """Create or update a taxonomy from a file, all or nothing.
 
     Re-importing updates group names and descriptions, adds new strings and removes taxonomy
     strings the file no longer has; curator and admin members are never removed by an import.
+    Every import that stores (or finds nothing to change) is one audit event, by ``user``
+    (None: the command line), with the report's counts; a rejected file records nothing.
     """
     try:
         validate_slug(slug)
@@ -75,11 +79,41 @@ def taxonomy_import(
         raise ImportRejected(parsed.errors, parsed.rows_read)
     if not parsed.members:
         raise ImportFileError(f"{Path(path).name} holds no usable rows")
-    return _apply(slug=slug, name=name, fmt=fmt, parsed=parsed)
+    return _apply(slug=slug, name=name, fmt=fmt, parsed=parsed, path=Path(path), user=user)
 
 
 @transaction.atomic
-def _apply(*, slug, name, fmt, parsed) -> ImportReport:
+def _apply(*, slug, name, fmt, parsed, path: Path, user) -> ImportReport:
+    report = _store(slug=slug, name=name, fmt=fmt, parsed=parsed)
+    audit_record(
+        actor=user,
+        action="taxonomy.import",
+        obj=report.taxonomy,
+        taxonomy=report.taxonomy,
+        after=_audit_counts(report, fmt=fmt, path=path, sha256=parsed.sha256),
+    )
+    return report
+
+
+def _audit_counts(report: ImportReport, *, fmt: str, path: Path, sha256: str) -> dict:
+    return {
+        "file": path.name,
+        "format": fmt,
+        "sha256": sha256,
+        "taxonomy_created": report.taxonomy_created,
+        "unchanged": report.unchanged,
+        "rows_read": report.rows_read,
+        "groups_created": report.groups_created,
+        "groups_updated": report.groups_updated,
+        "members_created": report.members_created,
+        "members_removed": report.members_removed,
+        "duplicates": report.duplicates,
+        "relations": report.relations,
+        "skipped_rows": len(report.skipped_rows),
+    }
+
+
+def _store(*, slug, name, fmt, parsed) -> ImportReport:
     taxonomy, created = Taxonomy.objects.select_for_update().get_or_create(
         slug=slug, defaults={"name": name or slug, "source_format": fmt}
     )

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotations.models import AuditEvent, Group, Member
+
+pytestmark = pytest.mark.browser
+
+BARISTAS, NURSES = "35-3023", "29-1141"
+
+
+def log_in_at(page, live_server, path: str, username: str, password: str) -> None:
+    page.goto(f"{live_server.url}{path}")
+    expect(page).to_have_url(f"{live_server.url}/accounts/login/?next={path}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{live_server.url}{path}")
+
+
+def test_an_admin_adds_a_string_moves_it_with_the_type_ahead_and_merges_two_groups(
+    page, live_server, admin_user, tiny_taxonomy
+):
+    baristas_url = f"/taxonomies/jobs/groups/{BARISTAS}/"
+    log_in_at(page, live_server, baristas_url, "ada", "ada-pass-123")
+    expect(page.get_by_test_id("group-title")).to_contain_text("Baristas")
+
+    page.get_by_test_id("add-text").fill("Latte Artist")
+    page.get_by_test_id("add").click()
+    expect(page.get_by_test_id("notice")).to_have_text("Added “Latte Artist”.")
+    row = page.locator('[data-testid="member-row"][data-text="Latte Artist"]')
+    expect(row).to_contain_text("ada")
+    assert Member.objects.get(text="Latte Artist").group.code == BARISTAS
+
+    row.get_by_test_id("move").click()
+    expect(page.get_by_test_id("move-panel")).to_contain_text("Move “Latte Artist”")
+    page.get_by_test_id("move-search").fill("nurse")
+    page.get_by_test_id("target-results").get_by_role("button", name="Registered Nurses").click()
+    expect(page.get_by_test_id("notice")).to_have_text(
+        "Moved “Latte Artist” to 29-1141 Registered Nurses."
+    )
+    expect(page.locator('[data-testid="member-row"][data-text="Latte Artist"]')).to_have_count(0)
+    assert Member.objects.get(text="Latte Artist").group.code == NURSES
+
+    page.get_by_test_id("merge-search").fill("regist")
+    page.get_by_test_id("target-results").get_by_role("button", name="Registered Nurses").click()
+    expect(page.get_by_test_id("merge-panel")).to_contain_text(
+        "Merge 35-3023 Baristas into 29-1141 Registered Nurses?"
+    )
+    assert Group.objects.filter(code=BARISTAS).exists()
+    page.get_by_test_id("confirm-merge").click()
+
+    expect(page).to_have_url(f"{live_server.url}/taxonomies/jobs/groups/{NURSES}/")
+    expect(page.get_by_test_id("group-title")).to_contain_text("Registered Nurses")
+    expect(page.locator('[data-testid="member-row"][data-text="Coffee Maker"]')).to_have_count(1)
+    expect(page.locator('[data-testid="member-row"][data-text="Latte Artist"]')).to_have_count(1)
+    assert not Group.objects.filter(code=BARISTAS).exists()
+    assert list(
+        AuditEvent.objects.exclude(action="taxonomy.import")
+        .order_by("id")
+        .values_list("action", flat=True)
+    ) == ["member.add", "member.move", "group.merge"]
