@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, GroupRelation, Member, Taxonomy
+from annotations.services.audit import audit_record
 from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import atomic_directory
@@ -163,11 +164,29 @@ def index_build_create(
 KEEP_INDEX_BUILDS = 3
 
 
-def deployment_activate(*, index_build: IndexBuild) -> Deployment:
-    """Make ``index_build`` (and the model version it was built with) live in one update."""
+@transaction.atomic
+def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
+    """Make ``index_build`` (and the model version it was built with) live in one update.
+
+    An admin's activation (``actor`` given) goes into the audit trail with what was live before.
+    """
+    before = (
+        Deployment.objects.filter(taxonomy=index_build.taxonomy)
+        .values_list("index_build__model_version_id", "index_build_id")
+        .first()
+    )
     deployment, _ = Deployment.objects.update_or_create(
         taxonomy=index_build.taxonomy, defaults={"index_build": index_build}
     )
+    if actor is not None:
+        audit_record(
+            actor=actor,
+            action="deployment.activate",
+            obj=deployment,
+            taxonomy=index_build.taxonomy,
+            before={"model_version": before[0], "index_build": before[1]} if before else None,
+            after={"model_version": index_build.model_version_id, "index_build": index_build.id},
+        )
     index_builds_prune(taxonomy=index_build.taxonomy, keep=KEEP_INDEX_BUILDS)
     return deployment
 

@@ -1,15 +1,74 @@
-"""REST API, version 1."""
+"""REST API, version 1 (mounted at /api/v1/). Every endpoint needs a token or a session."""
 
 from __future__ import annotations
 
 from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
 
 from annotations import api
+from models_app import api as models_api
 
 urlpatterns = [
+    # taxonomies, their groups and member strings
+    path("taxonomies", api.TaxonomyListApi.as_view(), name="api-taxonomies"),
+    path("taxonomies/<slug:slug>", api.TaxonomyDetailApi.as_view(), name="api-taxonomy"),
+    path("taxonomies/<slug:slug>/groups", api.GroupListCreateApi.as_view(), name="api-groups"),
+    path("taxonomies/<slug:slug>/members", api.MemberListCreateApi.as_view(), name="api-members"),
+    path("groups/<int:group_id>", api.GroupDetailApi.as_view(), name="api-group"),
+    path("groups/<int:group_id>/merge", api.GroupMergeApi.as_view(), name="api-group-merge"),
+    path("members/<int:member_id>", api.MemberDetailApi.as_view(), name="api-member"),
+    # inputs in, predictions out
+    path("taxonomies/<slug:slug>/normalize", api.NormalizeApi.as_view(), name="api-normalize"),
+    path("taxonomies/<slug:slug>/inputs", api.InputListSubmitApi.as_view(), name="api-inputs"),
+    # the review queue and verdicts
+    path("review-items", api.ReviewItemListApi.as_view(), name="api-review-items"),
+    path("review-items/claim", api.ReviewItemClaimApi.as_view(), name="api-review-item-claim"),
+    path("review-items/<int:item_id>", api.ReviewItemDetailApi.as_view(), name="api-review-item"),
     path(
-        "taxonomies/<slug:slug>/normalize",
-        api.NormalizeApi.as_view(),
-        name="api-normalize",
+        "review-items/<int:item_id>/release",
+        api.ReviewItemReleaseApi.as_view(),
+        name="api-review-item-release",
+    ),
+    path("judgements", api.JudgementListCreateApi.as_view(), name="api-judgements"),
+    path("judgements/<int:judgement_id>", api.JudgementDetailApi.as_view(), name="api-judgement"),
+    path(
+        "judgements/<int:judgement_id>/undo",
+        api.JudgementUndoApi.as_view(),
+        name="api-judgement-undo",
+    ),
+    path("feedback-pairs", api.FeedbackPairListApi.as_view(), name="api-feedback-pairs"),
+    # models
+    path("model-versions", models_api.ModelVersionListApi.as_view(), name="api-model-versions"),
+    path(
+        "model-versions/<int:version_id>",
+        models_api.ModelVersionDetailApi.as_view(),
+        name="api-model-version",
+    ),
+    path(
+        "model-versions/<int:version_id>/activate",
+        models_api.ModelVersionActivateApi.as_view(),
+        name="api-model-version-activate",
+    ),
+    path(
+        "training-runs",
+        models_api.TrainingRunListRequestApi.as_view(),
+        name="api-training-runs",
+    ),
+    path(
+        "training-runs/<int:run_id>",
+        models_api.TrainingRunDetailApi.as_view(),
+        name="api-training-run",
+    ),
+    # the OpenAPI description and its docs page (Swagger UI from static files, no CDN)
+    path(
+        "schema",
+        SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
+        name="api-schema",
+    ),
+    path(
+        "docs",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
+        name="api-docs",
     ),
 ]

@@ -99,3 +99,9 @@ def test_a_taxonomy_without_a_model_is_a_409_that_says_what_to_run(api_client):
     response = api_client.post("/api/v1/taxonomies/bare/normalize", {"texts": ["x"]}, format="json")
     assert response.status_code == 409
     assert "manage.py train bare --activate" in response.json()["detail"]
+
+
+def test_a_form_encoded_body_is_refused_as_not_json(api_client, tiny_taxonomy):
+    response = api_client.post(URL, {"texts": "nurse"})  # multipart form
+    assert response.status_code == 415
+    assert "Unsupported media type" in response.json()["detail"]
