@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import RowNumber
+from django.utils import timezone
 
-from annotations.models import Group, Judgement, ReviewItem, Taxonomy
+from annotations.models import Group, Judgement, Member, ReviewItem, Taxonomy
 
 
 def taxonomy_get(slug: str) -> Taxonomy | None:
@@ -69,7 +84,11 @@ def review_queue_page(
     )
     if after is not None:
         priority, item_id = after
-        items = items.filter(Q(priority__lt=priority) | Q(priority=priority, id__gt=item_id))
+        # ``priority <= p`` on its own lets PostgreSQL start the index scan at the cursor; the OR
+        # alone would be a filter, and a deep page would walk every row before it.
+        items = items.filter(priority__lte=priority).filter(
+            Q(priority__lt=priority) | Q(id__gt=item_id)
+        )
     return list(items.select_related("input", "top_group", "leased_by")[:limit])
 
 
@@ -196,3 +215,64 @@ def group_search(*, taxonomy: Taxonomy, query: str, limit: int = 10) -> list[Gro
     for word in words[:6]:
         groups = groups.filter(Q(name__icontains=word) | Q(code__istartswith=word))
     return sorted(groups[:200], key=lambda g: (len(g.name), g.name))[:limit]
+
+
+def review_item_held(*, user, item_id: int) -> ReviewItem | None:
+    """The open card ``item_id`` if ``user`` holds its lease now, ready to show; else None.
+
+    The pages show this one again after a refused verdict or an undo, rather than whichever
+    held card comes first in the queue."""
+    return (
+        ReviewItem.objects.filter(
+            id=item_id,
+            leased_by=user,
+            lease_expires_at__gt=timezone.now(),
+            status__in=[*ReviewItem.OPEN_STATUSES, ReviewItem.Status.SKIPPED],
+        )
+        .select_related("input__taxonomy", "prediction__model_version__taxonomy", "top_group")
+        .first()
+    )
+
+
+def review_card_members(*, groups: Sequence[dict], per_group: int = 3) -> dict[int, list[str]]:
+    """Up to ``per_group`` member strings of each shown group, besides the one its prediction
+    matched (``groups`` are ranked-group dicts): what the group means, in one query for all."""
+    group_ids = [g["group_id"] for g in groups]
+    if not group_ids:
+        return {}
+    matched = [g["member_id"] for g in groups if g.get("member_id")]
+    # Taxonomy titles first: they say what the group is; curator members follow.
+    source_rank = Case(
+        When(source=Member.Source.TAXONOMY, then=Value(0)),
+        When(source=Member.Source.ADMIN, then=Value(1)),
+        default=Value(2),
+    )
+    rows = (
+        Member.objects.filter(group_id__in=group_ids)
+        .exclude(id__in=matched)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("group_id")], order_by=[source_rank, F("id")])
+        )
+        .filter(rank__lte=per_group)
+        .order_by("group_id", "rank")
+        .values_list("group_id", "text")
+    )
+    members: dict[int, list[str]] = defaultdict(list)
+    for group_id, text in rows:
+        members[group_id].append(text)
+    return dict(members)
+
+
+def judgements_today_count(*, user) -> int:
+    """The curator's verdicts since local midnight that still count."""
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    return Judgement.objects.live().filter(user=user, created_at__gte=midnight).count()
+
+
+def group_members_sample(*, group: Group, limit: int = 8) -> list[str]:
+    """A few member strings of ``group``, taxonomy titles first: what the group stands for."""
+    return list(
+        Member.objects.filter(group=group)
+        .order_by(Case(When(source=Member.Source.TAXONOMY, then=Value(0)), default=Value(1)), "id")
+        .values_list("text", flat=True)[:limit]
+    )

@@ -14,4 +14,20 @@ urlpatterns = [
         views.review_item_group_search,
         name="review-item-group-search",
     ),
+    path(
+        "review/judgements/<int:judgement_id>/undo",
+        views.review_judgement_undo,
+        name="review-judgement-undo",
+    ),
+    path("review/progress/", views.review_progress, name="review-progress"),
+    path("review/queue/", views.review_queue_list, name="review-queue"),
+    path("review/batch/<slug:slug>/", views.review_batch_groups, name="review-batch-groups"),
+    # Group codes hold dots ("15-1252.00") and, from a generic CSV, even slashes.
+    path("review/batch/<slug:slug>/<path:code>/", views.review_batch, name="review-batch"),
+    path("review/conflicts/", views.review_conflicts_page, name="review-conflicts"),
+    path(
+        "review/conflicts/<int:item_id>/resolve",
+        views.review_conflict_resolve_view,
+        name="review-conflict-resolve",
+    ),
 ]

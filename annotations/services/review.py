@@ -225,15 +225,16 @@ def review_items_claim_for_group(
     filters = QueueFilters(
         taxonomy=taxonomy, group=group, status=ReviewItem.Status.PENDING, include_skipped=False
     )
-    # An item where a curator already rejected this group (a first "none" of a double review)
-    # could take neither verdict: it would refuse every batch it is in.
+    # An item where this group's rejection counts for ``user`` (see rejected_groups_for) could
+    # take neither verdict and would refuse every batch it is in: leave it to the card.
     rejected_here = Judgement.objects.live().filter(
         review_item=OuterRef("pk"), rejected_group=group
     )
     ids = list(
         review_queue(filters=filters, user=user)
         .filter(_free_for(user, now))
-        .exclude(Exists(rejected_here))
+        .exclude(Exists(rejected_here.filter(user=user)))
+        .exclude(Exists(rejected_here), reviews_required__lte=1)
         .values_list("id", flat=True)[:limit]
     )
     ReviewItem.objects.filter(id__in=ids).filter(_free_for(user, now)).update(

@@ -1,0 +1,246 @@
+/* Keyboard-first review, no framework.
+ *
+ * One keydown listener on the document: it looks the buttons up at key time, so it keeps
+ * working after every htmx swap. Shortcuts are declared in the HTML (data-shortcut="a" on the
+ * button that shows <kbd>a</kbd>), so what the screen says and what the key does can't drift.
+ *
+ * - The card (#review-panel[data-shortcuts]): 1-9 pick a group, a confirm, x false match,
+ *   n none of these, space skip, u undo the latest verdict, r search groups to reassign.
+ * - A type-ahead ([data-typeahead], results in data-results): ArrowUp/ArrowDown choose,
+ *   Enter picks, Escape leaves the box.
+ * - Batch review ([data-batch]): arrows or j/k move between tiles, x or space toggles
+ *   "false match", Enter confirms the rest.
+ */
+(function () {
+  "use strict";
+
+  // Inputs that take no typing: keys pressed on them are still shortcuts.
+  var NOT_TYPING = ["checkbox", "radio", "button", "submit", "reset", "hidden", "range", "color", "file"];
+
+  function isTyping(element) {
+    if (!element || !element.tagName) return false;
+    if (element.isContentEditable) return true;
+    var tag = element.tagName;
+    if (tag === "TEXTAREA" || tag === "SELECT") return true;
+    if (tag !== "INPUT") return false;
+    return NOT_TYPING.indexOf((element.getAttribute("type") || "text").toLowerCase()) < 0;
+  }
+
+  // A verdict is on its way: a second key would land on a card that is being replaced.
+  function busy() {
+    return document.querySelector("form.htmx-request") !== null;
+  }
+
+  function keyName(event) {
+    if (event.key === " " || event.key === "Spacebar") return "space";
+    return event.key.length === 1 ? event.key.toLowerCase() : event.key;
+  }
+
+  // --- type-ahead -------------------------------------------------------------------------
+
+  function resultButtons(input) {
+    var box = input.dataset.results ? document.querySelector(input.dataset.results) : null;
+    return box ? Array.prototype.slice.call(box.querySelectorAll("[data-result]")) : [];
+  }
+
+  function highlight(buttons, index) {
+    buttons.forEach(function (button, i) {
+      var on = i === index;
+      button.classList.toggle("active", on);
+      if (on) {
+        button.setAttribute("aria-current", "true");
+        button.scrollIntoView({ block: "nearest" });
+      } else {
+        button.removeAttribute("aria-current");
+      }
+    });
+  }
+
+  function onTypeaheadKey(event, input) {
+    var buttons = resultButtons(input);
+    var active = buttons.findIndex(function (b) { return b.classList.contains("active"); });
+    switch (event.key) {
+      case "ArrowDown":
+        event.preventDefault();
+        if (buttons.length) highlight(buttons, Math.min(active + 1, buttons.length - 1));
+        return;
+      case "ArrowUp":
+        event.preventDefault();
+        if (buttons.length) highlight(buttons, Math.max(active - 1, 0));
+        return;
+      case "Enter":
+        event.preventDefault();
+        var chosen = buttons[active >= 0 ? active : 0];
+        if (chosen && !busy()) chosen.click();
+        return;
+      case "Escape":
+        event.preventDefault();
+        highlight(buttons, -1);
+        input.blur();
+        return;
+    }
+  }
+
+  // --- the card ---------------------------------------------------------------------------
+
+  function onCardKey(event, panel) {
+    var key = keyName(event);
+    if (key === "r") {
+      var search = panel.querySelector("[data-typeahead]");
+      if (search) {
+        event.preventDefault();
+        search.focus();
+        search.select();
+      }
+      return;
+    }
+    var button = panel.querySelector('[data-shortcut="' + CSS.escape(key) + '"]');
+    if (!button) return;
+    event.preventDefault();
+    if (!busy()) button.click();
+  }
+
+  // --- batch review -----------------------------------------------------------------------
+
+  function tiles(panel) {
+    return Array.prototype.slice.call(panel.querySelectorAll("[data-tile]"));
+  }
+
+  // How many tiles sit on the first row of the grid: ArrowUp/ArrowDown move by that much.
+  function columns(boxes) {
+    var top = boxes[0].closest(".tile").offsetTop;
+    var n = 0;
+    while (n < boxes.length && boxes[n].closest(".tile").offsetTop === top) n++;
+    return Math.max(n, 1);
+  }
+
+  function currentTile(panel, boxes) {
+    var index = boxes.indexOf(document.activeElement);
+    if (index >= 0) return index;
+    var remembered = parseInt(panel.dataset.current || "0", 10);
+    return Math.min(Math.max(remembered, 0), boxes.length - 1);
+  }
+
+  function focusTile(panel, boxes, index) {
+    var i = Math.min(Math.max(index, 0), boxes.length - 1);
+    panel.dataset.current = String(i);
+    boxes[i].focus();
+  }
+
+  function summarize(panel) {
+    var summary = panel.querySelector("[data-batch-summary]");
+    if (!summary) return;
+    var boxes = tiles(panel);
+    var rejected = boxes.filter(function (b) { return b.checked; }).length;
+    summary.textContent = (boxes.length - rejected) + " to confirm · " + rejected + " false match" +
+      (rejected === 1 ? "" : "es");
+  }
+
+  function onBatchKey(event, panel) {
+    var boxes = tiles(panel);
+    if (!boxes.length) return;
+    var index = currentTile(panel, boxes);
+    var key = keyName(event);
+    var step = { ArrowRight: 1, j: 1, ArrowLeft: -1, k: -1 }[key];
+    if (key === "ArrowDown") step = columns(boxes);
+    if (key === "ArrowUp") step = -columns(boxes);
+    if (step) {
+      event.preventDefault();
+      var from = boxes.indexOf(document.activeElement) >= 0 ? index : index - step;
+      focusTile(panel, boxes, from + step);
+      return;
+    }
+    if (key === "x" || key === "space") {
+      // Handled here for both keys, so a focused checkbox doesn't toggle a second time.
+      event.preventDefault();
+      focusTile(panel, boxes, index);
+      boxes[index].click();
+      return;
+    }
+    if (key === "Enter") {
+      event.preventDefault();
+      var form = panel.querySelector("form");
+      if (form && !busy()) form.requestSubmit();
+    }
+  }
+
+  // --- wiring -----------------------------------------------------------------------------
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    if (target && target.matches && target.matches("[data-typeahead]")) {
+      onTypeaheadKey(event, target);
+      return;
+    }
+    if (isTyping(target)) {
+      if (event.key === "Escape") target.blur();
+      return;
+    }
+    // Enter or space on a focused link or button presses that one, as everywhere else.
+    var key = keyName(event);
+    if ((key === "Enter" || key === "space") && target.closest && target.closest("a, button")) {
+      return;
+    }
+    var batch = document.querySelector("[data-batch]");
+    if (batch) {
+      onBatchKey(event, batch);
+      return;
+    }
+    var panel = document.querySelector("[data-shortcuts]");
+    if (panel) onCardKey(event, panel);
+  });
+
+  document.addEventListener("change", function (event) {
+    var panel = event.target.closest && event.target.closest("[data-batch]");
+    if (panel && event.target.matches("[data-tile]")) summarize(panel);
+  });
+
+  document.addEventListener("focusin", function (event) {
+    var panel = event.target.closest && event.target.closest("[data-batch]");
+    if (panel && event.target.matches("[data-tile]")) {
+      panel.dataset.current = String(tiles(panel).indexOf(event.target));
+    }
+  });
+
+  // A fresh batch (first load or swapped in after a submit): ready for the keyboard at once.
+  function startBatch() {
+    var panel = document.querySelector("[data-batch]");
+    if (!panel) return;
+    summarize(panel);
+    var boxes = tiles(panel);
+    if (boxes.length && !isTyping(document.activeElement)) focusTile(panel, boxes, 0);
+  }
+
+  // A 5xx or a lost connection swaps nothing: say so in the panel rather than leave the
+  // curator pressing keys at a card that silently stopped answering.
+  function showFailure(message) {
+    var panel = document.querySelector("[data-shortcuts], [data-batch], #conflicts-panel");
+    if (!panel) return;
+    var box = panel.querySelector("[data-failure]");
+    if (!box) {
+      box = document.createElement("p");
+      box.className = "error";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-failure", "");
+      box.setAttribute("data-testid", "error");
+      panel.insertBefore(box, panel.firstChild);
+    }
+    box.textContent = message;
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr ? event.detail.xhr.status : "";
+    showFailure("The server failed (" + status + "). Reload the page to see where things stand.");
+  });
+  document.addEventListener("htmx:sendError", function () {
+    showFailure("The server could not be reached: that action was not sent. Try again.");
+  });
+
+  document.addEventListener("DOMContentLoaded", startBatch);
+  document.addEventListener("htmx:afterSettle", function () {
+    // The swap removed the focused tile: focus is on <body> until the new batch takes it.
+    var panel = document.querySelector("[data-batch]");
+    if (panel && !panel.contains(document.activeElement)) startBatch();
+  });
+})();
