@@ -271,3 +271,22 @@ def test_the_batch_page_costs_the_same_few_queries_with_sixty_items(
     with django_assert_max_num_queries(6):
         response = client.get("/review/batch/jobs/")
     assert response.status_code == 200
+
+
+def test_confirming_a_full_batch_costs_a_bounded_number_of_queries(
+    client, curator, developers, tiny_taxonomy, django_assert_max_num_queries
+):
+    inputs_submit(
+        taxonomy=tiny_taxonomy, texts=[f"Python Developer {n}" for n in range(10)], source="api"
+    )
+    client.force_login(curator)
+    shown = tile_ids(client.get(URL).content.decode())
+    assert len(shown) == 48
+    # Written in bulk: the count does not grow with the 48 tiles (it includes the next batch).
+    with django_assert_max_num_queries(40):
+        response = client.post(URL, {"item": shown, "reject": shown[:3]}, **HTMX)
+    assert response.status_code == 200
+    verdicts = dict(Judgement.objects.values_list("review_item_id", "verdict"))
+    assert len(verdicts) == 48
+    assert [verdicts[int(i)] for i in shown[:3]] == ["false_match"] * 3
+    assert {verdicts[int(i)] for i in shown[3:]} == {"confirm"}
