@@ -17,6 +17,8 @@ def log_in_at(page, live_server, path: str, username: str, password: str) -> Non
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(f"{live_server.url}{path}")
+    # htmx is a deferred script: act only once it has wired up the page's forms.
+    page.wait_for_load_state("load")
 
 
 def test_an_admin_adds_a_string_moves_it_with_the_type_ahead_and_merges_two_groups(
