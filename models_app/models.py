@@ -21,6 +21,8 @@ class ModelVersion(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
     trained_on_members = models.PositiveIntegerField(default=0)
+    # The last feedback pair this version was trained on: verdicts after it are "new" to it.
+    feedback_until = models.BigIntegerField(default=0)
     data_sha256 = models.CharField(max_length=64, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -75,14 +77,19 @@ class TrainingRun(models.Model):
     class Kind(models.TextChoices):
         BUILD = "build", "Fit a new model and index"
         REINDEX = "reindex", "Rebuild the index with the live model"
+        FINETUNE = "finetune", "Fine-tune on feedback, gate, promote"
+        ROLLBACK = "rollback", "Make an earlier version live again"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
+        EVALUATED = "evaluated", "Evaluated"
+        PROMOTED = "promoted", "Promoted"
+        REJECTED = "rejected", "Rejected by the gate"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.EVALUATED)
 
     class Trigger(models.TextChoices):
         MANUAL = "manual", "Manual"
@@ -110,11 +117,21 @@ class TrainingRun(models.Model):
         related_name="+",
         help_text="Fine-tune from this version instead of training from scratch",
     )
+    # The version the run made (a fine-tune's candidate) or, for a rollback, the one it restores.
     model_version = models.ForeignKey(
         ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     index_build = models.ForeignKey(
         IndexBuild, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The last feedback pair a fine-tune trains on; verdicts given during the run wait for the next.
+    feedback_until = models.BigIntegerField(null=True, blank=True)
+    gate_report = models.JSONField(default=dict, blank=True)
+    flip_report = models.JSONField(default=dict, blank=True)
+    # Progress writes this; a running run whose heartbeat stops had its worker die.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
     )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -127,7 +144,7 @@ class TrainingRun(models.Model):
             # One run at a time per taxonomy: a second request while one is active is a no-op.
             models.UniqueConstraint(
                 fields=["taxonomy"],
-                condition=Q(status__in=["queued", "running"]),
+                condition=Q(status__in=["queued", "running", "evaluated"]),
                 name="one_active_run_per_taxonomy",
             ),
         ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import current_app
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, GroupRelation, Member, Taxonomy
@@ -57,14 +57,20 @@ def _member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
     return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
 
 
-def _feedback_examples(taxonomy: Taxonomy) -> list[FeedbackExample]:
+def _feedback_examples(taxonomy: Taxonomy, *, until: int) -> list[FeedbackExample]:
+    """Curator pairs up to feedback pair ``until``, less the held-out fifth kept for testing."""
     return [
         FeedbackExample(text=text, group_id=group_id, label=label, member_text=member)
         for text, member, group_id, label in FeedbackPair.objects.filter(
-            taxonomy=taxonomy, group__isnull=False
+            taxonomy=taxonomy, group__isnull=False, id__lte=until
         ).values_list("text_a", "text_b", "group_id", "label")
-        if not _is_held_out(text)
+        if not feedback_is_held_out(text)
     ]
+
+
+def feedback_last_id(taxonomy: Taxonomy) -> int:
+    """The newest feedback pair's id: a run trains up to here, later verdicts wait for the next."""
+    return FeedbackPair.objects.filter(taxonomy=taxonomy).aggregate(n=Max("id"))["n"] or 0
 
 
 @transaction.atomic
@@ -82,12 +88,16 @@ def model_version_fit(
     parent: ModelVersion | None = None,
     checkpoint_dir: Path | None = None,
     progress: Progress = _no_progress,
+    feedback_until: int | None = None,
 ) -> ModelVersion:
     """Train an encoder on the taxonomy's members and its curators' feedback; store a version.
 
     With ``parent`` the parent's weights are fine-tuned (same encoder config required) with the
-    taxonomy pairs replayed beside the feedback, so earlier knowledge is kept.
+    taxonomy pairs replayed beside the feedback, so earlier knowledge is kept. Feedback counts up
+    to pair ``feedback_until`` (default: all there is now).
     """
+    if feedback_until is None:
+        feedback_until = feedback_last_id(taxonomy)
     encoder_config, training = parse_model_spec(spec)  # a bad spec fails before any work
     if parent is not None and spec in (None, {}):
         encoder_config, training = parse_model_spec(parent.config)
@@ -98,7 +108,10 @@ def model_version_fit(
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
     related = GroupRelation.objects.filter(taxonomy=taxonomy).values_list("group_id", "related_id")
     data = prepare_data(
-        members, _feedback_examples(taxonomy), config=training, related=list(related)
+        members,
+        _feedback_examples(taxonomy, until=feedback_until),
+        config=training,
+        related=list(related),
     )
     result = train_encoder(
         data,
@@ -129,6 +142,7 @@ def model_version_fit(
         artifact_path=relative,
         parent=parent,
         trained_on_members=len(members),
+        feedback_until=feedback_until,
         data_sha256=data.sha256,
         metrics=metrics,
     )
@@ -229,6 +243,8 @@ def training_run_request(
     config: dict[str, Any] | None = None,
     activate: bool = True,
     parent_version: ModelVersion | None = None,
+    model_version: ModelVersion | None = None,
+    retry_of: TrainingRun | None = None,
     requested_by=None,
     enqueue: bool = True,
 ) -> TrainingRun | None:
@@ -245,6 +261,8 @@ def training_run_request(
                 config=config or {},
                 activate=activate,
                 parent_version=parent_version,
+                model_version=model_version,
+                retry_of=retry_of,
                 requested_by=requested_by,
             )
     except IntegrityError:
@@ -287,44 +305,40 @@ def training_runs_resend_queued(*, older_than_seconds: int) -> int:
 
 
 def training_run_execute(*, run_id: int) -> TrainingRun | None:
-    """Claim a queued run and carry it out; a second call for the same run does nothing."""
+    """Claim a queued run and carry it out; a second call for the same run does nothing.
+
+    Whatever goes wrong, the live model and index keep serving: a deployment only moves at the
+    very end of a successful run, and a failed run is marked FAILED with its error.
+    """
+    now = timezone.now()
     claimed = TrainingRun.objects.filter(id=run_id, status=TrainingRun.Status.QUEUED).update(
-        status=TrainingRun.Status.RUNNING, started_at=timezone.now(), stage="start"
+        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="start"
     )
     if claimed != 1:
         logger.info("training run %s is not queued any more; nothing to do", run_id)
         return None
-    run = TrainingRun.objects.select_related("taxonomy").get(id=run_id)
+    run = TrainingRun.objects.select_related("taxonomy", "parent_version", "model_version").get(
+        id=run_id
+    )
 
     def progress(stage: str, fraction: float, eta: float | None = None) -> None:
         TrainingRun.objects.filter(id=run_id).update(
-            stage=stage, progress=fraction, eta_seconds=eta
+            stage=stage, progress=fraction, eta_seconds=eta, heartbeat_at=timezone.now()
         )
 
     try:
-        if run.kind == TrainingRun.Kind.BUILD:
-            model_version = model_version_fit(
-                taxonomy=run.taxonomy,
-                spec=run.config,
-                parent=run.parent_version,
-                checkpoint_dir=artifact_path(f"{run.taxonomy.slug}/runs/{run.id}"),
-                progress=progress,
+        if run.kind in (TrainingRun.Kind.FINETUNE, TrainingRun.Kind.ROLLBACK):
+            # Imported here: the retraining module builds on this one.
+            from models_app import retraining
+
+            execute = (
+                retraining.finetune_execute
+                if run.kind == TrainingRun.Kind.FINETUNE
+                else retraining.rollback_execute
             )
+            outcome = execute(run=run, progress=progress)
         else:
-            deployment = (
-                Deployment.objects.filter(taxonomy=run.taxonomy)
-                .select_related("index_build__model_version")
-                .first()
-            )
-            if deployment is None:
-                raise NoLiveModel(run.taxonomy)
-            model_version = deployment.index_build.model_version
-        build = index_build_create(model_version=model_version, progress=progress)
-        if run.kind == TrainingRun.Kind.BUILD:
-            progress("evaluate", 0.0, None)
-            model_version_evaluate(model_version=model_version)
-        if run.activate:
-            deployment_activate(index_build=build)
+            outcome = _build_or_reindex(run=run, progress=progress)
     except Exception as exc:
         logger.exception("training run %s failed", run_id)
         TrainingRun.objects.filter(id=run_id).update(
@@ -335,30 +349,65 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
         run.refresh_from_db()
         return run
     TrainingRun.objects.filter(id=run_id).update(
-        status=TrainingRun.Status.SUCCEEDED,
-        stage="done",
-        progress=1.0,
-        model_version=model_version,
-        index_build=build,
-        finished_at=timezone.now(),
+        stage="done", progress=1.0, eta_seconds=0.0, finished_at=timezone.now(), **outcome
     )
     run.refresh_from_db()
     return run
 
 
-def training_runs_fail_stale(*, older_than_seconds: int) -> int:
-    """Mark runs whose worker died (running past the hard time limit) failed, freeing the slot."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
-    return TrainingRun.objects.filter(
-        status=TrainingRun.Status.RUNNING, started_at__lt=cutoff
-    ).update(
-        status=TrainingRun.Status.FAILED,
-        error="the worker stopped before the run finished",
-        finished_at=timezone.now(),
+def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    if run.kind == TrainingRun.Kind.BUILD:
+        model_version = model_version_fit(
+            taxonomy=run.taxonomy,
+            spec=run.config,
+            parent=run.parent_version,
+            checkpoint_dir=artifact_path(f"{run.taxonomy.slug}/runs/{run.id}"),
+            progress=progress,
+        )
+    else:
+        deployment = (
+            Deployment.objects.filter(taxonomy=run.taxonomy)
+            .select_related("index_build__model_version")
+            .first()
+        )
+        if deployment is None:
+            raise NoLiveModel(run.taxonomy)
+        model_version = deployment.index_build.model_version
+    build = index_build_create(model_version=model_version, progress=progress)
+    if run.kind == TrainingRun.Kind.BUILD:
+        progress("evaluate", 0.0, None)
+        model_version_evaluate(model_version=model_version)
+    if run.activate:
+        deployment_activate(index_build=build)
+    return {
+        "status": TrainingRun.Status.SUCCEEDED,
+        "model_version": model_version,
+        "index_build": build,
+    }
+
+
+def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
+    """Mark runs whose worker died failed (and so retriable), freeing the taxonomy's slot.
+
+    A live run writes a heartbeat with its progress; one silent for ``silent_for_seconds`` has
+    lost its worker. The live model and index were never touched by it.
+    """
+    cutoff = timezone.now() - timezone.timedelta(seconds=silent_for_seconds)
+    return (
+        TrainingRun.objects.filter(
+            status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
+        )
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+        .update(
+            status=TrainingRun.Status.FAILED,
+            error="the worker stopped before the run finished; the live model kept serving. "
+            "Retry the run to resume from its last checkpoint.",
+            finished_at=timezone.now(),
+        )
     )
 
 
-def _is_held_out(text: str) -> bool:
+def feedback_is_held_out(text: str) -> bool:
     """A fixed fifth of curator-judged texts is kept out of training to test on (Annotations)."""
     return zlib.crc32(normalize_text(text).encode()) % 5 == 0
 
@@ -371,7 +420,7 @@ def model_version_evaluate(*, model_version: ModelVersion, size: int = 1000, see
         for text, group_id in FeedbackPair.objects.filter(
             taxonomy=taxonomy, label=True, group__isnull=False
         ).values_list("text_a", "group_id")
-        if _is_held_out(text)
+        if feedback_is_held_out(text)
     ]
     held_out = {normalize_text(text) for text, _ in annotations}
     members = [

@@ -48,6 +48,19 @@ def env_int(
     return value
 
 
+def env_float(name: str, *, default: float, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
 def env_list(name: str, *, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

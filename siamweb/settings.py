@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from siamweb.env import env_bool, env_int, env_list, env_path, env_str
+from siamweb.env import env_bool, env_float, env_int, env_list, env_path, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("SIAMWEB_VAR_DIR", default=BASE_DIR / "var")
@@ -178,6 +178,19 @@ SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
     "SIAMWEB_DOUBLE_REVIEW_PERCENT", default=5, minimum=0, maximum=100
 )
 
+# Retraining: when beat starts a fine-tune, how long it trains, and what the gate tolerates.
+SIAMWEB_RETRAIN_MIN_VERDICTS = env_int("SIAMWEB_RETRAIN_MIN_VERDICTS", default=50, minimum=1)
+SIAMWEB_RETRAIN_MAX_AGE_HOURS = env_int("SIAMWEB_RETRAIN_MAX_AGE_HOURS", default=24, minimum=1)
+SIAMWEB_RETRAIN_CHECK_SECONDS = env_int("SIAMWEB_RETRAIN_CHECK_SECONDS", default=300, minimum=5)
+SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.0, minimum=0.01)
+# A candidate may lose at most this much (absolute, 0.01 = one point) on any gate metric.
+SIAMWEB_GATE_TOLERANCE = env_float("SIAMWEB_GATE_TOLERANCE", default=0.01, minimum=0.0)
+SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
+# A running training writes a heartbeat with its progress; silent this long, its worker died.
+SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int(
+    "SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS", default=600, minimum=30
+)
+
 # --- Celery --------------------------------------------------------------------------------------
 # Without CELERY_BROKER_URL the broker is a folder on disk: no server needed on a bare machine.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
@@ -214,6 +227,10 @@ CELERY_BEAT_SCHEDULE = {
     "reindex-taxonomies-with-new-members": {
         "task": "worker.tasks.reindex_stale_taxonomies",
         "schedule": float(SIAMWEB_REINDEX_CHECK_SECONDS),
+    },
+    "retrain-taxonomies-with-new-verdicts": {
+        "task": "worker.tasks.retrain_due_taxonomies",
+        "schedule": float(SIAMWEB_RETRAIN_CHECK_SECONDS),
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from models_app.siamese.encoders import ConfigError
@@ -91,6 +92,21 @@ def test_fine_tuning_starts_from_the_parent_and_never_ends_worse():
     assert tuned.history[0]["step"] == 0  # the parent's own score is the bar to beat
     assert tuned.metrics["validation_accuracy"] >= tuned.history[0]["validation_accuracy"]
     assert tuned.encoder is not parent
+
+
+def test_a_fine_tune_without_best_selection_keeps_its_last_weights_and_runs_to_the_end():
+    cfg = config(max_steps=20)
+    data = prepare_data(MEMBERS, config=cfg)
+    parent = train_encoder(data, ENCODER, cfg).encoder
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]
+    last = config(max_steps=40, eval_every=5, patience=1, replay_share=0.5, select_best=False)
+    tuned = train_encoder(
+        prepare_data(MEMBERS, feedback, config=last), ENCODER, last, parent=parent
+    )
+    # patience=1 would have stopped it at the first evaluation that did not beat the parent.
+    assert (tuned.steps, tuned.stopped_because) == (40, "max_steps")
+    before, after = parent.encode(["java barista"]), tuned.encoder.encode(["java barista"])
+    assert not np.allclose(before, after)
 
 
 def test_fine_tuning_refuses_a_parent_of_another_config():

@@ -122,15 +122,30 @@ def test_a_new_live_version_reaches_a_process_that_loaded_the_old_one(tiny_taxon
     assert np.isclose(np.linalg.norm(vectors), 1.0)
 
 
-def test_runs_abandoned_by_a_dead_worker_are_marked_failed(tiny_taxonomy):
+def test_runs_whose_heartbeat_stopped_are_marked_failed_and_retriable(tiny_taxonomy):
     run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
     TrainingRun.objects.filter(id=run.id).update(
-        status="running", started_at=timezone.now() - timezone.timedelta(hours=3)
+        status="running",
+        started_at=timezone.now() - timezone.timedelta(hours=3),
+        heartbeat_at=timezone.now() - timezone.timedelta(minutes=20),
     )
-    assert training_runs_fail_stale(older_than_seconds=3600) == 1
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
     run.refresh_from_db()
-    assert (run.status, run.error) == ("failed", "the worker stopped before the run finished")
+    assert run.status == "failed"
+    assert run.error.startswith("the worker stopped before the run finished")
     assert training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False) is not None
+
+
+def test_a_long_run_with_a_recent_heartbeat_is_left_alone(tiny_taxonomy):
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    TrainingRun.objects.filter(id=run.id).update(
+        status="running",
+        started_at=timezone.now() - timezone.timedelta(hours=3),
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=30),
+    )
+    assert training_runs_fail_stale(silent_for_seconds=600) == 0
+    run.refresh_from_db()
+    assert run.status == "running"
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.conf import settings
 
 from annotations.models import Taxonomy
+from models_app import retraining
 from models_app.models import TrainingRun
 from models_app.services import (
     taxonomy_needs_reindex,
@@ -28,7 +29,9 @@ def execute_training_run(run_id: int) -> None:
 @shared_task(name="worker.tasks.reindex_stale_taxonomies")
 def reindex_stale_taxonomies() -> int:
     """Beat: free runs whose worker died, then reindex taxonomies with members not indexed."""
-    freed = training_runs_fail_stale(older_than_seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
+    freed = training_runs_fail_stale(
+        silent_for_seconds=settings.SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS
+    )
     if freed:
         logger.warning("marked %d abandoned training run(s) failed", freed)
     resent = training_runs_resend_queued(older_than_seconds=settings.SIAMWEB_REINDEX_CHECK_SECONDS)
@@ -44,3 +47,9 @@ def reindex_stale_taxonomies() -> int:
             )
             requested += run is not None
     return requested
+
+
+@shared_task(name="worker.tasks.retrain_due_taxonomies")
+def retrain_due_taxonomies() -> int:
+    """Beat: start a fine-tune where enough new verdicts have arrived (or time has passed)."""
+    return len(retraining.retrain_due_taxonomies())

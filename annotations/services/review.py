@@ -72,7 +72,12 @@ def _reviews_required(normalized_text: str) -> int:
 
 @transaction.atomic
 def inputs_submit(
-    *, taxonomy: Taxonomy, texts: Sequence[str], source: str, k: int = 5
+    *,
+    taxonomy: Taxonomy,
+    texts: Sequence[str],
+    source: str,
+    k: int = 5,
+    count_occurrence: bool = True,
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review; one
     item per distinct text, in the order given.
@@ -94,11 +99,12 @@ def inputs_submit(
         row.normalized_text: row
         for row in Input.objects.filter(taxonomy=taxonomy, normalized_text__in=list(unique))
     }
-    Input.objects.filter(id__in=[row.id for row in known.values()]).update(
-        occurrences=F("occurrences") + 1
-    )
-    for row in known.values():
-        row.occurrences += 1
+    if count_occurrence:
+        Input.objects.filter(id__in=[row.id for row in known.values()]).update(
+            occurrences=F("occurrences") + 1
+        )
+        for row in known.values():
+            row.occurrences += 1
     created = Input.objects.bulk_create(
         [
             Input(taxonomy=taxonomy, normalized_text=key, text=text, source=source)
@@ -161,6 +167,26 @@ def inputs_submit(
     )
     by_input = {item.input_id: item for item in [*new_items, *existing.values()]}
     return [by_input[inputs[key].id] for key in unique]
+
+
+def review_items_repredict(*, taxonomy: Taxonomy, chunk_size: int = 500) -> int:
+    """After a new model goes live: predict every open item again with it. Items whose top
+    group changed rank higher (model versions disagree); cards shown before are refused as
+    stale, so nobody judges the old prediction. Returns how many items were re-predicted."""
+    open_statuses = [*ReviewItem.OPEN_STATUSES, ReviewItem.Status.SKIPPED]
+    texts = list(
+        ReviewItem.objects.filter(taxonomy=taxonomy, status__in=open_statuses)
+        .order_by("id")
+        .values_list("input__text", flat=True)
+    )
+    for start in range(0, len(texts), chunk_size):
+        inputs_submit(
+            taxonomy=taxonomy,
+            texts=texts[start : start + chunk_size],
+            source=Input.Source.API,
+            count_occurrence=False,
+        )
+    return len(texts)
 
 
 # --- leases ---------------------------------------------------------------------------------

@@ -61,6 +61,10 @@ class TrainConfig:
     max_steps: int = 20_000
     eval_every: int = 500
     patience: int = 4  # evaluations without improvement before stopping
+    # Keep the weights with the best validation accuracy and stop early on it. A fine-tune
+    # turns this off: its parent already scores well on member strings, so the curator
+    # feedback it learns would never count as progress; the retraining gate judges it instead.
+    select_best: bool = True
     max_minutes: float = 60.0
     validation_share: float = 0.05
     validation_max: int = 2_000
@@ -511,7 +515,8 @@ def train_encoder(
             history.append({"step": step, "loss": value.item(), "validation_accuracy": metric})
             if metric > best_metric:
                 best_metric, bad_evaluations = metric, 0
-                best_state = copy.deepcopy(encoder.state_dict())
+                if config.select_best:
+                    best_state = copy.deepcopy(encoder.state_dict())
             else:
                 bad_evaluations += 1
             if config.hard_negative_share > 0:
@@ -534,7 +539,7 @@ def train_encoder(
                         "confusable": sampler.confusable,
                     },
                 )
-            if bad_evaluations >= config.patience:
+            if config.select_best and bad_evaluations >= config.patience:
                 stopped_because = "early stopping"
                 break
         if step % 20 == 0:
@@ -545,7 +550,7 @@ def train_encoder(
             )
             progress("train", step / config.max_steps, eta)
 
-    if best_state is not None:
+    if best_state is not None and config.select_best:
         encoder.load_state_dict(best_state)
     encoder.after_training([t for _, t in data.train + data.validation])
     encoder.eval()

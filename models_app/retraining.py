@@ -1,0 +1,517 @@
+"""Corrigible retraining: fine-tune the live model on curator feedback, gate the candidate against
+the live model, promote it (model and index together) or reject it, and report what flipped.
+
+The gate compares both models on the same cases:
+- the frozen suite, the paper's tests generated from the taxonomy's own strings with a fixed
+  seed, so every run sees the same cases;
+- the held-out fifth of curator verdicts (never trained on);
+- every past verdict as a regression suite, answered by the model by itself: a verdict's own
+  curator member is left out of the search, or the model would only be finding the answer it
+  was given.
+A candidate is promoted only when no metric drops by more than the tolerance and the share of
+verdicts it gets right by itself rises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import FeedbackPair, Group, Input, Judgement, Member, Taxonomy
+from annotations.services.audit import audit_record
+from annotations.services.review import review_items_repredict
+from models_app.live import artifact_path, encoder_for
+from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.services import (
+    NoLiveModel,
+    deployment_activate,
+    feedback_is_held_out,
+    feedback_last_id,
+    index_build_create,
+    model_version_fit,
+    training_run_request,
+)
+from models_app.siamese.evaluation import build_test_suite, evaluate
+from models_app.siamese.search import HybridMatcher
+from models_app.siamese.text import normalize_text
+from models_app.siamese.train import parse_search_config
+
+Progress = Callable[[str, float, "float | None"], None]
+
+FROZEN_SETS = ("typos", "composition", "extra_words")
+FLIP_ROWS_KEPT = 200
+# Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
+# own pairs, so the corrections are learned without forgetting what the parent knew.
+FINETUNE_REPLAY_SHARE = 0.5
+# The flip report compares the newest inputs; beyond this many it reports a sample of them.
+FLIP_INPUTS_COMPARED = 20_000
+
+
+class RunStateError(ValueError):
+    """The run or version is not in a state that allows what was asked."""
+
+
+# --- requests --------------------------------------------------------------------------------
+
+
+def live_version(taxonomy: Taxonomy) -> ModelVersion | None:
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version__taxonomy")
+        .first()
+    )
+    return deployment.index_build.model_version if deployment else None
+
+
+def finetune_run_request(
+    *,
+    taxonomy: Taxonomy,
+    trigger: str,
+    requested_by=None,
+    config: dict | None = None,
+    enqueue: bool = True,
+) -> TrainingRun | None:
+    """Queue a fine-tune of the live version; None when the taxonomy already has a run."""
+    parent = live_version(taxonomy)
+    if parent is None:
+        raise NoLiveModel(taxonomy)
+    return training_run_request(
+        taxonomy=taxonomy,
+        kind=TrainingRun.Kind.FINETUNE,
+        trigger=trigger,
+        config=config or {},
+        parent_version=parent,
+        requested_by=requested_by,
+        enqueue=enqueue,
+    )
+
+
+def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun | None:
+    """Queue making ``model_version`` live again, with an index rebuilt over today's members
+    (model and index swap together at the end). None when the taxonomy already has a run."""
+    if live_version(model_version.taxonomy) == model_version:
+        raise RunStateError(f"{model_version.label} is already live")
+    with transaction.atomic():
+        run = training_run_request(
+            taxonomy=model_version.taxonomy,
+            kind=TrainingRun.Kind.ROLLBACK,
+            trigger=TrainingRun.Trigger.MANUAL,
+            model_version=model_version,
+            requested_by=actor,
+        )
+        if run is not None:
+            audit_record(
+                actor=actor,
+                action="model_version.rollback",
+                obj=model_version,
+                taxonomy=model_version.taxonomy,
+                after={"model_version": model_version.id, "run": run.id},
+            )
+    return run
+
+
+def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
+    """Queue a failed run again; a fine-tune resumes from the failed run's checkpoints."""
+    if run.status != TrainingRun.Status.FAILED:
+        raise RunStateError(f"run {run.id} is {run.status}; only a failed run can be retried")
+    retry = training_run_request(
+        taxonomy=run.taxonomy,
+        kind=run.kind,
+        trigger=run.trigger,
+        config=run.config,
+        activate=run.activate,
+        parent_version=run.parent_version,
+        model_version=run.model_version if run.kind == TrainingRun.Kind.ROLLBACK else None,
+        retry_of=run,
+        requested_by=actor,
+    )
+    return retry
+
+
+def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
+    """Beat: start a fine-tune where enough new verdicts arrived, or where the live version is
+    old and at least one verdict is new. "New" means after what the live version and the last
+    fine-tune already used, so a rejected candidate is not retried on the same verdicts."""
+    now = now or timezone.now()
+    started = []
+    for taxonomy in Taxonomy.objects.filter(deployment__isnull=False):
+        live = live_version(taxonomy)
+        seen = max(
+            live.feedback_until,
+            TrainingRun.objects.filter(
+                taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, feedback_until__isnull=False
+            )
+            .exclude(status=TrainingRun.Status.FAILED)
+            .order_by("-feedback_until")
+            .values_list("feedback_until", flat=True)
+            .first()
+            or 0,
+        )
+        new_verdicts = new_verdict_count(taxonomy, after=seen)
+        old = now - live.created_at > timedelta(hours=settings.SIAMWEB_RETRAIN_MAX_AGE_HOURS)
+        if new_verdicts >= settings.SIAMWEB_RETRAIN_MIN_VERDICTS or (old and new_verdicts):
+            trigger = (
+                TrainingRun.Trigger.VERDICTS
+                if new_verdicts >= settings.SIAMWEB_RETRAIN_MIN_VERDICTS
+                else TrainingRun.Trigger.SCHEDULE
+            )
+            run = finetune_run_request(taxonomy=taxonomy, trigger=trigger)
+            if run is not None:
+                started.append(run)
+    return started
+
+
+def new_verdict_count(taxonomy: Taxonomy, *, after: int) -> int:
+    """Verdicts whose feedback pairs came after pair ``after``."""
+    return (
+        FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after, judgement__isnull=False)
+        .values("judgement")
+        .distinct()
+        .count()
+    )
+
+
+# --- execution (called by training_run_execute, inside its failure handling) -----------------
+
+
+def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    taxonomy = run.taxonomy
+    parent = run.parent_version or live_version(taxonomy)
+    if parent is None:
+        raise NoLiveModel(taxonomy)
+    progress("pairs", 0.0, None)
+    until = feedback_last_id(taxonomy)
+    TrainingRun.objects.filter(id=run.id).update(feedback_until=until)
+    new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
+
+    candidate = model_version_fit(
+        taxonomy=taxonomy,
+        spec=_finetune_spec(parent, run.config),
+        parent=parent,
+        checkpoint_dir=artifact_path(f"{taxonomy.slug}/runs/{_first_attempt(run).id}"),
+        progress=progress,
+        feedback_until=until,
+    )
+    build = index_build_create(model_version=candidate, progress=progress)
+    TrainingRun.objects.filter(id=run.id).update(model_version=candidate, index_build=build)
+
+    progress("evaluate", 0.0, None)
+    comparison = _Comparison.build(taxonomy, parent, candidate)
+    report = comparison.gate(tolerance=settings.SIAMWEB_GATE_TOLERANCE)
+    report["new_verdicts"] = new_verdicts
+    candidate.metrics = {**candidate.metrics, "gate": report}
+    candidate.save(update_fields=["metrics"])
+    TrainingRun.objects.filter(id=run.id).update(
+        status=TrainingRun.Status.EVALUATED, gate_report=report, heartbeat_at=timezone.now()
+    )
+    if report["decision"] != "promote":
+        return {"status": TrainingRun.Status.REJECTED}
+
+    progress("promote", 0.0, None)
+    flips = comparison.flips()
+    _go_live(build=build, actor=None)
+    progress("repredict", 0.0, None)
+    review_items_repredict(taxonomy=taxonomy)
+    return {"status": TrainingRun.Status.PROMOTED, "flip_report": flips}
+
+
+def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    target = run.model_version
+    if target is None:
+        raise RunStateError("a rollback run needs the version to restore")
+    build = index_build_create(model_version=target, progress=progress)
+    _go_live(build=build, actor=None)
+    progress("repredict", 0.0, None)
+    review_items_repredict(taxonomy=run.taxonomy)
+    return {"status": TrainingRun.Status.SUCCEEDED, "index_build": build}
+
+
+def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
+    """An admin promotes a candidate the gate rejected: it goes live with its index, the flip
+    report is made against the version it replaces, and pending inputs are predicted again."""
+    with transaction.atomic():
+        run = TrainingRun.objects.select_for_update().get(id=run.id)
+        if run.kind != TrainingRun.Kind.FINETUNE or run.status != TrainingRun.Status.REJECTED:
+            raise RunStateError(
+                f"run {run.id} is a {run.kind} run that is {run.status}; only a rejected "
+                "fine-tune can be promoted"
+            )
+        if run.index_build is None or run.model_version is None:
+            raise RunStateError(f"run {run.id} has no candidate to promote")
+        replaced = live_version(run.taxonomy)
+        candidate, build = run.model_version, run.index_build
+        report = {**run.gate_report, "forced_by": actor.username}
+        flips = (
+            _Comparison.build(run.taxonomy, replaced, candidate).flips()
+            if replaced is not None
+            else {}
+        )
+        _go_live(build=build, actor=actor)
+        TrainingRun.objects.filter(id=run.id).update(
+            status=TrainingRun.Status.PROMOTED, gate_report=report, flip_report=flips
+        )
+        audit_record(
+            actor=actor,
+            action="training_run.promote",
+            obj=run,
+            taxonomy=run.taxonomy,
+            before={"status": "rejected", "live": replaced.id if replaced else None},
+            after={"status": "promoted", "live": candidate.id},
+        )
+    review_items_repredict(taxonomy=run.taxonomy)
+    run.refresh_from_db()
+    return run
+
+
+def _go_live(*, build: IndexBuild, actor) -> None:
+    # Model and index are one pointer: every web and worker process picks both up on its next
+    # request (models_app.live compares the deployment it loaded with the current one).
+    deployment_activate(index_build=build, actor=actor)
+
+
+def _first_attempt(run: TrainingRun) -> TrainingRun:
+    """The run a retry chain started with: retries share its checkpoint folder, so they resume."""
+    while run.retry_of_id is not None:
+        run = run.retry_of
+    return run
+
+
+def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
+    """The parent's spec with a short training budget; ``overrides`` may change its training."""
+    spec = {key: dict(value) for key, value in parent.config.items()}
+    training = spec.setdefault("training", {})
+    training["max_minutes"] = settings.SIAMWEB_FINETUNE_MAX_MINUTES
+    training["replay_share"] = FINETUNE_REPLAY_SHARE
+    training["select_best"] = False
+    training.update(overrides.get("training", {}))
+    return spec
+
+
+# --- the gate and the flip report -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    text: str
+    group_id: int | None  # None: "none of these"
+    verdict: str
+
+
+class _Comparison:
+    """The live and the candidate model over the same members, ready to answer the same cases."""
+
+    def __init__(self, taxonomy, live, candidate, texts, labels, verdicts) -> None:
+        self.taxonomy = taxonomy
+        self.verdicts: dict[str, _Verdict] = verdicts
+        self.matchers = {
+            name: HybridMatcher(
+                encoder_for(version),
+                texts,
+                labels,
+                lexical_weight=parse_search_config(version.config).lexical_weight,
+            )
+            for name, version in (("live", live), ("candidate", candidate))
+        }
+
+    @classmethod
+    def build(cls, taxonomy: Taxonomy, live: ModelVersion, candidate: ModelVersion):
+        verdicts = _final_verdicts(taxonomy)
+        # Curator members of judged texts are left out: the models answer those by themselves.
+        rows = Member.objects.filter(taxonomy=taxonomy).values_list(
+            "group_id", "text", "normalized_text", "source"
+        )
+        members = [
+            (group_id, text)
+            for group_id, text, key, source in rows.order_by("id")
+            if not (source == Member.Source.CURATOR and key in verdicts)
+        ]
+        return cls(
+            taxonomy,
+            live,
+            candidate,
+            [text for _, text in members],
+            [group_id for group_id, _ in members],
+            verdicts,
+        )
+
+    def gate(self, *, tolerance: float) -> dict[str, Any]:
+        taxonomy_members = list(
+            Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
+            .order_by("id")
+            .values_list("group_id", "text")
+        )
+        suite = build_test_suite(taxonomy_members, seed=0, size=settings.SIAMWEB_GATE_SUITE_SIZE)
+        scores = {name: evaluate(matcher, suite) for name, matcher in self.matchers.items()}
+        rows = []
+        for name in FROZEN_SETS:
+            key = f"{name}/accuracy"
+            if key in scores["live"]:
+                rows.append(_metric(name, "frozen", scores, key, tolerance))
+        for name, key in (("mrr", "mrr"), ("p_at_10", "p@10")):
+            means = {
+                model: _mean([s[f"{n}/{key}"] for n in FROZEN_SETS if f"{n}/{key}" in s])
+                for model, s in scores.items()
+            }
+            rows.append(_row(name, "frozen", means["live"], means["candidate"], tolerance))
+
+        held_out = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
+        held_out = [(text, group) for text, group in held_out if feedback_is_held_out(text)]
+        if held_out:
+            shares = {
+                m: self._share_right(matcher, held_out) for m, matcher in self.matchers.items()
+            }
+            rows.append(
+                _row(
+                    "held_out_feedback", "feedback", shares["live"], shares["candidate"], tolerance
+                )
+            )
+
+        judged = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
+        verdicts = {
+            "count": len(judged),
+            "live": self._share_right(self.matchers["live"], judged) if judged else 0.0,
+            "candidate": self._share_right(self.matchers["candidate"], judged) if judged else 0.0,
+        }
+        verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
+
+        reasons = [
+            f"{row['name']} fell by {-row['delta']:.3f} (tolerance {tolerance:.3f})"
+            for row in rows
+            if not row["passed"]
+        ]
+        if not judged:
+            reasons.append("there are no verdicts to learn from")
+        elif not verdicts["rose"]:
+            reasons.append(
+                f"the share of verdicts it gets right by itself did not rise "
+                f"({verdicts['live']:.3f} → {verdicts['candidate']:.3f})"
+            )
+        return {
+            "tolerance": tolerance,
+            "decision": "reject" if reasons else "promote",
+            "reasons": reasons,
+            "metrics": rows,
+            "verdicts": verdicts,
+        }
+
+    def flips(self) -> dict[str, Any]:
+        """Inputs whose top group (by the model alone) changes: fixed, broken, or just changed."""
+        inputs = list(
+            Input.objects.filter(taxonomy=self.taxonomy)
+            .order_by("-id")
+            .values_list("text", flat=True)[:FLIP_INPUTS_COMPARED]
+        )
+        tops = {
+            name: [ranking[0] if ranking else None for ranking in matcher.rank(inputs, 1)]
+            for name, matcher in self.matchers.items()
+        }
+        groups = Group.objects.in_bulk(
+            {g for top in tops.values() for g in top if g}
+            | {v.group_id for v in self.verdicts.values() if v.group_id}
+        )
+        report: dict[str, Any] = {
+            "compared": len(inputs),
+            "counts": {"fixed": 0, "broken": 0, "changed": 0, "confirmed_now_wrong": 0},
+            "fixed": [],
+            "broken": [],
+            "changed": [],
+        }
+        for text, before, after in zip(inputs, tops["live"], tops["candidate"], strict=True):
+            verdict = self.verdicts.get(normalize_text(text))
+            if verdict is not None and verdict.group_id is not None:
+                gold = verdict.group_id
+                kind = (
+                    "fixed"
+                    if before != gold and after == gold
+                    else "broken"
+                    if before == gold and after != gold
+                    else None
+                )
+            else:
+                kind = "changed" if before != after else None
+            if kind is None:
+                continue
+            confirmed = kind == "broken" and verdict.verdict == Judgement.Verdict.CONFIRM
+            report["counts"][kind] += 1
+            report["counts"]["confirmed_now_wrong"] += confirmed
+            if len(report[kind]) < FLIP_ROWS_KEPT:
+                report[kind].append(
+                    {
+                        "input": text,
+                        "before": _group_ref(groups.get(before)),
+                        "after": _group_ref(groups.get(after)),
+                        "curator": _group_ref(groups.get(verdict.group_id)) if verdict else None,
+                        "verdict": verdict.verdict if verdict else None,
+                        "confirmed": confirmed,
+                    }
+                )
+        # Confirmed items the new model now gets wrong stand out: they come first.
+        report["broken"].sort(key=lambda row: not row["confirmed"])
+        return report
+
+    @staticmethod
+    def _share_right(matcher: HybridMatcher, cases: list[tuple[str, int]]) -> float:
+        rankings = matcher.rank([text for text, _ in cases], 1)
+        right = sum(
+            bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)
+        )
+        return right / len(cases)
+
+
+def _final_verdicts(taxonomy: Taxonomy) -> dict[str, _Verdict]:
+    """Per judged text, where curators put it: the latest live final verdict wins."""
+    found: dict[str, _Verdict] = {}
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item__taxonomy=taxonomy, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("created_at", "id")
+        .values_list(
+            "review_item__input__text", "review_item__input__normalized_text", "verdict", "group_id"
+        )
+    )
+    for text, key, verdict, group_id in rows:
+        found[key] = _Verdict(text=text, group_id=group_id, verdict=verdict)
+    return found
+
+
+def _metric(name: str, suite: str, scores: dict, key: str, tolerance: float) -> dict:
+    return _row(name, suite, scores["live"][key], scores["candidate"][key], tolerance)
+
+
+def _row(name: str, suite: str, live: float, candidate: float, tolerance: float) -> dict:
+    delta = candidate - live
+    return {
+        "name": name,
+        "suite": suite,
+        "live": round(live, 4),
+        "candidate": round(candidate, 4),
+        "delta": round(delta, 4),
+        "passed": delta >= -tolerance - 1e-9,
+    }
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _group_ref(group: Group | None) -> dict | None:
+    return {"code": group.code, "name": group.name} if group is not None else None
+
+
+__all__ = [
+    "RunStateError",
+    "finetune_execute",
+    "finetune_run_request",
+    "live_version",
+    "model_version_rollback",
+    "retrain_due_taxonomies",
+    "rollback_execute",
+    "training_run_promote",
+    "training_run_retry",
+]
