@@ -1,13 +1,15 @@
 """REST API, version 1, for models: versions (and which one is live) and training runs.
 
-Curators read; only admins make a version live or start a run. See annotations/api.py for the
-conventions every view follows.
+Curators read; only admins make a version live, start a run (build, reindex, fine-tune), roll
+back to an earlier version, force a rejected candidate live or retry a failed run. See
+annotations/api.py for the conventions every view follows. A refusal about the state of things
+(a run already active, a run or version in the wrong state) is a 409 naming what is wrong.
 """
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,9 +30,25 @@ from annotations.api import (
 )
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.services import deployment_activate, training_run_request
+from models_app.retraining import (
+    RunStateError,
+    finetune_run_request,
+    model_version_rollback,
+    training_run_promote,
+    training_run_retry,
+)
+from models_app.services import NoLiveModel, deployment_activate, training_run_request
 
 TrainingRunKindField = named_choice_field("TrainingRunKind", TrainingRun.Kind.choices)
+# A rollback is asked for on the version to go back to (model-versions/<id>/rollback).
+TrainingRunRequestKindField = named_choice_field(
+    "TrainingRunRequestKind",
+    [
+        (kind, label)
+        for kind, label in TrainingRun.Kind.choices
+        if kind != TrainingRun.Kind.ROLLBACK
+    ],
+)
 TrainingRunStatusField = named_choice_field("TrainingRunStatus", TrainingRun.Status.choices)
 TrainingRunTriggerField = named_choice_field("TrainingRunTrigger", TrainingRun.Trigger.choices)
 
@@ -54,6 +72,17 @@ def _training_runs() -> QuerySet[TrainingRun]:
     return TrainingRun.objects.select_related(
         "taxonomy", "requested_by", "model_version__taxonomy"
     ).order_by("-created_at", "-id")
+
+
+def _active_run_conflict(taxonomy: Taxonomy) -> Response:
+    return Response(
+        {"taxonomy": [f"{taxonomy.slug} already has a queued or running training run"]},
+        status=status.HTTP_409_CONFLICT,
+    )
+
+
+def _state_conflict(field: str, exc: RunStateError) -> Response:
+    return Response({field: [str(exc)]}, status=status.HTTP_409_CONFLICT)
 
 
 # --- model versions ------------------------------------------------------------------------
@@ -148,6 +177,67 @@ class ModelVersionActivateApi(AdminApi):
 # --- training runs -------------------------------------------------------------------------
 
 
+class GateMetricSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        help_text="typos, composition, extra_words, annotations, p_at_10, …"
+    )
+    suite = serializers.CharField(help_text="frozen or feedback")
+    live = serializers.FloatField()
+    candidate = serializers.FloatField()
+    delta = serializers.FloatField(help_text="candidate minus live")
+    passed = serializers.BooleanField()
+
+
+class GateVerdictsSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Curator verdicts compared")
+    live = serializers.FloatField(help_text="Share of them the live model agrees with")
+    candidate = serializers.FloatField(help_text="Share of them the candidate agrees with")
+    rose = serializers.BooleanField()
+
+
+class GateReportSerializer(serializers.Serializer):
+    tolerance = serializers.FloatField(help_text="How far below live a metric may fall")
+    decision = serializers.ChoiceField(choices=["promote", "reject"])
+    reasons = serializers.ListField(child=serializers.CharField())
+    metrics = GateMetricSerializer(many=True)
+    verdicts = GateVerdictsSerializer(required=False)
+    new_verdicts = serializers.IntegerField(required=False)
+    forced_by = serializers.CharField(
+        required=False, help_text="The admin who promoted a candidate the gate rejected"
+    )
+
+
+class FlipGroupSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    name = serializers.CharField()
+
+
+class FlipRowSerializer(serializers.Serializer):
+    input = serializers.CharField()
+    before = FlipGroupSerializer(allow_null=True, help_text="The old model's top group")
+    after = FlipGroupSerializer(allow_null=True, help_text="The new model's top group")
+    curator = FlipGroupSerializer(allow_null=True, help_text="The group a curator gave")
+    verdict = serializers.CharField(allow_null=True)
+    confirmed = serializers.BooleanField(
+        help_text="A curator confirmed the old answer (in broken: the new model gets it wrong)"
+    )
+
+
+class FlipCountsSerializer(serializers.Serializer):
+    fixed = serializers.IntegerField()
+    broken = serializers.IntegerField()
+    changed = serializers.IntegerField()
+    confirmed_now_wrong = serializers.IntegerField()
+
+
+class FlipReportSerializer(serializers.Serializer):
+    compared = serializers.IntegerField()
+    counts = FlipCountsSerializer(help_text="Complete counts; each list holds at most 200 rows")
+    fixed = FlipRowSerializer(many=True)
+    broken = FlipRowSerializer(many=True)
+    changed = FlipRowSerializer(many=True)
+
+
 class TrainingRunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     taxonomy = serializers.CharField(source="taxonomy.slug")
@@ -167,6 +257,34 @@ class TrainingRunSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+class TrainingRunDetailSerializer(TrainingRunSerializer):
+    config = serializers.DictField()
+    parent_version = serializers.IntegerField(
+        source="parent_version_id",
+        allow_null=True,
+        help_text="The live version a fine-tune started from",
+    )
+    feedback_until = serializers.IntegerField(
+        allow_null=True, help_text="The last feedback pair a fine-tune trained on"
+    )
+    retry_of = serializers.IntegerField(
+        source="retry_of_id", allow_null=True, help_text="The failed run this one retries"
+    )
+    heartbeat_at = serializers.DateTimeField(allow_null=True)
+    gate_report = serializers.SerializerMethodField()
+    flip_report = serializers.SerializerMethodField()
+
+    @extend_schema_field(GateReportSerializer(allow_null=True))
+    def get_gate_report(self, run: TrainingRun) -> dict | None:
+        """The gate's decision on a fine-tune's candidate; null until it decided."""
+        return run.gate_report or None
+
+    @extend_schema_field(FlipReportSerializer(allow_null=True))
+    def get_flip_report(self, run: TrainingRun) -> dict | None:
+        """What a promotion changed; null until one happened."""
+        return run.flip_report or None
+
+
 class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
     pagination_class = PagePagination
 
@@ -181,7 +299,7 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
 
     class RequestInputSerializer(serializers.Serializer):
         taxonomy = serializers.SlugRelatedField(slug_field="slug", queryset=Taxonomy.objects.all())
-        kind = TrainingRunKindField()
+        kind = TrainingRunRequestKindField()
 
     @extend_schema(
         summary="Training runs, newest first",
@@ -198,7 +316,8 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
         return paginated(self, request, runs, self.OutputSerializer)
 
     @extend_schema(
-        summary="Queue a run (admins): reindex with the live model, or build a new model",
+        summary="Queue a run (admins): reindex with the live model, build a new model, or "
+        "fine-tune the live model on the feedback so far (gated before it goes live)",
         request=RequestInputSerializer,
         responses={
             201: OutputSerializer,
@@ -211,27 +330,123 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
         serializer = self.RequestInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         taxonomy = serializer.validated_data["taxonomy"]
-        run = training_run_request(
-            taxonomy=taxonomy,
-            kind=serializer.validated_data["kind"],
-            trigger=TrainingRun.Trigger.MANUAL,
-            requested_by=request.user,
-        )
+        kind = serializer.validated_data["kind"]
+        try:
+            if kind == TrainingRun.Kind.FINETUNE:
+                run = finetune_run_request(
+                    taxonomy=taxonomy,
+                    trigger=TrainingRun.Trigger.MANUAL,
+                    requested_by=request.user,
+                )
+            else:
+                run = training_run_request(
+                    taxonomy=taxonomy,
+                    kind=kind,
+                    trigger=TrainingRun.Trigger.MANUAL,
+                    requested_by=request.user,
+                )
+        except (NoLiveModel, RunStateError) as exc:
+            return Response({"taxonomy": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         if run is None:
-            return Response(
-                {"taxonomy": [f"{taxonomy.slug} already has a queued or running training run"]},
-                status=status.HTTP_409_CONFLICT,
-            )
+            return _active_run_conflict(taxonomy)
         created = object_or_404(_training_runs(), run.id, "training run")
         return Response(self.OutputSerializer(created).data, status=status.HTTP_201_CREATED)
 
 
 class TrainingRunDetailApi(CuratorApi):
-    class OutputSerializer(TrainingRunSerializer):
-        config = serializers.DictField()
-        parent_version = serializers.IntegerField(source="parent_version_id", allow_null=True)
+    class OutputSerializer(TrainingRunDetailSerializer):
+        pass
 
-    @extend_schema(summary="One training run", responses={200: OutputSerializer, 404: NOT_FOUND})
+    @extend_schema(
+        summary="One training run, with its progress, gate report and flip report",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
     def get(self, request: Request, run_id: int) -> Response:
         run = object_or_404(_training_runs(), run_id, "training run")
         return Response(self.OutputSerializer(run).data)
+
+
+class TrainingRunPromoteApi(AdminApi):
+    class OutputSerializer(TrainingRunDetailSerializer):
+        pass
+
+    @extend_schema(
+        summary="Make a fine-tune's candidate live although the gate rejected it (admins)",
+        description="The candidate and its index go live together, the flip report is "
+        "computed, pending inputs are predicted again, and the gate report records who forced "
+        "it. Only a rejected fine-tune can be promoted this way.",
+        request=None,
+        responses={
+            200: OutputSerializer,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = object_or_404(_training_runs(), run_id, "training run")
+        try:
+            run = training_run_promote(run=run, actor=request.user)
+        except RunStateError as exc:
+            return _state_conflict("training_run", exc)
+        promoted = object_or_404(_training_runs(), run.id, "training run")
+        return Response(self.OutputSerializer(promoted).data)
+
+
+class TrainingRunRetryApi(AdminApi):
+    class OutputSerializer(TrainingRunDetailSerializer):
+        pass
+
+    @extend_schema(
+        summary="Queue a failed run again (admins)",
+        description="A new run of the same kind and config, with `retry_of` set; it resumes "
+        "from the failed run's checkpoints. Only a failed run can be retried.",
+        request=None,
+        responses={
+            202: OutputSerializer,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = object_or_404(_training_runs(), run_id, "training run")
+        try:
+            retry = training_run_retry(run=run, actor=request.user)
+        except RunStateError as exc:
+            return _state_conflict("training_run", exc)
+        if retry is None:
+            return _active_run_conflict(run.taxonomy)
+        queued = object_or_404(_training_runs(), retry.id, "training run")
+        return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)
+
+
+# --- rollback ------------------------------------------------------------------------------
+
+
+class ModelVersionRollbackApi(AdminApi):
+    class OutputSerializer(TrainingRunDetailSerializer):
+        pass
+
+    @extend_schema(
+        summary="Queue a run that makes this earlier version live again (admins)",
+        description="The rollback run rebuilds the version's index over today's strings and "
+        "swaps model and index in together; follow it at `training-runs/{id}`.",
+        request=None,
+        responses={
+            202: OutputSerializer,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    def post(self, request: Request, version_id: int) -> Response:
+        version = object_or_404(_model_versions(), version_id, "model version")
+        try:
+            run = model_version_rollback(model_version=version, actor=request.user)
+        except RunStateError as exc:
+            return _state_conflict("model_version", exc)
+        if run is None:
+            return _active_run_conflict(version.taxonomy)
+        queued = object_or_404(_training_runs(), run.id, "training run")
+        return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)

@@ -51,6 +51,11 @@ urlpatterns = [
         name="api-model-version-activate",
     ),
     path(
+        "model-versions/<int:version_id>/rollback",
+        models_api.ModelVersionRollbackApi.as_view(),
+        name="api-model-version-rollback",
+    ),
+    path(
         "training-runs",
         models_api.TrainingRunListRequestApi.as_view(),
         name="api-training-runs",
@@ -59,6 +64,16 @@ urlpatterns = [
         "training-runs/<int:run_id>",
         models_api.TrainingRunDetailApi.as_view(),
         name="api-training-run",
+    ),
+    path(
+        "training-runs/<int:run_id>/promote",
+        models_api.TrainingRunPromoteApi.as_view(),
+        name="api-training-run-promote",
+    ),
+    path(
+        "training-runs/<int:run_id>/retry",
+        models_api.TrainingRunRetryApi.as_view(),
+        name="api-training-run-retry",
     ),
     # the OpenAPI description and its docs page (Swagger UI from static files, no CDN)
     path(

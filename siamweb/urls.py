@@ -15,6 +15,7 @@ urlpatterns = [
     path("taxonomies/", include("annotations.urls_taxonomy")),
     path("", include("annotations.urls_inputs")),
     path("audit/", include("annotations.urls_audit")),
+    path("models/", include("models_app.urls")),
     path("api/v1/", include("siamweb.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -38,8 +38,11 @@ ENDPOINTS = {
     "/api/v1/model-versions": {"get"},
     "/api/v1/model-versions/{version_id}": {"get"},
     "/api/v1/model-versions/{version_id}/activate": {"post"},
+    "/api/v1/model-versions/{version_id}/rollback": {"post"},
     "/api/v1/training-runs": {"get", "post"},
     "/api/v1/training-runs/{run_id}": {"get"},
+    "/api/v1/training-runs/{run_id}/promote": {"post"},
+    "/api/v1/training-runs/{run_id}/retry": {"post"},
 }
 HTTP_METHODS = {"get", "put", "patch", "post", "delete", "head", "options"}
 

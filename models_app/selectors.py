@@ -1,0 +1,297 @@
+"""Reads for the Models pages: the live version, every version, the runs and their reports.
+
+Everything here is bounded by what a taxonomy has few of (versions, runs): one query each, with
+the rows they show joined in, so a page costs the same however many inputs and verdicts exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
+
+from annotations.models import Taxonomy
+from models_app.models import Deployment, ModelVersion, TrainingRun
+
+RECENT_RUNS = 20
+VERSIONS_PER_PAGE = 50
+# The frozen suite's sets in the paper's order; a set the taxonomy has no case for is left out.
+SUITE_SETS = ("typos", "composition", "extra_words", "annotations")
+PRIMARY_METRIC = "mean_accuracy"
+GATE_METRIC_LABELS = {
+    "typos": "Typos",
+    "composition": "Composition",
+    "extra_words": "Extra words",
+    "annotations": "Annotations",
+    "p_at_1": "P@1",
+    "p_at_10": "P@10",
+    "mrr": "MRR",
+    "held_out_feedback": "Held-out feedback",
+}
+
+
+def taxonomies_for_models() -> list[Taxonomy]:
+    """Every taxonomy, by slug: the page's switcher (there are a handful)."""
+    return list(Taxonomy.objects.order_by("slug").only("id", "slug", "name"))
+
+
+def live_version_get(*, taxonomy: Taxonomy) -> ModelVersion | None:
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version__parent__taxonomy")
+        .first()
+    )
+    if deployment is None:
+        return None
+    version = deployment.index_build.model_version
+    version.taxonomy = taxonomy  # for its label, without another query
+    return version
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: ModelVersion
+    is_live: bool
+    primary: float | None
+    accuracy: dict[str, float | None]
+
+
+def model_versions_page(
+    *, taxonomy: Taxonomy, live: ModelVersion | None, page: str | int | None
+) -> Page:
+    """The taxonomy's versions, newest first, a page at a time, as ``VersionRow``s."""
+    versions = (
+        ModelVersion.objects.filter(taxonomy=taxonomy)
+        .select_related("taxonomy", "parent__taxonomy")
+        .order_by("-number")
+    )
+    versions_page = Paginator(versions, VERSIONS_PER_PAGE).get_page(page)
+    versions_page.object_list = [
+        VersionRow(
+            version=version,
+            is_live=live is not None and version.id == live.id,
+            primary=suite_primary(version),
+            accuracy=suite_key_metrics(version),
+        )
+        for version in versions_page.object_list
+    ]
+    return versions_page
+
+
+def _runs() -> QuerySet[TrainingRun]:
+    return TrainingRun.objects.select_related(
+        "taxonomy",
+        "requested_by",
+        "model_version__taxonomy",
+        "parent_version__taxonomy",
+        "retry_of",
+    )
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run with what the page shows of its progress."""
+
+    run: TrainingRun
+
+    @property
+    def active(self) -> bool:
+        return run_is_active(self.run)
+
+    @property
+    def percent(self) -> int:
+        return round(min(max(self.run.progress or 0.0, 0.0), 1.0) * 100)
+
+    @property
+    def eta(self) -> str:
+        return duration_text(self.run.eta_seconds) if self.active else ""
+
+
+def training_runs_recent(*, taxonomy: Taxonomy, limit: int = RECENT_RUNS) -> list[RunRow]:
+    runs = _runs().filter(taxonomy=taxonomy).order_by("-created_at", "-id")[:limit]
+    return [RunRow(run) for run in runs]
+
+
+def training_run_active(*, taxonomy: Taxonomy) -> TrainingRun | None:
+    """The taxonomy's active run; a constraint allows at most one."""
+    return _runs().filter(taxonomy=taxonomy, status__in=TrainingRun.ACTIVE_STATUSES).first()
+
+
+def training_run_get(*, run_id: int) -> TrainingRun | None:
+    return _runs().filter(id=run_id).first()
+
+
+def model_version_get(*, version_id: int) -> ModelVersion | None:
+    return ModelVersion.objects.select_related("taxonomy").filter(id=version_id).first()
+
+
+def run_is_active(run: TrainingRun) -> bool:
+    return run.status in TrainingRun.ACTIVE_STATUSES
+
+
+def duration_text(seconds: float | None) -> str:
+    """A human ETA: "40 s", "3 min", "1 h 5 min"; empty when unknown."""
+    if seconds is None or seconds < 0:
+        return ""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+# --- the frozen suite's numbers of one version ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    name: str
+    accuracy: float | None
+    p_at_10: float | None
+    mrr: float | None
+    cases: int | None
+
+
+def suite_rows(version: ModelVersion) -> list[SuiteRow]:
+    """The stored frozen-suite metrics (``metrics["suite"]``) as one row per test set."""
+    suite = (version.metrics or {}).get("suite") or {}
+    rows = []
+    for name in SUITE_SETS:
+        if f"{name}/accuracy" not in suite:
+            continue
+        cases = suite.get(f"{name}/n")
+        rows.append(
+            SuiteRow(
+                name=GATE_METRIC_LABELS[name],
+                accuracy=suite.get(f"{name}/accuracy"),
+                p_at_10=suite.get(f"{name}/p@10"),
+                mrr=suite.get(f"{name}/mrr"),
+                cases=int(cases) if cases is not None else None,
+            )
+        )
+    return rows
+
+
+def suite_primary(version: ModelVersion) -> float | None:
+    return ((version.metrics or {}).get("suite") or {}).get(PRIMARY_METRIC)
+
+
+def suite_key_metrics(version: ModelVersion) -> dict[str, float | None]:
+    """Accuracy per test set, keyed by set name, for the versions table."""
+    suite = (version.metrics or {}).get("suite") or {}
+    return {name: suite.get(f"{name}/accuracy") for name in SUITE_SETS}
+
+
+# --- a run's gate and flip reports ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateRow:
+    name: str
+    suite: str
+    live: float | None
+    candidate: float | None
+    delta: float | None
+    passed: bool
+
+    @property
+    def delta_text(self) -> str:
+        return "" if self.delta is None else f"{self.delta:+.3f}"
+
+
+@dataclass(frozen=True)
+class GateReport:
+    decision: str
+    reasons: list[str]
+    tolerance: float | None
+    rows: list[GateRow]
+    verdicts: dict[str, Any] | None
+    new_verdicts: int | None
+    forced_by: str | None
+
+
+def gate_report_of(run: TrainingRun) -> GateReport | None:
+    """The gate's decision on a fine-tune's candidate, as the page shows it; None before it."""
+    report = run.gate_report or {}
+    if not report:
+        return None
+    rows = [
+        GateRow(
+            name=GATE_METRIC_LABELS.get(metric.get("name", ""), metric.get("name", "")),
+            suite=metric.get("suite", ""),
+            live=metric.get("live"),
+            candidate=metric.get("candidate"),
+            delta=metric.get("delta"),
+            passed=bool(metric.get("passed")),
+        )
+        for metric in report.get("metrics", [])
+    ]
+    return GateReport(
+        decision=report.get("decision", ""),
+        reasons=list(report.get("reasons", [])),
+        tolerance=report.get("tolerance"),
+        rows=rows,
+        verdicts=report.get("verdicts") or None,
+        new_verdicts=report.get("new_verdicts"),
+        forced_by=report.get("forced_by"),
+    )
+
+
+@dataclass(frozen=True)
+class FlipSection:
+    key: str
+    title: str
+    explanation: str
+    count: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def more(self) -> int:
+        """Rows the report counted but did not keep (each list is capped)."""
+        return max(self.count - len(self.rows), 0)
+
+
+@dataclass(frozen=True)
+class FlipReport:
+    compared: int
+    confirmed_now_wrong: int
+    sections: list[FlipSection]
+
+
+FLIP_SECTIONS = (
+    ("broken", "Broken", "The old model had these right; the new one gets them wrong."),
+    ("fixed", "Fixed", "The old model had these wrong; the new one gets them right."),
+    ("changed", "Changed", "The top group changed, with no curator verdict to say which is right."),
+)
+
+
+def flip_report_of(run: TrainingRun) -> FlipReport | None:
+    """What the promotion changed. Broken rows a curator had confirmed come first: they are a
+    regression a person already caught once."""
+    report = run.flip_report or {}
+    if not report:
+        return None
+    counts = report.get("counts", {})
+    sections = []
+    for key, title, explanation in FLIP_SECTIONS:
+        rows = list(report.get(key, []))
+        if key == "broken":
+            rows.sort(key=lambda row: not row.get("confirmed"))  # stable: keeps their order
+        sections.append(
+            FlipSection(
+                key=key,
+                title=title,
+                explanation=explanation,
+                count=int(counts.get(key, len(rows))),
+                rows=rows,
+            )
+        )
+    return FlipReport(
+        compared=int(report.get("compared", 0)),
+        confirmed_now_wrong=int(counts.get("confirmed_now_wrong", 0)),
+        sections=sections,
+    )

@@ -1,0 +1,264 @@
+"""The Models pages: which version is live, every version, the training runs and their reports.
+
+Curators and admins read; only admins start a fine-tune, roll back, force a promotion or retry a
+failed run. Views are thin: a selector reads, a service from ``models_app.retraining`` writes (and
+records the audit event). A refusal about the state of things — a run already active, a run in
+the wrong state — is the page again with status 409 and the service's message.
+
+While a run is active its region asks for itself again every two seconds (htmx polling); the
+answer once nothing is active carries no trigger, so the polling stops by itself.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotations.decorators import admin_required, curator_required, is_admin
+from annotations.models import Taxonomy
+from models_app.models import ModelVersion, TrainingRun
+from models_app.retraining import (
+    RunStateError,
+    finetune_run_request,
+    model_version_rollback,
+    training_run_promote,
+    training_run_retry,
+)
+from models_app.selectors import (
+    RunRow,
+    flip_report_of,
+    gate_report_of,
+    live_version_get,
+    model_version_get,
+    model_versions_page,
+    run_is_active,
+    suite_primary,
+    suite_rows,
+    taxonomies_for_models,
+    training_run_active,
+    training_run_get,
+    training_runs_recent,
+)
+from models_app.services import NoLiveModel
+
+CONFLICT = 409
+
+
+def _taxonomy_from(request: HttpRequest, taxonomies: list[Taxonomy]) -> Taxonomy | None:
+    """``?taxonomy=<slug>``, else the first taxonomy; 404 for an unknown slug."""
+    slug = request.GET.get("taxonomy")
+    if not slug:
+        return taxonomies[0] if taxonomies else None
+    for taxonomy in taxonomies:
+        if taxonomy.slug == slug:
+            return taxonomy
+    raise Http404(f"no taxonomy {slug!r}")
+
+
+def _runs_context(taxonomy: Taxonomy) -> dict:
+    runs = training_runs_recent(taxonomy=taxonomy)
+    # The newest runs hold the active one if there is any (one at a time, and it is the newest).
+    return {"runs": runs, "polling": any(row.active for row in runs)}
+
+
+def _overview(
+    request: HttpRequest,
+    taxonomy: Taxonomy | None,
+    *,
+    taxonomies: list[Taxonomy] | None = None,
+    status: int = 200,
+    error: str = "",
+) -> HttpResponse:
+    taxonomies = taxonomies if taxonomies is not None else taxonomies_for_models()
+    context: dict = {"taxonomies": taxonomies, "taxonomy": taxonomy, "error": error}
+    if taxonomy is not None:
+        live = live_version_get(taxonomy=taxonomy)
+        context.update(
+            live=live,
+            live_suite=suite_rows(live) if live else [],
+            live_primary=suite_primary(live) if live else None,
+            versions=model_versions_page(
+                taxonomy=taxonomy, live=live, page=request.GET.get("page")
+            ),
+            **_runs_context(taxonomy),
+        )
+    return render(request, "models/overview.html", context, status=status)
+
+
+@curator_required
+@require_GET
+def models_overview(request: HttpRequest) -> HttpResponse:
+    taxonomies = taxonomies_for_models()
+    taxonomy = _taxonomy_from(request, taxonomies)
+    if request.htmx and taxonomy is not None:
+        # The runs region polling for itself.
+        context = {"taxonomy": taxonomy, **_runs_context(taxonomy)}
+        response = render(request, "models/_runs.html", context)
+        if not context["polling"]:
+            # The run it was watching has finished: the live version and the versions table may
+            # have changed too, so the whole page is loaded again (once: it will not poll).
+            response["HX-Refresh"] = "true"
+        return response
+    return _overview(request, taxonomy, taxonomies=taxonomies)
+
+
+def _taxonomy_by_slug(slug: str) -> Taxonomy:
+    taxonomy = Taxonomy.objects.filter(slug=slug).first()
+    if taxonomy is None:
+        raise Http404(f"no taxonomy {slug!r}")
+    return taxonomy
+
+
+def _active_run_message(taxonomy: Taxonomy) -> str:
+    active = training_run_active(taxonomy=taxonomy)
+    if active is None:  # it finished in between; asking again will work
+        return f"{taxonomy.slug} had a run active a moment ago; try again"
+    return (
+        f"{taxonomy.slug} already has an active run (#{active.id}, {active.kind}, "
+        f"{active.status}); wait for it to finish"
+    )
+
+
+def _run_url(run: TrainingRun) -> str:
+    return reverse("models-run", kwargs={"run_id": run.id})
+
+
+@admin_required
+@require_POST
+def models_finetune(request: HttpRequest, slug: str) -> HttpResponse:
+    """Fine-tune the live model on the feedback so far, now (the schedule would do it later)."""
+    taxonomy = _taxonomy_by_slug(slug)
+    try:
+        run = finetune_run_request(
+            taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, requested_by=request.user
+        )
+    except (NoLiveModel, RunStateError) as exc:
+        return _overview(request, taxonomy, status=CONFLICT, error=str(exc))
+    if run is None:
+        return _overview(request, taxonomy, status=CONFLICT, error=_active_run_message(taxonomy))
+    messages.info(request, f"Fine-tune of {taxonomy.slug} queued as run #{run.id}.")
+    return redirect(_run_url(run))
+
+
+def _version(version_id: int) -> ModelVersion:
+    version = model_version_get(version_id=version_id)
+    if version is None:
+        raise Http404(f"no model version {version_id}")
+    return version
+
+
+def _confirm(request: HttpRequest, context: dict, *, status: int = 200) -> HttpResponse:
+    return render(request, "models/confirm.html", context, status=status)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def models_version_rollback(request: HttpRequest, version_id: int) -> HttpResponse:
+    """GET: ask to confirm; POST: queue a run that makes this version live again."""
+    version = _version(version_id)
+    live = live_version_get(taxonomy=version.taxonomy)
+    context = {
+        "title": f"Roll {version.taxonomy.slug} back to {version.label}?",
+        "explanation": (
+            f"A rollback run rebuilds the index of {version.label} over today's strings and makes "
+            f"it live in place of {live.label if live else 'no live version'}. Nothing is deleted: "
+            "you can roll forward again the same way."
+        ),
+        "action": reverse("models-version-rollback", kwargs={"version_id": version.id}),
+        "button": f"Roll back to {version.label}",
+        "cancel": f"{reverse('models')}?taxonomy={version.taxonomy.slug}",
+        "testid": "confirm-rollback",
+    }
+    if request.method == "GET":
+        return _confirm(request, context)
+    try:
+        run = model_version_rollback(model_version=version, actor=request.user)
+    except RunStateError as exc:
+        return _confirm(request, {**context, "error": str(exc)}, status=CONFLICT)
+    if run is None:
+        error = _active_run_message(version.taxonomy)
+        return _confirm(request, {**context, "error": error}, status=CONFLICT)
+    messages.info(request, f"Rollback to {version.label} queued as run #{run.id}.")
+    return redirect(_run_url(run))
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+def _run(run_id: int) -> TrainingRun:
+    run = training_run_get(run_id=run_id)
+    if run is None:
+        raise Http404(f"no training run {run_id}")
+    return run
+
+
+def _run_page(
+    request: HttpRequest, run: TrainingRun, *, status: int = 200, error: str = ""
+) -> HttpResponse:
+    admin = is_admin(request.user)
+    context = {
+        "run": run,
+        "row": RunRow(run),
+        "polling": run_is_active(run),
+        "gate": gate_report_of(run),
+        "flip": flip_report_of(run),
+        "can_promote": admin
+        and run.kind == TrainingRun.Kind.FINETUNE
+        and run.status == TrainingRun.Status.REJECTED,
+        "can_retry": admin and run.status == TrainingRun.Status.FAILED,
+        "error": error,
+    }
+    template = "models/_run_panel.html" if request.htmx else "models/run.html"
+    return render(request, template, context, status=status)
+
+
+@curator_required
+@require_GET
+def models_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _run_page(request, _run(run_id))
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def models_run_promote(request: HttpRequest, run_id: int) -> HttpResponse:
+    """GET: ask to confirm; POST: make a candidate the gate rejected live anyway."""
+    run = _run(run_id)
+    candidate = run.model_version.label if run.model_version else "the candidate"
+    context = {
+        "title": f"Promote {candidate} although the gate rejected it?",
+        "explanation": (
+            f"{candidate} goes live with its index, pending inputs are predicted again with it, "
+            "and the gate report records that you overrode it."
+        ),
+        "reasons": (run.gate_report or {}).get("reasons", []),
+        "action": reverse("models-run-promote", kwargs={"run_id": run.id}),
+        "button": f"Promote {candidate}",
+        "cancel": _run_url(run),
+        "testid": "confirm-promote",
+    }
+    if request.method == "GET":
+        return _confirm(request, context)
+    try:
+        run = training_run_promote(run=run, actor=request.user)
+    except RunStateError as exc:
+        return _run_page(request, _run(run_id), status=CONFLICT, error=str(exc))
+    messages.info(request, f"{candidate} is live: promoted over the gate's rejection.")
+    return redirect(_run_url(run))
+
+
+@admin_required
+@require_POST
+def models_run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Queue a failed run again; it resumes from the failed run's checkpoints."""
+    run = _run(run_id)
+    try:
+        retry = training_run_retry(run=run, actor=request.user)
+    except RunStateError as exc:
+        return _run_page(request, run, status=CONFLICT, error=str(exc))
+    if retry is None:
+        return _run_page(request, run, status=CONFLICT, error=_active_run_message(run.taxonomy))
+    messages.info(request, f"Run #{run.id} queued again as run #{retry.id}.")
+    return redirect(_run_url(retry))
