@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
@@ -341,9 +343,16 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
             outcome = _build_or_reindex(run=run, progress=progress)
     except Exception as exc:
         logger.exception("training run %s failed", run_id)
+        if isinstance(exc, SoftTimeLimitExceeded):
+            error = (
+                "SoftTimeLimitExceeded: stopped by CELERY_TASK_SOFT_TIME_LIMIT "
+                f"({settings.CELERY_TASK_SOFT_TIME_LIMIT} s); the live model kept serving"
+            )
+        else:
+            error = f"{type(exc).__name__}: {exc}"
         TrainingRun.objects.filter(id=run_id).update(
             status=TrainingRun.Status.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
+            error=error,
             finished_at=timezone.now(),
         )
         run.refresh_from_db()

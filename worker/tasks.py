@@ -1,11 +1,25 @@
-"""Celery tasks: take ids, call one service, safe to run twice."""
+"""Celery tasks: take ids, call one service, safe to run twice.
+
+A task is another interface to the services, like a view: it holds no logic of its own. Running
+one twice is harmless: ``training_run_execute`` claims its run with a conditional update, and the
+beat tasks only queue runs, of which a taxonomy has at most one active.
+
+Time limits come from settings (``CELERY_TASK_SOFT_TIME_LIMIT`` / ``CELERY_TASK_TIME_LIMIT``) and
+need the prefork pool. A soft limit raises ``SoftTimeLimitExceeded`` inside the run, which
+``training_run_execute`` marks FAILED with that error; a hard limit (or any other death of the
+worker) stops the heartbeat, and ``reindex_stale_taxonomies`` marks the run failed. Either way the
+live model and index keep serving and the run can be retried from its checkpoints.
+"""
 
 from __future__ import annotations
 
 import logging
 
+import kombu.exceptions
+import redis.exceptions
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from models_app import retraining
@@ -20,10 +34,31 @@ from models_app.services import (
 
 logger = logging.getLogger(__name__)
 
+# Errors that say a connection dropped, not that the work is wrong: worth trying again shortly.
+# Anything else (a bad config, a bug) would fail the same way again, so it is not retried.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    kombu.exceptions.OperationalError,
+)
+MAX_RETRIES = 3
 
-@shared_task(name="worker.tasks.execute_training_run")
-def execute_training_run(run_id: int) -> None:
-    training_run_execute(run_id=run_id)
+
+@shared_task(
+    name="worker.tasks.execute_training_run",
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,  # seconds before the first retry, doubling each time
+    retry_backoff_max=300,
+    retry_jitter=True,
+)
+def execute_training_run(run_id: int) -> str | None:
+    """Carry out a queued run; the run's final status, or None when it was not queued any more
+    (another delivery of the same message already took it)."""
+    run = training_run_execute(run_id=run_id)
+    return run.status if run is not None else None
 
 
 @shared_task(name="worker.tasks.reindex_stale_taxonomies")
@@ -52,4 +87,7 @@ def reindex_stale_taxonomies() -> int:
 @shared_task(name="worker.tasks.retrain_due_taxonomies")
 def retrain_due_taxonomies() -> int:
     """Beat: start a fine-tune where enough new verdicts have arrived (or time has passed)."""
-    return len(retraining.retrain_due_taxonomies())
+    started = retraining.retrain_due_taxonomies()
+    for run in started:
+        logger.info("started fine-tune run %d of %s (%s)", run.id, run.taxonomy.slug, run.trigger)
+    return len(started)
