@@ -44,3 +44,10 @@ def page(browser):
     page.set_default_timeout(15_000)
     yield page
     context.close()
+
+
+def settled(page) -> None:
+    """htmx wires up swapped-in inputs only once the swap has settled: type after that."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".htmx-added, .htmx-settling, .htmx-swapping")).to_have_count(0)

@@ -5,6 +5,7 @@ from playwright.sync_api import expect
 
 from annotations.models import Judgement, Member, ReviewItem
 from annotations.services.review import inputs_submit
+from tests.browser.conftest import settled
 
 pytestmark = pytest.mark.browser
 
@@ -46,6 +47,7 @@ def test_a_curator_logs_in_confirms_one_item_and_reassigns_another(
 
     second_text = page.get_by_test_id("input-text").inner_text()
     assert second_text != first_text
+    settled(page)
     page.get_by_test_id("group-search").fill("barist")
     result = page.get_by_test_id("group-results").get_by_role("button", name="Baristas")
     result.click()

@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import AuditEvent, Group, Member
+from tests.browser.conftest import settled
 
 pytestmark = pytest.mark.browser
 
@@ -37,6 +38,7 @@ def test_an_admin_adds_a_string_moves_it_with_the_type_ahead_and_merges_two_grou
 
     row.get_by_test_id("move").click()
     expect(page.get_by_test_id("move-panel")).to_contain_text("Move “Latte Artist”")
+    settled(page)
     page.get_by_test_id("move-search").fill("nurse")
     page.get_by_test_id("target-results").get_by_role("button", name="Registered Nurses").click()
     expect(page.get_by_test_id("notice")).to_have_text(
@@ -45,6 +47,7 @@ def test_an_admin_adds_a_string_moves_it_with_the_type_ahead_and_merges_two_grou
     expect(page.locator('[data-testid="member-row"][data-text="Latte Artist"]')).to_have_count(0)
     assert Member.objects.get(text="Latte Artist").group.code == NURSES
 
+    settled(page)
     page.get_by_test_id("merge-search").fill("regist")
     page.get_by_test_id("target-results").get_by_role("button", name="Registered Nurses").click()
     expect(page.get_by_test_id("merge-panel")).to_contain_text(
