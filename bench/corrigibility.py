@@ -26,7 +26,7 @@ are played through the REST API, round after round, with a fine-tune after each 
    queued (their index refresh), asks for a fine-tune (``finetune_run_request``,
    trigger "manual") and runs it in-process (``training_run_execute``) to PROMOTED or REJECTED.
 
-Measured per round (round 0: the starting model, before any verdict):
+Measured per round (round 0: the starting model, before any verdict, over the whole pool):
 - *corrected, by itself*: the share of the corrected inputs whose top group is the gold one
   when the curator's own member for that exact text is left out. Served normalize puts a
   judged text in its curator's group whatever the model says, so the served answer cannot tell
@@ -34,26 +34,34 @@ Measured per round (round 0: the starting model, before any verdict):
   search config (``MemberSearch``, embedding plus trigram term, exact index) over every member
   but the query's own curator member (curator members of *other* corrected texts count: they
   are the member index's part of the fix). For this round's inputs, for all corrected so far,
-  for the reassigned ones only (the inputs the model had wrong), and for the fifth of verdicts
-  the product keeps out of fine-tuning for its Annotations test.
+  for the reassigned ones only (the inputs the model had wrong), and split by the fifth of
+  verdicts the product keeps out of its feedback pairs (those texts still enter training as
+  curator members). Twice more (``ModelAlone``): with no curator member at all (*weights
+  alone*, what the gate's "verdicts" share measures) and with the trigram term off too
+  (*embedding alone*: what the fine-tuned embedding learnt).
+- *variants*: a new input around each corrected title (fresh job-ad words), served: does a
+  verdict reach similar inputs?
 - *never-seen*: top-1 accuracy on the never-seen set, served as the API serves it
-  (``normalize_texts``).
+  (``normalize_texts``), and by the embedding alone.
 - *arrival*: top-1 accuracy of the round's inputs as predicted when they arrived (the model
   before the round's verdicts): more never-seen inputs, fresh each round.
-- *frozen suite*: ``model_version_evaluate`` of the live version (Typos, Composition, Extra
-  Words from the taxonomy's own titles, seed 0; Annotations from the product's held-out fifth of
-  verdicts, which grows each round, so it is not frozen), plus the run's gate report.
+- *frozen suite*: as the gate scores it (Typos, Composition, Extra Words from the taxonomy's
+  own titles, seed 0, served search over the taxonomy's members), beside
+  ``model_version_evaluate`` of the live version (embedding alone; its Annotations come from
+  the product's held-out fifth of verdicts, which grows each round), plus the run's gate report.
 - *last verdict → promoted*: wall seconds from the last verdict's response to the fine-tune run
   reaching PROMOTED (or REJECTED: reported as it is), split into the verdicts' queued runs and
   the fine-tune run itself.
 
     .venv/bin/python bench/corrigibility.py [--rounds 4] [--round-size 500] [--never-seen 1000]
-        [--minutes 5] [--seed 13]
+        [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts]
 
 Runs against a scratch PostgreSQL database (siamweb_bench_<pid>, dropped at exit; the server is
 BENCH_POSTGRES_URL, default the local postgres superuser) with Celery's in-memory broker and
-SIAMWEB_DOUBLE_REVIEW_PERCENT=0. Prints a table per round and writes
-bench/results/corrigibility.json and bench/results/corrigibility.svg.
+SIAMWEB_DOUBLE_REVIEW_PERCENT=0; the scratch artifacts folder (a model, an index and a
+half-gigabyte checkpoint per run) is removed at exit unless --keep-artifacts. Prints a table per
+round and writes bench/results/corrigibility.json and bench/results/corrigibility.svg (the
+figures in docs/benchmarks.md). About 40 minutes on 2 CPU cores with the defaults.
 """
 
 from __future__ import annotations
