@@ -26,7 +26,7 @@ from django.utils import timezone
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review import review_items_repredict
-from models_app.live import artifact_path, encoder_for
+from models_app.live import encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     NoLiveModel,
@@ -35,6 +35,7 @@ from models_app.services import (
     feedback_last_id,
     index_build_create,
     model_version_fit,
+    run_checkpoint_dir,
     training_run_request,
 )
 from models_app.siamese.evaluation import build_test_suite, evaluate
@@ -194,7 +195,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         taxonomy=taxonomy,
         spec=_finetune_spec(parent, run.config),
         parent=parent,
-        checkpoint_dir=artifact_path(f"{taxonomy.slug}/runs/{_first_attempt(run).id}"),
+        checkpoint_dir=run_checkpoint_dir(run),
         progress=progress,
         feedback_until=until,
     )
@@ -273,13 +274,6 @@ def _go_live(*, build: IndexBuild, actor) -> None:
     # Model and index are one pointer: every web and worker process picks both up on its next
     # request (models_app.live compares the deployment it loaded with the current one).
     deployment_activate(index_build=build, actor=actor)
-
-
-def _first_attempt(run: TrainingRun) -> TrainingRun:
-    """The run a retry chain started with: retries share its checkpoint folder, so they resume."""
-    while run.retry_of_id is not None:
-        run = run.retry_of
-    return run
 
 
 def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:

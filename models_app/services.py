@@ -360,8 +360,20 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
     TrainingRun.objects.filter(id=run_id).update(
         stage="done", progress=1.0, eta_seconds=0.0, finished_at=timezone.now(), **outcome
     )
+    # A checkpoint (optimizer state included, about half a gigabyte) only serves a retry of a
+    # failed run; a finished one needs it no more.
+    shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
     run.refresh_from_db()
     return run
+
+
+def run_checkpoint_dir(run: TrainingRun) -> Path:
+    """Where a run's training checkpoints go. A retry chain shares the folder of the run it
+    started with, so a retry resumes where the failed attempt stopped."""
+    first = run
+    while first.retry_of_id is not None:
+        first = first.retry_of
+    return artifact_path(f"{run.taxonomy.slug}/runs/{first.id}")
 
 
 def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
@@ -370,7 +382,7 @@ def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]
             taxonomy=run.taxonomy,
             spec=run.config,
             parent=run.parent_version,
-            checkpoint_dir=artifact_path(f"{run.taxonomy.slug}/runs/{run.id}"),
+            checkpoint_dir=run_checkpoint_dir(run),
             progress=progress,
         )
     else:

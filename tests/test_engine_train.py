@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,14 @@ def test_related_groups_are_hard_negatives_from_the_first_step():
             assert negative in GROUPS[3]
             checked += 1
     assert checked > 0
+
+
+def test_a_run_stopped_before_its_first_evaluation_still_reports_a_real_accuracy():
+    # A time budget can end a build before step eval_every; its metric must be a number that
+    # JSON (and PostgreSQL's jsonb) accepts, not -Infinity.
+    cfg = config(max_steps=30, eval_every=10, max_minutes=1e-9)
+    result = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
+    assert (result.stopped_because, result.history) == ("time budget", [])
+    accuracy = result.metrics["validation_accuracy"]
+    assert 0.0 <= accuracy <= 1.0
+    json.dumps(result.metrics, allow_nan=False)

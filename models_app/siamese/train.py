@@ -554,6 +554,8 @@ def train_encoder(
         encoder.load_state_dict(best_state)
     encoder.after_training([t for _, t in data.train + data.validation])
     encoder.eval()
+    if best_metric == -math.inf:  # stopped before its first evaluation: measure what it has
+        best_metric = validation_accuracy(encoder, data)
     encoder.to("cpu")
     return TrainResult(
         encoder=encoder,
