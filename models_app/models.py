@@ -88,6 +88,8 @@ class TrainingRun(models.Model):
         REJECTED = "rejected", "Rejected by the gate"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
+        # A queued reindex a fine-tune made redundant: the fine-tune indexes every member too.
+        SUPERSEDED = "superseded", "Superseded by a later run"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.EVALUATED)
 

@@ -78,19 +78,40 @@ def finetune_run_request(
     config: dict | None = None,
     enqueue: bool = True,
 ) -> TrainingRun | None:
-    """Queue a fine-tune of the live version; None when the taxonomy already has a run."""
+    """Queue a fine-tune of the live version; None when the taxonomy already has a run.
+
+    A reindex still waiting in the queue (a verdict's or an edit's) gives its slot up: the
+    fine-tune indexes every member as well, and until it is done the live engine scores members
+    added since its index was built on the fly.
+    """
     parent = live_version(taxonomy)
     if parent is None:
         raise NoLiveModel(taxonomy)
-    return training_run_request(
-        taxonomy=taxonomy,
-        kind=TrainingRun.Kind.FINETUNE,
-        trigger=trigger,
-        config=config or {},
-        parent_version=parent,
-        requested_by=requested_by,
-        enqueue=enqueue,
-    )
+    with transaction.atomic():
+        waiting = list(
+            TrainingRun.objects.select_for_update().filter(
+                taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
+            )
+        )
+        TrainingRun.objects.filter(id__in=[r.id for r in waiting]).update(
+            status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now()
+        )
+        run = training_run_request(
+            taxonomy=taxonomy,
+            kind=TrainingRun.Kind.FINETUNE,
+            trigger=trigger,
+            config=config or {},
+            parent_version=parent,
+            requested_by=requested_by,
+            enqueue=enqueue,
+        )
+        if run is None:  # something else holds the slot: the reindex keeps its place
+            transaction.set_rollback(True)
+            return None
+        TrainingRun.objects.filter(id__in=[r.id for r in waiting]).update(
+            error=f"superseded by fine-tune run {run.id}, which indexes every member"
+        )
+    return run
 
 
 def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun | None:

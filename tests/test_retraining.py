@@ -19,7 +19,7 @@ from models_app.retraining import (
     training_run_promote,
     training_run_retry,
 )
-from models_app.services import training_run_execute
+from models_app.services import run_checkpoint_dir, training_run_execute
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.
@@ -93,6 +93,8 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert run.feedback_until == run.model_version.feedback_until > 0
     assert run.flip_report["counts"]["fixed"] >= 1
     assert live_engine(taxonomy).model_label == run.model_version.label
+    # The run is over: its half-gigabyte checkpoint, kept only for a retry, is gone.
+    assert not run_checkpoint_dir(run).exists()
 
 
 def test_the_gate_rejects_a_candidate_with_no_verdicts_to_learn_from(taxonomy):
@@ -208,3 +210,30 @@ def test_verdicts_after_a_run_started_wait_for_the_next(taxonomy, curator, setti
 
     assert new_verdict_count(taxonomy, after=run.feedback_until) == 1
     assert ModelVersion.objects.get(id=run.model_version_id).feedback_until == run.feedback_until
+
+
+def test_a_finetune_takes_the_slot_of_a_reindex_still_in_the_queue(taxonomy, curator):
+    correct_everything(taxonomy, curator)  # verdicts queue a reindex of the live model
+    (waiting,) = TrainingRun.objects.filter(taxonomy=taxonomy, status="queued")
+    assert waiting.kind == "reindex"
+
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+
+    assert (run.kind, run.status) == ("finetune", "queued")
+    waiting.refresh_from_db()
+    assert waiting.status == "superseded"
+    assert f"fine-tune run {run.id}" in waiting.error
+    # A worker that picks the superseded message up later leaves it alone.
+    assert training_run_execute(run_id=waiting.id) is None
+    waiting.refresh_from_db()
+    assert waiting.status == "superseded"
+
+
+def test_a_running_run_keeps_its_slot_and_a_waiting_reindex_its_place(taxonomy, curator):
+    correct_everything(taxonomy, curator)
+    (waiting,) = TrainingRun.objects.filter(taxonomy=taxonomy, status="queued")
+    TrainingRun.objects.filter(id=waiting.id).update(status="running")
+
+    assert finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False) is None
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.error) == ("running", "")
