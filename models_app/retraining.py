@@ -4,7 +4,8 @@ the live model, promote it (model and index together) or reject it, and report w
 The gate compares both models on the same cases:
 - the frozen suite, the paper's tests generated from the taxonomy's own strings with a fixed
   seed, so every run sees the same cases;
-- the held-out fifth of curator verdicts (never trained on);
+- the held-out fifth of the verdicts new since the live version, answered by the candidate
+  before it learns them (the run trains on them after that measurement, see finetune_execute);
 - every past verdict as a regression suite, answered by the model by itself: a verdict's own
   curator member is left out of the search, or the model would only be finding the answer it
   was given.
@@ -14,6 +15,8 @@ verdicts it gets right by itself rises.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -31,17 +34,19 @@ from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     NoLiveModel,
     deployment_activate,
-    feedback_is_held_out,
+    encoder_fit,
+    feedback_examples,
     feedback_last_id,
+    held_out_texts,
     index_build_create,
-    model_version_fit,
+    model_version_store,
     run_checkpoint_dir,
     training_run_request,
 )
 from models_app.siamese.evaluation import build_test_suite, evaluate
-from models_app.siamese.search import HybridMatcher
+from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import parse_search_config
+from models_app.siamese.train import parse_model_spec, parse_search_config
 
 Progress = Callable[[str, float, "float | None"], None]
 
@@ -50,6 +55,9 @@ FLIP_ROWS_KEPT = 200
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.
 FINETUNE_REPLAY_SHARE = 0.5
+# The share of a fine-tune's time budget that catches up on the held-out verdicts once the
+# gate has measured them (see finetune_execute).
+FINETUNE_CATCH_UP_SHARE = 0.25
 # The flip report compares the newest inputs; beyond this many it reports a sample of them.
 FLIP_INPUTS_COMPARED = 20_000
 
@@ -203,6 +211,16 @@ def new_verdict_count(taxonomy: Taxonomy, *, after: int) -> int:
 
 
 def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    """Fine-tune the live version in two phases, gate the candidate, promote or reject it.
+
+    1. *Learn*: every verdict but the held-out fifth of the new ones (those since the live
+       version's feedback), with replay; their curator members are left out too.
+    2. The held-out verdicts are answered by the phase-1 model and by the live one: the gate's
+       test of verdicts neither has seen.
+    3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every new verdict, the held-out
+       ones included, so that a correction is learnt by the run that follows it and not one
+       run later. Verdicts held out in an earlier run were measured then and are trained on.
+    """
     taxonomy = run.taxonomy
     parent = run.parent_version or live_version(taxonomy)
     if parent is None:
@@ -211,21 +229,68 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     until = feedback_last_id(taxonomy)
     TrainingRun.objects.filter(id=run.id).update(feedback_until=until)
     new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
+    spec = _finetune_spec(parent, run.config)
+    encoder_config, training = parse_model_spec(spec)
+    held_out = held_out_texts(taxonomy, after=parent.feedback_until, until=until)
+    catch_up = FINETUNE_CATCH_UP_SHARE if held_out else 0.0
+    started = time.monotonic()
+    checkpoints = run_checkpoint_dir(run)
 
-    candidate = model_version_fit(
+    learnt = encoder_fit(
         taxonomy=taxonomy,
-        spec=_finetune_spec(parent, run.config),
-        parent=parent,
-        checkpoint_dir=run_checkpoint_dir(run),
+        encoder_config=encoder_config,
+        training=dataclasses.replace(training, max_minutes=training.max_minutes * (1 - catch_up)),
+        feedback=feedback_examples(
+            taxonomy, until=until, keep=lambda text: normalize_text(text) not in held_out
+        ),
+        left_out_members=held_out,
+        parent=encoder_for(parent),
+        checkpoint_dir=checkpoints / "learn",
         progress=progress,
+    )
+    comparison = _Comparison.build(taxonomy)
+    comparison.add("live", encoder_for(parent), parse_search_config(parent.config))
+    held_out_row = None
+    final = learnt
+    if held_out:
+        progress("evaluate", 0.0, None)
+        comparison.add("learnt", learnt.result.encoder, parse_search_config(spec))
+        held_out_row = comparison.held_out_row(held_out, tolerance=settings.SIAMWEB_GATE_TOLERANCE)
+        comparison.drop("learnt")
+        final = encoder_fit(
+            taxonomy=taxonomy,
+            encoder_config=encoder_config,
+            training=dataclasses.replace(training, max_minutes=training.max_minutes * catch_up),
+            feedback=feedback_examples(
+                taxonomy, until=until, after=parent.feedback_until, keep=lambda text: True
+            ),
+            parent=learnt.result.encoder,
+            checkpoint_dir=checkpoints / "catch_up",
+            progress=progress,
+        )
+    candidate = model_version_store(
+        taxonomy=taxonomy,
+        fit=final,
+        config={
+            "encoder": encoder_config,
+            "training": dataclasses.asdict(training),
+            "search": dataclasses.asdict(parse_search_config(spec)),
+        },
+        parent=parent,
         feedback_until=until,
+        seconds=time.monotonic() - started,
+        metrics={
+            "steps": float(learnt.result.steps + (final.result.steps if held_out else 0)),
+            "catch_up_steps": float(final.result.steps if held_out else 0),
+            "held_out_verdicts": float(len(held_out)),
+        },
     )
     build = index_build_create(model_version=candidate, progress=progress)
     TrainingRun.objects.filter(id=run.id).update(model_version=candidate, index_build=build)
 
-    progress("evaluate", 0.0, None)
-    comparison = _Comparison.build(taxonomy, parent, candidate)
-    report = comparison.gate(tolerance=settings.SIAMWEB_GATE_TOLERANCE)
+    progress("evaluate", 0.5, None)
+    comparison.add("candidate", final.result.encoder, parse_search_config(candidate.config))
+    report = comparison.gate(tolerance=settings.SIAMWEB_GATE_TOLERANCE, held_out=held_out_row)
     report["new_verdicts"] = new_verdicts
     candidate.metrics = {**candidate.metrics, "gate": report}
     candidate.save(update_fields=["metrics"])
@@ -270,7 +335,7 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
         candidate, build = run.model_version, run.index_build
         report = {**run.gate_report, "forced_by": actor.username}
         flips = (
-            _Comparison.build(run.taxonomy, replaced, candidate).flips()
+            _Comparison.of_versions(run.taxonomy, replaced, candidate).flips()
             if replaced is not None
             else {}
         )
@@ -319,23 +384,16 @@ class _Verdict:
 
 
 class _Comparison:
-    """The live and the candidate model over the same members, ready to answer the same cases."""
+    """Models over the same members, ready to answer the same cases: "live", "candidate"."""
 
-    def __init__(self, taxonomy, live, candidate, texts, labels, verdicts) -> None:
+    def __init__(self, taxonomy, texts, labels, verdicts) -> None:
         self.taxonomy = taxonomy
+        self.texts, self.labels = texts, labels
         self.verdicts: dict[str, _Verdict] = verdicts
-        self.matchers = {
-            name: HybridMatcher(
-                encoder_for(version),
-                texts,
-                labels,
-                lexical_weight=parse_search_config(version.config).lexical_weight,
-            )
-            for name, version in (("live", live), ("candidate", candidate))
-        }
+        self.matchers: dict[str, HybridMatcher] = {}
 
     @classmethod
-    def build(cls, taxonomy: Taxonomy, live: ModelVersion, candidate: ModelVersion):
+    def build(cls, taxonomy: Taxonomy) -> _Comparison:
         verdicts = _final_verdicts(taxonomy)
         # Curator members of judged texts are left out: the models answer those by themselves.
         rows = Member.objects.filter(taxonomy=taxonomy).values_list(
@@ -347,15 +405,43 @@ class _Comparison:
             if not (source == Member.Source.CURATOR and key in verdicts)
         ]
         return cls(
-            taxonomy,
-            live,
-            candidate,
-            [text for _, text in members],
-            [group_id for group_id, _ in members],
-            verdicts,
+            taxonomy, [text for _, text in members], [group_id for group_id, _ in members], verdicts
         )
 
-    def gate(self, *, tolerance: float) -> dict[str, Any]:
+    @classmethod
+    def of_versions(cls, taxonomy: Taxonomy, live: ModelVersion, candidate: ModelVersion):
+        comparison = cls.build(taxonomy)
+        for name, version in (("live", live), ("candidate", candidate)):
+            comparison.add(name, encoder_for(version), parse_search_config(version.config))
+        return comparison
+
+    def add(self, name: str, encoder, search: SearchConfig) -> None:
+        self.matchers[name] = HybridMatcher(
+            encoder, self.texts, self.labels, lexical_weight=search.lexical_weight
+        )
+
+    def drop(self, name: str) -> None:
+        del self.matchers[name]
+
+    def held_out_row(self, held_out: frozenset[str], *, tolerance: float) -> dict | None:
+        """The held-out verdicts, answered by the live model and the phase-1 ("learnt") one."""
+        cases = [
+            (verdict.text, verdict.group_id)
+            for key, verdict in self.verdicts.items()
+            if key in held_out and verdict.group_id
+        ]
+        if not cases:
+            return None
+        row = _row(
+            "held_out_feedback",
+            "feedback",
+            self._share_right(self.matchers["live"], cases),
+            self._share_right(self.matchers["learnt"], cases),
+            tolerance,
+        )
+        return {**row, "n": len(cases)}
+
+    def gate(self, *, tolerance: float, held_out: dict | None = None) -> dict[str, Any]:
         taxonomy_members = list(
             Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
             .order_by("id")
@@ -375,17 +461,8 @@ class _Comparison:
             }
             rows.append(_row(name, "frozen", means["live"], means["candidate"], tolerance))
 
-        held_out = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
-        held_out = [(text, group) for text, group in held_out if feedback_is_held_out(text)]
-        if held_out:
-            shares = {
-                m: self._share_right(matcher, held_out) for m, matcher in self.matchers.items()
-            }
-            rows.append(
-                _row(
-                    "held_out_feedback", "feedback", shares["live"], shares["candidate"], tolerance
-                )
-            )
+        if held_out is not None:
+            rows.append(held_out)
 
         judged = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
         verdicts = {

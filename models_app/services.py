@@ -25,12 +25,14 @@ from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
-from models_app.siamese.encoders import ConfigError, load_encoder
+from models_app.siamese.encoders import ConfigError, Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
     FeedbackExample,
+    TrainConfig,
+    TrainResult,
     parse_model_spec,
     parse_search_config,
     prepare_data,
@@ -59,15 +61,36 @@ def _member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
     return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
 
 
-def _feedback_examples(taxonomy: Taxonomy, *, until: int) -> list[FeedbackExample]:
-    """Curator pairs up to feedback pair ``until``, less the held-out fifth kept for testing."""
+def feedback_examples(
+    taxonomy: Taxonomy,
+    *,
+    until: int,
+    after: int = 0,
+    keep: Callable[[str], bool] = lambda text: not feedback_is_held_out(text),
+) -> list[FeedbackExample]:
+    """Curator pairs after pair ``after`` up to pair ``until`` whose text ``keep`` accepts
+    (by default: less the held-out fifth kept for testing)."""
     return [
         FeedbackExample(text=text, group_id=group_id, label=label, member_text=member)
         for text, member, group_id, label in FeedbackPair.objects.filter(
-            taxonomy=taxonomy, group__isnull=False, id__lte=until
-        ).values_list("text_a", "text_b", "group_id", "label")
-        if not feedback_is_held_out(text)
+            taxonomy=taxonomy, group__isnull=False, id__gt=after, id__lte=until
+        )
+        .order_by("id")
+        .values_list("text_a", "text_b", "group_id", "label")
+        if keep(text)
     ]
+
+
+def held_out_texts(
+    taxonomy: Taxonomy, *, after: int = 0, until: int | None = None
+) -> frozenset[str]:
+    """Normalized judged texts in the held-out fifth, of feedback pairs after pair ``after``
+    (up to pair ``until``)."""
+    pairs = FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after)
+    if until is not None:
+        pairs = pairs.filter(id__lte=until)
+    texts = pairs.values_list("text_a", flat=True)
+    return frozenset(normalize_text(text) for text in texts if feedback_is_held_out(text))
 
 
 def feedback_last_id(taxonomy: Taxonomy) -> int:
@@ -83,6 +106,86 @@ def _model_version_create(*, taxonomy: Taxonomy, **fields: Any) -> ModelVersion:
     return ModelVersion.objects.create(taxonomy=taxonomy, number=(latest or 0) + 1, **fields)
 
 
+@dataclasses.dataclass(frozen=True)
+class EncoderFit:
+    """A trained encoder and what it was trained on, before it is stored as a version."""
+
+    result: TrainResult
+    members: int
+    validation_size: int
+    data_sha256: str
+
+
+def encoder_fit(
+    *,
+    taxonomy: Taxonomy,
+    encoder_config: dict[str, Any],
+    training: TrainConfig,
+    feedback: list[FeedbackExample],
+    parent: Encoder | None = None,
+    left_out_members: frozenset[str] = frozenset(),
+    checkpoint_dir: Path | None = None,
+    progress: Progress = _no_progress,
+) -> EncoderFit:
+    """Train an encoder on the taxonomy's members (less curator members whose normalized text
+    is in ``left_out_members``) and ``feedback``; with ``parent``, fine-tune its weights."""
+    members = [
+        (group_id, text)
+        for group_id, text, key, source in Member.objects.filter(taxonomy=taxonomy)
+        .order_by("id")
+        .values_list("group_id", "text", "normalized_text", "source")
+        if not (source == Member.Source.CURATOR and key in left_out_members)
+    ]
+    if not members:
+        raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
+    related = GroupRelation.objects.filter(taxonomy=taxonomy).values_list("group_id", "related_id")
+    data = prepare_data(members, feedback, config=training, related=list(related))
+    result = train_encoder(
+        data,
+        encoder_config,
+        training,
+        parent=parent,
+        checkpoint_dir=checkpoint_dir,
+        progress=progress,
+    )
+    return EncoderFit(result, len(members), len(data.validation), data.sha256)
+
+
+def model_version_store(
+    *,
+    taxonomy: Taxonomy,
+    fit: EncoderFit,
+    config: dict[str, Any],
+    parent: ModelVersion | None,
+    feedback_until: int,
+    seconds: float | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> ModelVersion:
+    """Save a trained encoder's files and record it as the taxonomy's next version."""
+    result = fit.result
+    relative = f"{taxonomy.slug}/models/{uuid.uuid4().hex}"
+    with atomic_directory(artifact_path(relative)) as folder:
+        result.encoder.save(folder)
+    return _model_version_create(
+        taxonomy=taxonomy,
+        encoder_kind=config["encoder"]["kind"],
+        config=config,
+        artifact_path=relative,
+        parent=parent,
+        trained_on_members=fit.members,
+        feedback_until=feedback_until,
+        data_sha256=fit.data_sha256,
+        metrics={
+            **result.metrics,
+            "validation_size": fit.validation_size,
+            "train_seconds": round(result.seconds if seconds is None else seconds, 1),
+            "device": result.device,
+            "stopped_because": result.stopped_because,
+            **(metrics or {}),
+        },
+    )
+
+
 def model_version_fit(
     *,
     taxonomy: Taxonomy,
@@ -96,57 +199,34 @@ def model_version_fit(
 
     With ``parent`` the parent's weights are fine-tuned (same encoder config required) with the
     taxonomy pairs replayed beside the feedback, so earlier knowledge is kept. Feedback counts up
-    to pair ``feedback_until`` (default: all there is now).
+    to pair ``feedback_until`` (default: all there is now), less the held-out fifth.
     """
     if feedback_until is None:
         feedback_until = feedback_last_id(taxonomy)
     encoder_config, training = parse_model_spec(spec)  # a bad spec fails before any work
     if parent is not None and spec in (None, {}):
         encoder_config, training = parse_model_spec(parent.config)
-    members = list(
-        Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("group_id", "text")
-    )
-    if not members:
-        raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
-    related = GroupRelation.objects.filter(taxonomy=taxonomy).values_list("group_id", "related_id")
-    data = prepare_data(
-        members,
-        _feedback_examples(taxonomy, until=feedback_until),
-        config=training,
-        related=list(related),
-    )
-    result = train_encoder(
-        data,
-        encoder_config,
-        training,
+    fit = encoder_fit(
+        taxonomy=taxonomy,
+        encoder_config=encoder_config,
+        training=training,
+        feedback=feedback_examples(taxonomy, until=feedback_until),
+        # A held-out text's verdict also made it a curator member: that would teach it too.
+        left_out_members=held_out_texts(taxonomy),
         parent=encoder_for(parent) if parent is not None else None,
         checkpoint_dir=checkpoint_dir,
         progress=progress,
     )
-    relative = f"{taxonomy.slug}/models/{uuid.uuid4().hex}"
-    with atomic_directory(artifact_path(relative)) as folder:
-        result.encoder.save(folder)
-    metrics = {
-        **result.metrics,
-        "validation_size": len(data.validation),
-        "train_seconds": round(result.seconds, 1),
-        "device": result.device,
-        "stopped_because": result.stopped_because,
-    }
-    return _model_version_create(
+    return model_version_store(
         taxonomy=taxonomy,
-        encoder_kind=encoder_config["kind"],
+        fit=fit,
         config={
             "encoder": encoder_config,
             "training": dataclasses.asdict(training),
             "search": dataclasses.asdict(parse_search_config(spec)),
         },
-        artifact_path=relative,
         parent=parent,
-        trained_on_members=len(members),
         feedback_until=feedback_until,
-        data_sha256=data.sha256,
-        metrics=metrics,
     )
 
 

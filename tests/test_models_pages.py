@@ -304,14 +304,14 @@ def test_fine_tune_now_while_a_run_is_active_is_a_409_with_the_reason(
     client, admin_user, tiny_taxonomy
 ):
     active = make_run(
-        tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
+        tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.RUNNING
     )
     client.force_login(admin_user)
     before = snapshot()
     response = client.post("/models/jobs/finetune")
     assert response.status_code == 409
     assert (
-        f"jobs already has an active run (#{active.id}, reindex, queued); wait for it to finish"
+        f"jobs already has an active run (#{active.id}, reindex, running); wait for it to finish"
         in response.content.decode()
     )
     assert snapshot() == before

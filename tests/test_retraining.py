@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.models import AuditEvent, Group, ReviewItem, Taxonomy
+from annotations.models import AuditEvent, Group, Member, ReviewItem, Taxonomy
 from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
+from models_app import retraining
 from models_app.live import live_engine
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import (
@@ -19,7 +20,13 @@ from models_app.retraining import (
     training_run_promote,
     training_run_retry,
 )
-from models_app.services import run_checkpoint_dir, training_run_execute
+from models_app.services import (
+    feedback_is_held_out,
+    model_version_fit,
+    run_checkpoint_dir,
+    training_run_execute,
+)
+from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.
@@ -237,3 +244,63 @@ def test_a_running_run_keeps_its_slot_and_a_waiting_reindex_its_place(taxonomy, 
     assert finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False) is None
     waiting.refresh_from_db()
     assert (waiting.status, waiting.error) == ("running", "")
+
+
+# The one text here whose verdict lands in the held-out fifth (feedback_is_held_out).
+HELD_OUT_TEXT = "Espresso Barista"
+
+
+def test_held_out_verdicts_are_measured_before_the_run_learns_them(
+    taxonomy, curator, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    assert feedback_is_held_out(HELD_OUT_TEXT)
+    assert not any(feedback_is_held_out(text) for text in CORRECTIONS)
+    correct_everything(taxonomy, curator)
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    phases = []
+    real_fit = retraining.encoder_fit
+
+    def recording_fit(**kwargs):  # the real training, with what each phase was given noted
+        phases.append(
+            {
+                "feedback": {normalize_text(f.text) for f in kwargs["feedback"]},
+                "left_out": kwargs.get("left_out_members", frozenset()),
+            }
+        )
+        return real_fit(**kwargs)
+
+    monkeypatch.setattr(retraining, "encoder_fit", recording_fit)
+
+    run = finetune(taxonomy, training={"max_steps": 200})
+
+    key = normalize_text(HELD_OUT_TEXT)
+    learn, catch_up = phases
+    # Phase 1 sees neither the held-out verdict's pairs nor its curator member ...
+    assert key not in learn["feedback"] and key in learn["left_out"]
+    assert {normalize_text(text) for text in CORRECTIONS} <= learn["feedback"]
+    # ... the gate measures it on that model, then the catch-up phase learns it.
+    (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
+    assert row["n"] == 1 and row["suite"] == "feedback"
+    assert key in catch_up["feedback"] and not catch_up["left_out"]
+    metrics = run.model_version.metrics
+    assert metrics["held_out_verdicts"] == 1
+    assert 0 < metrics["catch_up_steps"] < metrics["steps"]
+
+
+def test_a_finetune_with_nothing_held_out_learns_in_one_phase(taxonomy, curator, settings):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    correct_everything(taxonomy, curator)
+    run = finetune(taxonomy, training={"max_steps": 50})
+    assert run.model_version.metrics["catch_up_steps"] == 0
+    assert run.model_version.metrics["steps"] == 50
+    assert "held_out_feedback" not in {row["name"] for row in run.gate_report["metrics"]}
+
+
+def test_a_build_leaves_the_curator_members_of_held_out_verdicts_out(taxonomy, curator):
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    assert Member.objects.filter(taxonomy=taxonomy, source="curator").count() == 1
+    version = model_version_fit(taxonomy=taxonomy, spec=TRAINABLE)
+    assert version.trained_on_members == Member.objects.filter(taxonomy=taxonomy).count() - 1
