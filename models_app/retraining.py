@@ -234,6 +234,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     held_out = held_out_texts(taxonomy, after=parent.feedback_until, until=until)
     catch_up = FINETUNE_CATCH_UP_SHARE if held_out else 0.0
     started = time.monotonic()
+    laps = _Laps()
     checkpoints = run_checkpoint_dir(run)
 
     learnt = encoder_fit(
@@ -248,6 +249,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         checkpoint_dir=checkpoints / "learn",
         progress=progress,
     )
+    laps.lap("learn")
     comparison = _Comparison.build(taxonomy)
     comparison.add("live", encoder_for(parent), parse_search_config(parent.config))
     held_out_row = None
@@ -257,6 +259,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         comparison.add("learnt", learnt.result.encoder, parse_search_config(spec))
         held_out_row = comparison.held_out_row(held_out, tolerance=settings.SIAMWEB_GATE_TOLERANCE)
         comparison.drop("learnt")
+        laps.lap("held_out")
         final = encoder_fit(
             taxonomy=taxonomy,
             encoder_config=encoder_config,
@@ -268,6 +271,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             checkpoint_dir=checkpoints / "catch_up",
             progress=progress,
         )
+        laps.lap("catch_up")
     candidate = model_version_store(
         taxonomy=taxonomy,
         fit=final,
@@ -287,11 +291,14 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     )
     build = index_build_create(model_version=candidate, progress=progress)
     TrainingRun.objects.filter(id=run.id).update(model_version=candidate, index_build=build)
+    laps.lap("index")
 
     progress("evaluate", 0.5, None)
     comparison.add("candidate", final.result.encoder, parse_search_config(candidate.config))
     report = comparison.gate(tolerance=settings.SIAMWEB_GATE_TOLERANCE, held_out=held_out_row)
     report["new_verdicts"] = new_verdicts
+    laps.lap("gate")
+    report["stage_seconds"] = laps.seconds
     candidate.metrics = {**candidate.metrics, "gate": report}
     candidate.save(update_fields=["metrics"])
     TrainingRun.objects.filter(id=run.id).update(
@@ -302,10 +309,16 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
 
     progress("promote", 0.0, None)
     flips = comparison.flips()
+    laps.lap("flips")
     _go_live(build=build, actor=None)
     progress("repredict", 0.0, None)
     review_items_repredict(taxonomy=taxonomy)
-    return {"status": TrainingRun.Status.PROMOTED, "flip_report": flips}
+    laps.lap("repredict")
+    return {
+        "status": TrainingRun.Status.PROMOTED,
+        "flip_report": flips,
+        "gate_report": {**report, "stage_seconds": laps.seconds},
+    }
 
 
 def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
@@ -354,6 +367,19 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
     review_items_repredict(taxonomy=run.taxonomy)
     run.refresh_from_db()
     return run
+
+
+class _Laps:
+    """Seconds each stage of a run took, for the run's report."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = round(now - self._mark, 1)
+        self._mark = now
 
 
 def _go_live(*, build: IndexBuild, actor) -> None:

@@ -99,6 +99,9 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert {row["suite"] for row in report["metrics"]} >= {"frozen"}
     assert run.feedback_until == run.model_version.feedback_until > 0
     assert run.flip_report["counts"]["fixed"] >= 1
+    stages = report["stage_seconds"]
+    assert list(stages) == ["learn", "index", "gate", "flips", "repredict"]
+    assert all(seconds >= 0 for seconds in stages.values())
     assert live_engine(taxonomy).model_label == run.model_version.label
     # The run is over: its half-gigabyte checkpoint, kept only for a retry, is gone.
     assert not run_checkpoint_dir(run).exists()
