@@ -100,7 +100,7 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert run.feedback_until == run.model_version.feedback_until > 0
     assert run.flip_report["counts"]["fixed"] >= 1
     stages = report["stage_seconds"]
-    assert list(stages) == ["learn", "index", "gate", "flips", "repredict"]
+    assert set(stages) == {"learn", "index", "gate", "flips", "repredict"}
     assert all(seconds >= 0 for seconds in stages.values())
     assert live_engine(taxonomy).model_label == run.model_version.label
     # The run is over: its half-gigabyte checkpoint, kept only for a retry, is gone.
