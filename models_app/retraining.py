@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -60,6 +61,8 @@ FINETUNE_REPLAY_SHARE = 0.5
 FINETUNE_CATCH_UP_SHARE = 0.25
 # The flip report compares the newest inputs; beyond this many it reports a sample of them.
 FLIP_INPUTS_COMPARED = 20_000
+# By name, so this module does not import the worker layer that calls it.
+FINISH_PROMOTION = "worker.tasks.finish_promotion"
 
 
 class RunStateError(ValueError):
@@ -333,8 +336,12 @@ def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
 
 
 def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
-    """An admin promotes a candidate the gate rejected: it goes live with its index, the flip
-    report is made against the version it replaces, and pending inputs are predicted again."""
+    """An admin promotes a candidate the gate rejected: it goes live with its index at once.
+
+    The flip report against the version it replaces and the new predictions of pending inputs
+    follow in a worker (``promotion_finish``): on a big taxonomy they take longer than a web
+    request should. Until then the run's flip report says it is pending.
+    """
     with transaction.atomic():
         run = TrainingRun.objects.select_for_update().get(id=run.id)
         if run.kind != TrainingRun.Kind.FINETUNE or run.status != TrainingRun.Status.REJECTED:
@@ -345,16 +352,14 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
         if run.index_build is None or run.model_version is None:
             raise RunStateError(f"run {run.id} has no candidate to promote")
         replaced = live_version(run.taxonomy)
-        candidate, build = run.model_version, run.index_build
-        report = {**run.gate_report, "forced_by": actor.username}
-        flips = (
-            _Comparison.of_versions(run.taxonomy, replaced, candidate).flips()
-            if replaced is not None
-            else {}
-        )
-        _go_live(build=build, actor=actor)
+        report = {
+            **run.gate_report,
+            "forced_by": actor.username,
+            "replaced_version": replaced.id if replaced else None,
+        }
+        _go_live(build=run.index_build, actor=actor)
         TrainingRun.objects.filter(id=run.id).update(
-            status=TrainingRun.Status.PROMOTED, gate_report=report, flip_report=flips
+            status=TrainingRun.Status.PROMOTED, gate_report=report, flip_report={"pending": True}
         )
         audit_record(
             actor=actor,
@@ -362,8 +367,30 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
             obj=run,
             taxonomy=run.taxonomy,
             before={"status": "rejected", "live": replaced.id if replaced else None},
-            after={"status": "promoted", "live": candidate.id},
+            after={"status": "promoted", "live": run.model_version_id},
         )
+        run_id = run.id
+        # robust: the promotion stands whatever the broker does; the report can be made later.
+        transaction.on_commit(
+            lambda: current_app.send_task(FINISH_PROMOTION, args=[run_id]), robust=True
+        )
+    run.refresh_from_db()
+    return run
+
+
+def promotion_finish(*, run_id: int) -> TrainingRun:
+    """After a forced promotion: the flip report, then pending inputs predicted again. Safe to
+    run twice: a report that is not pending any more is left as it is."""
+    run = TrainingRun.objects.select_related("taxonomy", "model_version").get(id=run_id)
+    if run.status != TrainingRun.Status.PROMOTED or not run.flip_report.get("pending"):
+        return run
+    replaced = ModelVersion.objects.filter(id=run.gate_report.get("replaced_version")).first()
+    flips = (
+        _Comparison.of_versions(run.taxonomy, replaced, run.model_version).flips()
+        if replaced is not None
+        else {}
+    )
+    TrainingRun.objects.filter(id=run.id).update(flip_report=flips)
     review_items_repredict(taxonomy=run.taxonomy)
     run.refresh_from_db()
     return run

@@ -260,6 +260,7 @@ class FlipReport:
     compared: int
     confirmed_now_wrong: int
     sections: list[FlipSection]
+    pending: bool = False  # a forced promotion's report, still being made by a worker
 
 
 FLIP_SECTIONS = (
@@ -275,6 +276,8 @@ def flip_report_of(run: TrainingRun) -> FlipReport | None:
     report = run.flip_report or {}
     if not report:
         return None
+    if report.get("pending"):
+        return FlipReport(compared=0, confirmed_now_wrong=0, sections=[], pending=True)
     counts = report.get("counts", {})
     sections = []
     for key, title, explanation in FLIP_SECTIONS:

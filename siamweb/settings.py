@@ -221,7 +221,11 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3900, minimum
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Training goes to its own queue so GPU hosts can take it: `celery worker --queues=training`.
-CELERY_TASK_ROUTES = {"worker.tasks.execute_training_run": {"queue": "training"}}
+# Both encode every member with a model: the work of a training worker, not of the web tier's.
+CELERY_TASK_ROUTES = {
+    "worker.tasks.execute_training_run": {"queue": "training"},
+    "worker.tasks.finish_promotion": {"queue": "training"},
+}
 SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "reindex-taxonomies-with-new-members": {

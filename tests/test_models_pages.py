@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from annotations.models import AuditEvent, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.retraining import promotion_finish
 from models_app.services import training_run_execute, training_run_request
 from tests.conftest import TINY_MODEL
 
@@ -525,6 +526,12 @@ def test_an_admin_promotes_a_rejected_candidate_anyway(client, admin_user, rejec
     page = client.get(response["Location"]).content.decode()
     assert "jobs/v2 is live: promoted over the gate&#x27;s rejection." in page
     assert 'data-testid="forced-by">promoted anyway by ada<' in page
+    # The flip report is a worker's job; the page says so until it is there.
+    assert 'data-testid="flip-pending"' in page
+    promotion_finish(run_id=rejected_finetune.id)
+    page = client.get(response["Location"]).content.decode()
+    assert 'data-testid="flip-pending"' not in page
+    assert 'data-testid="flip-counts">0 inputs compared' in page
 
 
 def test_promoting_a_run_the_gate_did_not_reject_is_a_409_with_the_reason(

@@ -16,6 +16,7 @@ from models_app.retraining import (
     finetune_run_request,
     live_version,
     model_version_rollback,
+    promotion_finish,
     retrain_due_taxonomies,
     training_run_promote,
     training_run_retry,
@@ -132,10 +133,23 @@ def test_the_gate_rejects_a_candidate_that_loses_on_the_frozen_suite(taxonomy, c
 def test_an_admin_forces_a_rejected_candidate_live(taxonomy, admin_user):
     run = finetune(taxonomy)
     assert run.status == "rejected"
+    live_before = live_version(taxonomy)
     promoted = training_run_promote(run=run, actor=admin_user)
     assert promoted.status == "promoted"
     assert promoted.gate_report["forced_by"] == "ada"
+    assert promoted.gate_report["replaced_version"] == live_before.id
     assert live_version(taxonomy) == run.model_version
+    # The slow part waits for a worker; the promotion itself is done.
+    assert promoted.flip_report == {"pending": True}
+    finished = promotion_finish(run_id=run.id)
+    assert set(finished.flip_report["counts"]) == {
+        "fixed",
+        "broken",
+        "changed",
+        "confirmed_now_wrong",
+    }
+    assert finished.flip_report["compared"] == 0  # no input was ever submitted here
+    assert promotion_finish(run_id=run.id).flip_report == finished.flip_report
     event = AuditEvent.objects.get(action="training_run.promote")
     assert (event.actor, event.after["live"]) == (admin_user, run.model_version_id)
     with pytest.raises(RunStateError, match="only a rejected fine-tune"):
@@ -147,6 +161,9 @@ def test_promotion_predicts_pending_inputs_again(taxonomy, curator, admin_user):
     old_prediction = pending.prediction_id
     run = finetune(taxonomy)
     training_run_promote(run=run, actor=admin_user)
+    pending.refresh_from_db()
+    assert pending.prediction_id == old_prediction  # the worker's part, not the request's
+    promotion_finish(run_id=run.id)
     pending.refresh_from_db()
     assert pending.prediction_id != old_prediction
     assert pending.prediction.model_version == run.model_version

@@ -61,6 +61,19 @@ def execute_training_run(run_id: int) -> str | None:
     return run.status if run is not None else None
 
 
+@shared_task(
+    name="worker.tasks.finish_promotion",
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def finish_promotion(run_id: int) -> dict:
+    """After an admin forced a candidate live: its flip report and the new predictions."""
+    run = retraining.promotion_finish(run_id=run_id)
+    return run.flip_report.get("counts", {})
+
+
 @shared_task(name="worker.tasks.reindex_stale_taxonomies")
 def reindex_stale_taxonomies() -> int:
     """Beat: free runs whose worker died, then reindex taxonomies with members not indexed."""
