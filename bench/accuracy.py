@@ -175,10 +175,11 @@ def main() -> None:
         )
 
     if "product" in parts and SHIPPED.exists():
-        weight = SearchConfig().lexical_weight
+        search = SearchConfig()
         measure(
-            f"product: shipped model + trigram term (lexical_weight {weight})",
-            lambda: HybridMatcher(load_encoder(SHIPPED), texts, labels, lexical_weight=weight),
+            f"product: shipped model + trigram term (lexical_weight {search.lexical_weight}, "
+            f"lexical_window {search.lexical_window})",
+            lambda: HybridMatcher(load_encoder(SHIPPED), texts, labels, config=search),
         )
 
     out = ROOT / "bench" / "results" / "accuracy.json"

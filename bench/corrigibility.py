@@ -469,7 +469,7 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
         encoder_for(version),
         [text for _, text in members],
         [group for group, _ in members],
-        lexical_weight=parse_search_config(version.config).lexical_weight,
+        config=parse_search_config(version.config),
     )
     served = evaluate(matcher, suite)
     row = {name: served[f"{name}/accuracy"] for name in FROZEN}
@@ -531,6 +531,7 @@ def retrain(taxonomy, admin, *, last_verdict_at: float) -> dict:
         }
         if run.model_version
         else None,
+        "stage_seconds": gate.get("stage_seconds"),
         "queued_runs": queued_kinds,
         "queued_runs_seconds": round(queued_seconds, 1),
         "finetune_run_seconds": round(finished - started, 1),

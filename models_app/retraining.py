@@ -469,9 +469,7 @@ class _Comparison:
         return comparison
 
     def add(self, name: str, encoder, search: SearchConfig) -> None:
-        self.matchers[name] = HybridMatcher(
-            encoder, self.texts, self.labels, lexical_weight=search.lexical_weight
-        )
+        self.matchers[name] = HybridMatcher(encoder, self.texts, self.labels, config=search)
 
     def drop(self, name: str) -> None:
         del self.matchers[name]

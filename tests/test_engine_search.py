@@ -77,7 +77,7 @@ def test_an_ivf_index_reranks_its_candidates_with_the_lexical_term(encoder):
 
 
 def test_the_hybrid_matcher_ranks_groups(encoder):
-    matcher = HybridMatcher(encoder, TITLES, LABELS, lexical_weight=0.3)
+    matcher = HybridMatcher(encoder, TITLES, LABELS, config=SearchConfig(lexical_weight=0.3))
     ranked = matcher.rank(["Sr. Barista (m/f/d) Berlin", "truck drivr"], 2)
     assert [row[0] for row in ranked] == [2, 3]
     assert all(len(set(row)) == 2 for row in ranked)

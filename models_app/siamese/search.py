@@ -24,11 +24,20 @@ from models_app.siamese.ranking import rank_groups
 @dataclass(frozen=True)
 class SearchConfig:
     lexical_weight: float = 0.3
+    # The trigram term lifts only members whose cosine is within this of the query's best
+    # member: the embedding proposes, string overlap breaks near ties. With 2 (cosines differ
+    # by at most 2) it lifts every member and the query's best trigram match takes the full
+    # bonus however far the embedding puts it, which overrode what a fine-tune learnt from
+    # curators' corrections: a corrected input usually shares words with the wrong group
+    # (bench/corrigibility.py, docs/benchmarks.md).
+    lexical_window: float = 0.03
 
     def __post_init__(self) -> None:
         check_field_types(self)
         if not 0.0 <= self.lexical_weight <= 1.0:
             raise ConfigError("lexical_weight must be in [0, 1]")
+        if not 0.0 <= self.lexical_window <= 2.0:
+            raise ConfigError("lexical_window must be in [0, 2], a difference of cosines")
 
 
 Hits = list[tuple[int, float]]  # (member id, score), best first
@@ -97,15 +106,13 @@ class MemberSearch:
         return results
 
     def _hybrid(self, query, vector, cosine, depth, extra_ids, extra_texts, extra_vectors) -> Hits:
-        w = self.config.lexical_weight
+        w, window = self.config.lexical_weight, self.config.lexical_window
         lexical = self.trigrams.scores(query).astype(np.float32)  # (N,)
         query_grams = trigrams(query)
-        extra_grams = [trigrams(t) for t in extra_texts]
         extra_lexical = np.array(
-            [3 * len(query_grams & grams) - len(grams) for grams in extra_grams], dtype=np.float32
+            [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
+            dtype=np.float32,
         )
-        best = max(lexical.max(initial=0.0), extra_lexical.max(initial=0.0))
-        scale = 1.0 / best if best > 0 else 0.0
         if cosine is not None:  # flat index: every member's cosine, (N,)
             candidates = np.arange(len(self.ids))
         else:  # IVF: rerank what the index proposes, plus the best lexical candidates
@@ -117,26 +124,39 @@ class MemberSearch:
             ).astype(np.int64)
             cosine = np.zeros(len(self.ids), np.float32)
             cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
-        combined = (1 - w) * cosine[candidates] + w * np.clip(lexical[candidates] * scale, 0, 1)
+        cosine, lexical = cosine[candidates], lexical[candidates]
+        extra_cosine = extra_vectors @ vector if len(extra_ids) else np.zeros(0, np.float32)  # (E,)
+        # Which members the trigram term may lift: with a window, only those the embedding
+        # already puts within ``window`` of its best (see SearchConfig).
+        floor = max(cosine.max(initial=-np.inf), extra_cosine.max(initial=-np.inf)) - window
+        eligible, extra_eligible = cosine >= floor, extra_cosine >= floor
+        best = max(
+            lexical[eligible].max(initial=0.0), extra_lexical[extra_eligible].max(initial=0.0)
+        )
+        scale = 1.0 / best if best > 0 else 0.0
+        combined = (1 - w) * cosine + w * np.clip(lexical * scale, 0, 1) * eligible
         take = min(depth, len(candidates))
         top = np.argpartition(-combined, take - 1)[:take] if take else np.zeros(0, np.int64)
         hits = [(int(self.ids[candidates[i]]), float(combined[i])) for i in top]
         if len(extra_ids):
-            extra = (1 - w) * (extra_vectors @ vector) + w * np.clip(extra_lexical * scale, 0, 1)
+            extra = (1 - w) * extra_cosine + w * np.clip(
+                extra_lexical * scale, 0, 1
+            ) * extra_eligible
             hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
         return hits
 
 
 class HybridMatcher:
     """The product's search as a ``Matcher`` for the evaluation suite: an exact index over the
-    candidates, ``MemberSearch`` with ``lexical_weight``, groups ranked by their best member."""
+    candidates, ``MemberSearch`` with a version's ``SearchConfig``, groups ranked by their best
+    member."""
 
     def __init__(
-        self, encoder, texts: Sequence[str], labels: Sequence[int], *, lexical_weight: float
+        self, encoder, texts: Sequence[str], labels: Sequence[int], *, config: SearchConfig
     ) -> None:
         self.encoder = encoder
         index = MemberIndex.build(encoder.encode(list(texts)), np.arange(len(texts)), kind="flat")
-        self.search = MemberSearch(index, texts, SearchConfig(lexical_weight=lexical_weight))
+        self.search = MemberSearch(index, texts, config)
         self.labels = list(labels)
 
     def rank(self, queries: Sequence[str], k: int) -> list[list[int]]:

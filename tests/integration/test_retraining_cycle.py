@@ -35,7 +35,7 @@ def top_by_the_model_alone(version: ModelVersion, text: str) -> str:
         encoder_for(version),
         [member for _, member in rows],
         [group_id for group_id, _ in rows],
-        lexical_weight=parse_search_config(version.config).lexical_weight,
+        config=parse_search_config(version.config),
     )
     ((group_id, *_),) = matcher.rank([text], 1)
     return Group.objects.get(id=group_id).code
