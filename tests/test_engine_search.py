@@ -100,3 +100,43 @@ def test_bad_search_settings_are_refused(raw, message):
 def test_a_version_stored_without_search_settings_gets_the_default():
     assert parse_search_config({"encoder": {}}).lexical_weight == SearchConfig().lexical_weight
     assert parse_search_config({"search": {"lexical_weight": 0.0}}).lexical_weight == 0.0
+
+
+def _two_member_search(window: float) -> MemberSearch:
+    # Hand-made unit vectors, so the embedding's opinion is exact: member 1 along x, member 2
+    # along y.
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    index = MemberIndex.build(vectors, np.array([1, 2]), kind="flat")
+    config = SearchConfig(lexical_weight=0.3, lexical_window=window)
+    return MemberSearch(index, ["Java Developer", "Coffee Expert"], config)
+
+
+def _query_vector(cos_java: float, cos_coffee: float) -> np.ndarray:
+    return np.array([[cos_java, cos_coffee]], dtype=np.float32)
+
+
+QUERY = "Java Developer wanted"  # every trigram of "Java Developer" is in it, few of the other's
+
+
+def test_the_trigram_term_does_not_override_a_clear_embedding_answer():
+    # The embedding (say, fine-tuned on a curator's correction) puts the query with "Coffee
+    # Expert" well ahead; the string still overlaps "Java Developer".
+    vector = _query_vector(0.5, 0.8)
+    windowed = _two_member_search(0.03).search([QUERY], vector, 2)[0]
+    assert windowed[0][0] == 2
+    assert dict(windowed)[1] == pytest.approx(0.7 * 0.5)  # no lexical bonus outside the window
+    # Without a window (2: every member) the trigram bonus overturns it.
+    unwindowed = _two_member_search(2.0).search([QUERY], vector, 2)[0]
+    assert unwindowed[0] == (1, pytest.approx(0.7 * 0.5 + 0.3))
+
+
+def test_the_trigram_term_breaks_a_near_tie_of_the_embedding():
+    vector = _query_vector(0.79, 0.8)  # within 0.03 of each other
+    hits = _two_member_search(0.03).search([QUERY], vector, 2)[0]
+    assert hits[0] == (1, pytest.approx(0.7 * 0.79 + 0.3))
+
+
+@pytest.mark.parametrize("window", [-0.1, 2.5, "wide"])
+def test_a_lexical_window_outside_its_range_is_refused(window):
+    with pytest.raises(ConfigError, match="lexical_window"):
+        SearchConfig(lexical_window=window)

@@ -1,11 +1,13 @@
 """Finding the nearest members of a query: the embedding alone, or beside the trigram matcher.
 
 With ``lexical_weight`` w > 0 a member scores ``(1 - w) * cos + w * lexical`` where ``lexical``
-is the paper's trigram score divided by the query's best (see ``baselines.HybridMatcher``).
-The embedding captures what string overlap cannot (synonyms, reordered words); the trigram term
-ignores words appended around a title and forgives typos, where mean-pooled embeddings dilute.
-On O*NET with the shipped model, w = 0.3 lifts typos from 0.88 to 0.96 and extra words from
-0.81 to 0.98 for a few points of composition (bench/accuracy.py, docs/benchmarks.md).
+is the paper's trigram score divided by the best among the members the term may lift (see
+``baselines.TrigramMatcher``): those whose cosine is within ``lexical_window`` of the query's
+best. The embedding captures what string overlap cannot (synonyms, reordered words, and what a
+fine-tune learnt from curators); the trigram term forgives typos and ignores words appended
+around a title, where mean-pooled embeddings dilute. Inside the window it breaks the
+embedding's near ties; outside it, it cannot overturn a clear embedding answer. The figures
+behind both defaults are in docs/benchmarks.md (bench/accuracy.py, bench/corrigibility.py).
 """
 
 from __future__ import annotations
