@@ -197,6 +197,7 @@ class GateRow:
     candidate: float | None
     delta: float | None
     passed: bool
+    cases: int | None = None  # how many cases the row was measured on, where it says
 
     @property
     def delta_text(self) -> str:
@@ -212,6 +213,16 @@ class GateReport:
     verdicts: dict[str, Any] | None
     new_verdicts: int | None
     forced_by: str | None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+# A fine-tune's stages in the order they run (the database's JSON keeps no order of keys).
+RUN_STAGE_ORDER = ("learn", "held_out", "catch_up", "index", "gate", "flips", "repredict")
+
+
+def _in_run_order(seconds: dict[str, float]) -> dict[str, float]:
+    position = {stage: i for i, stage in enumerate(RUN_STAGE_ORDER)}
+    return dict(sorted(seconds.items(), key=lambda item: position.get(item[0], len(position))))
 
 
 def gate_report_of(run: TrainingRun) -> GateReport | None:
@@ -227,6 +238,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
             candidate=metric.get("candidate"),
             delta=metric.get("delta"),
             passed=bool(metric.get("passed")),
+            cases=metric.get("n"),
         )
         for metric in report.get("metrics", [])
     ]
@@ -238,6 +250,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
         verdicts=report.get("verdicts") or None,
         new_verdicts=report.get("new_verdicts"),
         forced_by=report.get("forced_by"),
+        stage_seconds=_in_run_order(report.get("stage_seconds") or {}),
     )
 
 

@@ -46,10 +46,12 @@ GATE_REPORT = {
             "candidate": 0.75,
             "delta": 0.25,
             "passed": True,
+            "n": 4,
         },
     ],
     "verdicts": {"count": 12, "live": 0.5, "candidate": 0.75, "rose": True},
     "new_verdicts": 12,
+    "stage_seconds": {"learn": 135.2, "held_out": 14.0, "catch_up": 45.1, "index": 6.3},
 }
 
 
@@ -458,8 +460,12 @@ def test_the_gate_report_is_a_table_with_the_decision_reasons_and_verdict_share(
     assert cells == [
         ("md-fail", ["Typos", "frozen", "0.900", "0.850", "-0.050", "✗"]),
         ("md-pass", ["MRR", "frozen", "0.800", "0.820", "+0.020", "✓"]),
-        ("md-pass", ["Held-out", "feedback", "feedback", "0.500", "0.750", "+0.250", "✓"]),
+        ("md-pass", ["Held-out", "feedback", "(4)", "feedback", "0.500", "0.750", "+0.250", "✓"]),
     ]
+    stages = re.search(r'data-testid="stage-seconds">(.*?)</p>', page, re.S).group(1)
+    assert " ".join(stages.split()) == (
+        "Seconds per stage: learn 135.2 · held_out 14.0 · catch_up 45.1 · index 6.3."
+    )
     share = re.search(r'data-testid="verdict-share">(.*?)</p>', page, re.S).group(1)
     assert "(12)" in share and "live 0.500 → candidate 0.750" in share
     # Curators see the report, not the override.
