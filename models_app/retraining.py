@@ -47,7 +47,7 @@ from models_app.services import (
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import parse_model_spec, parse_search_config
+from models_app.siamese.train import FeedbackExample, parse_model_spec, parse_search_config
 
 Progress = Callable[[str, float, "float | None"], None]
 
@@ -221,8 +221,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     2. The held-out verdicts are answered by the phase-1 model and by the live one: the gate's
        test of verdicts neither has seen.
     3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every new verdict, the held-out
-       ones included, so that a correction is learnt by the run that follows it and not one
-       run later. Verdicts held out in an earlier run were measured then and are trained on.
+       ones weighted to half of the feedback drawn, so that a correction is learnt by the run
+       that follows it and not one run later. Verdicts held out in an earlier run were
+       measured then and are trained on.
     """
     taxonomy = run.taxonomy
     parent = run.parent_version or live_version(taxonomy)
@@ -267,8 +268,11 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             taxonomy=taxonomy,
             encoder_config=encoder_config,
             training=dataclasses.replace(training, max_minutes=training.max_minutes * catch_up),
-            feedback=feedback_examples(
-                taxonomy, until=until, after=parent.feedback_until, keep=lambda text: True
+            feedback=_catch_up_feedback(
+                feedback_examples(
+                    taxonomy, until=until, after=parent.feedback_until, keep=lambda text: True
+                ),
+                held_out,
             ),
             parent=learnt.result.encoder,
             checkpoint_dir=checkpoints / "catch_up",
@@ -322,6 +326,17 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         "flip_report": flips,
         "gate_report": {**report, "stage_seconds": laps.seconds},
     }
+
+
+def _catch_up_feedback(
+    new: list[FeedbackExample], held_out: frozenset[str]
+) -> list[FeedbackExample]:
+    """The new verdicts' pairs, the held-out ones repeated until they are half of them: the
+    catch-up phase is short, and the others were learnt in the first phase already."""
+    fresh = [f for f in new if normalize_text(f.text) in held_out]
+    learnt = [f for f in new if normalize_text(f.text) not in held_out]
+    repeats = max(1, round(len(learnt) / len(fresh))) if fresh else 1
+    return fresh * repeats + learnt
 
 
 def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:

@@ -285,7 +285,7 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     def recording_fit(**kwargs):  # the real training, with what each phase was given noted
         phases.append(
             {
-                "feedback": {normalize_text(f.text) for f in kwargs["feedback"]},
+                "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
                 "left_out": kwargs.get("left_out_members", frozenset()),
             }
         )
@@ -299,11 +299,15 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     learn, catch_up = phases
     # Phase 1 sees neither the held-out verdict's pairs nor its curator member ...
     assert key not in learn["feedback"] and key in learn["left_out"]
-    assert {normalize_text(text) for text in CORRECTIONS} <= learn["feedback"]
+    assert {normalize_text(text) for text in CORRECTIONS} <= set(learn["feedback"])
     # ... the gate measures it on that model, then the catch-up phase learns it.
     (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
     assert row["n"] == 1 and row["suite"] == "feedback"
     assert key in catch_up["feedback"] and not catch_up["left_out"]
+    # ... drawn as often as all the other new verdicts together: the catch-up phase is short.
+    held = catch_up["feedback"].count(key)
+    others = len(catch_up["feedback"]) - held
+    assert held >= 2 and abs(held - others) <= held // 2 + 1
     metrics = run.model_version.metrics
     assert metrics["held_out_verdicts"] == 1
     assert 0 < metrics["catch_up_steps"] < metrics["steps"]
