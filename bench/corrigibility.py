@@ -35,8 +35,8 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   but the query's own curator member (curator members of *other* corrected texts count: they
   are the member index's part of the fix). For this round's inputs, for all corrected so far,
   for the reassigned ones only (the inputs the model had wrong), and split by the fifth of
-  verdicts the product keeps out of its feedback pairs (those texts still enter training as
-  curator members). Twice more (``ModelAlone``): with no curator member at all (*weights
+  verdicts the gate holds out of a fine-tune's first phase (learnt in its catch-up phase, see
+  ``models_app.retraining.finetune_execute``) and the rest. Twice more (``ModelAlone``): with no curator member at all (*weights
   alone*, what the gate's "verdicts" share measures) and with the trigram term off too
   (*embedding alone*: what the fine-tuned embedding learnt).
 - *variants*: a new input around each corrected title (fresh job-ad words), served: does a
@@ -825,8 +825,8 @@ def main() -> None:
             row[f"round_reassigned_{name}"] = of(
                 hits, lambda e: e.text in reassigned and e.text in in_round
             )
-            # The product keeps a fixed fifth of judged texts out of fine-tuning (its
-            # Annotations test): the weights never train on those.
+            # The gate holds a fixed fifth of new judged texts out of a fine-tune's first
+            # phase and measures them there; the catch-up phase then learns them.
             row[f"trained_on_{name}"] = of(hits, lambda e: not feedback_is_held_out(e.text))
             row[f"kept_out_{name}"] = of(hits, lambda e: feedback_is_held_out(e.text))
         row["measure_seconds"] = round(time.perf_counter() - started, 1)
