@@ -36,8 +36,9 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   are the member index's part of the fix). For this round's inputs, for all corrected so far,
   for the reassigned ones only (the inputs the model had wrong), and split by the fifth of
   verdicts the gate holds out of a fine-tune's first phase (learnt in its catch-up phase, see
-  ``models_app.retraining.finetune_execute``) and the rest. Twice more (``ModelAlone``): with no curator member at all (*weights
-  alone*, what the gate's "verdicts" share measures) and with the trigram term off too
+  ``models_app.retraining.finetune_execute``) and the rest. Twice more (``ModelAlone``): with
+  no curator member at all (*weights alone*, what the gate's "verdicts" share measures) and
+  with the trigram term off too
   (*embedding alone*: what the fine-tuned embedding learnt).
 - *variants*: a new input around each corrected title (fresh job-ad words), served: does a
   verdict reach similar inputs?

@@ -16,10 +16,12 @@ verdicts it gets right by itself rises.
 from __future__ import annotations
 
 import dataclasses
+import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
@@ -42,12 +44,18 @@ from models_app.services import (
     index_build_create,
     model_version_store,
     run_checkpoint_dir,
+    run_first_attempt,
     training_run_request,
 )
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import FeedbackExample, parse_model_spec, parse_search_config
+from models_app.siamese.train import (
+    FeedbackExample,
+    TrainConfig,
+    parse_model_spec,
+    parse_search_config,
+)
 
 Progress = Callable[[str, float, "float | None"], None]
 
@@ -104,9 +112,9 @@ def finetune_run_request(
                 taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
             )
         )
-        TrainingRun.objects.filter(id__in=[r.id for r in waiting]).update(
-            status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now()
-        )
+        TrainingRun.objects.filter(
+            id__in=[r.id for r in waiting], status=TrainingRun.Status.QUEUED
+        ).update(status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now())
         run = training_run_request(
             taxonomy=taxonomy,
             kind=TrainingRun.Kind.FINETUNE,
@@ -230,8 +238,15 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     if parent is None:
         raise NoLiveModel(taxonomy)
     progress("pairs", 0.0, None)
-    until = feedback_last_id(taxonomy)
+    checkpoints = run_checkpoint_dir(run)
+    first_attempt = run_first_attempt(run)
+    # A retry trains on what the failed attempt did, so its checkpoints still fit.
+    until = first_attempt.feedback_until or feedback_last_id(taxonomy)
     TrainingRun.objects.filter(id=run.id).update(feedback_until=until)
+    if run.retry_of_id is not None:
+        # Phase 1 resumes from its checkpoint and runs to its budget again: a catch-up
+        # checkpoint grew from the earlier phase-1 model, not from the one measured now.
+        shutil.rmtree(checkpoints / "catch_up", ignore_errors=True)
     new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
     spec = _finetune_spec(parent, run.config)
     encoder_config, training = parse_model_spec(spec)
@@ -239,18 +254,24 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     catch_up = FINETUNE_CATCH_UP_SHARE if held_out else 0.0
     started = time.monotonic()
     laps = _Laps()
-    checkpoints = run_checkpoint_dir(run)
 
     learnt = encoder_fit(
         taxonomy=taxonomy,
         encoder_config=encoder_config,
-        training=dataclasses.replace(training, max_minutes=training.max_minutes * (1 - catch_up)),
-        feedback=feedback_examples(
-            taxonomy, until=until, keep=lambda text: normalize_text(text) not in held_out
-        ),
+        training=_share_of_budget(training, 1 - catch_up),
+        feedback=[
+            example
+            for example in feedback_examples(
+                taxonomy, until=until, keep=lambda text: normalize_text(text) not in held_out
+            )
+            # A later verdict's evidence may be a held-out text's curator member.
+            if normalize_text(example.member_text or "") not in held_out
+        ],
         left_out_members=held_out,
         parent=encoder_for(parent),
         checkpoint_dir=checkpoints / "learn",
+        # Members change with every verdict: a retry's data may differ from the first attempt's.
+        discard_stale_checkpoint=True,
         progress=progress,
     )
     laps.lap("learn")
@@ -267,7 +288,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         final = encoder_fit(
             taxonomy=taxonomy,
             encoder_config=encoder_config,
-            training=dataclasses.replace(training, max_minutes=training.max_minutes * catch_up),
+            training=_share_of_budget(training, catch_up),
             feedback=_catch_up_feedback(
                 feedback_examples(
                     taxonomy, until=until, after=parent.feedback_until, keep=lambda text: True
@@ -276,6 +297,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             ),
             parent=learnt.result.encoder,
             checkpoint_dir=checkpoints / "catch_up",
+            discard_stale_checkpoint=True,
             progress=progress,
         )
         laps.lap("catch_up")
@@ -328,6 +350,16 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     }
 
 
+def _share_of_budget(training: TrainConfig, share: float) -> TrainConfig:
+    """The training config with ``share`` of its time and of its steps (a GPU run may stop on
+    steps before time)."""
+    return dataclasses.replace(
+        training,
+        max_minutes=training.max_minutes * share,
+        max_steps=max(1, math.ceil(training.max_steps * share)),
+    )
+
+
 def _catch_up_feedback(
     new: list[FeedbackExample], held_out: frozenset[str]
 ) -> list[FeedbackExample]:
@@ -374,7 +406,9 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
         }
         _go_live(build=run.index_build, actor=actor)
         TrainingRun.objects.filter(id=run.id).update(
-            status=TrainingRun.Status.PROMOTED, gate_report=report, flip_report={"pending": True}
+            status=TrainingRun.Status.PROMOTED,
+            gate_report=report,
+            flip_report={"pending": True, "requested_at": timezone.now().isoformat()},
         )
         audit_record(
             actor=actor,
@@ -393,6 +427,22 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
     return run
 
 
+def promotions_resend_pending(*, older_than_seconds: int) -> int:
+    """Send ``finish_promotion`` again for forced promotions whose report is still pending
+    long after it was asked for (the message was lost, or the task gave up)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    stale = [
+        run_id
+        for run_id, report in TrainingRun.objects.filter(
+            status=TrainingRun.Status.PROMOTED, flip_report__pending=True
+        ).values_list("id", "flip_report")
+        if datetime.fromisoformat(report.get("requested_at", cutoff.isoformat())) <= cutoff
+    ]
+    for run_id in stale:
+        current_app.send_task(FINISH_PROMOTION, args=[run_id])
+    return len(stale)
+
+
 def promotion_finish(*, run_id: int) -> TrainingRun:
     """After a forced promotion: the flip report, then pending inputs predicted again. Safe to
     run twice: a report that is not pending any more is left as it is."""
@@ -405,8 +455,9 @@ def promotion_finish(*, run_id: int) -> TrainingRun:
         if replaced is not None
         else {}
     )
-    TrainingRun.objects.filter(id=run.id).update(flip_report=flips)
+    # Predictions first: a failure here leaves the report pending, so a retry does both.
     review_items_repredict(taxonomy=run.taxonomy)
+    TrainingRun.objects.filter(id=run.id).update(flip_report=flips)
     run.refresh_from_db()
     return run
 

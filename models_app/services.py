@@ -86,7 +86,8 @@ def held_out_texts(
 ) -> frozenset[str]:
     """Normalized judged texts in the held-out fifth, of feedback pairs after pair ``after``
     (up to pair ``until``)."""
-    pairs = FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after)
+    # Pairs with a group: a "none of these" verdict gives nothing to train on or to test.
+    pairs = FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after, group__isnull=False)
     if until is not None:
         pairs = pairs.filter(id__lte=until)
     texts = pairs.values_list("text_a", flat=True)
@@ -125,6 +126,7 @@ def encoder_fit(
     parent: Encoder | None = None,
     left_out_members: frozenset[str] = frozenset(),
     checkpoint_dir: Path | None = None,
+    discard_stale_checkpoint: bool = False,
     progress: Progress = _no_progress,
 ) -> EncoderFit:
     """Train an encoder on the taxonomy's members (less curator members whose normalized text
@@ -146,6 +148,7 @@ def encoder_fit(
         training,
         parent=parent,
         checkpoint_dir=checkpoint_dir,
+        discard_stale_checkpoint=discard_stale_checkpoint,
         progress=progress,
     )
     return EncoderFit(result, len(members), len(data.validation), data.sha256)
@@ -447,13 +450,17 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
     return run
 
 
+def run_first_attempt(run: TrainingRun) -> TrainingRun:
+    """The run a retry chain started with."""
+    while run.retry_of_id is not None:
+        run = run.retry_of
+    return run
+
+
 def run_checkpoint_dir(run: TrainingRun) -> Path:
     """Where a run's training checkpoints go. A retry chain shares the folder of the run it
     started with, so a retry resumes where the failed attempt stopped."""
-    first = run
-    while first.retry_of_id is not None:
-        first = first.retry_of
-    return artifact_path(f"{run.taxonomy.slug}/runs/{first.id}")
+    return artifact_path(f"{run.taxonomy.slug}/runs/{run_first_attempt(run).id}")
 
 
 def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
@@ -583,7 +590,10 @@ def _run_now(*, taxonomy: Taxonomy, kind: str, spec: dict[str, Any] | None) -> T
     run = training_run_request(taxonomy=taxonomy, kind=kind, config=spec or {}, enqueue=False)
     if run is None:
         return None
-    run = training_run_execute(run_id=run.id)
+    executed = training_run_execute(run_id=run.id)
+    if executed is None:  # a fine-tune took its slot before it started (superseded)
+        return None
+    run = executed
     if run.status != TrainingRun.Status.SUCCEEDED:
         raise RuntimeError(f"{kind} of {taxonomy.slug} failed: {run.error}")
     return run

@@ -85,6 +85,19 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
     assert [h["step"] for h in resumed.history] == [10, 20]
 
 
+def test_a_checkpoint_for_other_data_can_be_discarded_instead_of_refused(tmp_path):
+    cfg = config(max_steps=20)
+    train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg, checkpoint_dir=tmp_path)
+    more = prepare_data([*MEMBERS, (0, "golang developer")], config=cfg)  # other data now
+    fresh = train_encoder(
+        more, ENCODER, cfg, checkpoint_dir=tmp_path, discard_stale_checkpoint=True
+    )
+    # It started at step 0 on the new data, and its own checkpoint replaced the stale one.
+    assert [h["step"] for h in fresh.history] == [10, 20]
+    again = train_encoder(more, ENCODER, cfg, checkpoint_dir=tmp_path)
+    assert [h["step"] for h in again.history] == [10, 20]  # resumed: nothing left to do
+
+
 def test_fine_tuning_starts_from_the_parent_and_never_ends_worse():
     cfg = config(max_steps=20)
     data = prepare_data(MEMBERS, config=cfg)

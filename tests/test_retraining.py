@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import redis
 
 from annotations.models import AuditEvent, Group, Member, ReviewItem, Taxonomy
 from annotations.normalization import normalize_texts
@@ -17,6 +20,7 @@ from models_app.retraining import (
     live_version,
     model_version_rollback,
     promotion_finish,
+    promotions_resend_pending,
     retrain_due_taxonomies,
     training_run_promote,
     training_run_retry,
@@ -140,7 +144,7 @@ def test_an_admin_forces_a_rejected_candidate_live(taxonomy, admin_user):
     assert promoted.gate_report["replaced_version"] == live_before.id
     assert live_version(taxonomy) == run.model_version
     # The slow part waits for a worker; the promotion itself is done.
-    assert promoted.flip_report == {"pending": True}
+    assert promoted.flip_report["pending"] is True
     finished = promotion_finish(run_id=run.id)
     assert set(finished.flip_report["counts"]) == {
         "fixed",
@@ -328,3 +332,56 @@ def test_a_build_leaves_the_curator_members_of_held_out_verdicts_out(taxonomy, c
     assert Member.objects.filter(taxonomy=taxonomy, source="curator").count() == 1
     version = model_version_fit(taxonomy=taxonomy, spec=TRAINABLE)
     assert version.trained_on_members == Member.objects.filter(taxonomy=taxonomy).count() - 1
+
+
+def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(
+    taxonomy, curator, admin_user, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    correct_everything(taxonomy, curator)
+    real_index = retraining.index_build_create
+    calls = []
+
+    def index_once_broken(**kwargs):  # the worker "dies" after training, before the index
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("disk full")
+        return real_index(**kwargs)
+
+    monkeypatch.setattr(retraining, "index_build_create", index_once_broken)
+    failed = finetune(taxonomy, training={"max_steps": 40, "eval_every": 20})
+    assert (failed.status, failed.error) == ("failed", "OSError: disk full")
+    assert (run_checkpoint_dir(failed) / "learn").exists()  # kept for the retry
+    # A verdict arrives before the retry: it adds a curator member, so the data differ.
+    (late,) = inputs_submit(taxonomy=taxonomy, texts=["Barista Trainee"], source="api")
+    judgement_create(review_item=late, user=curator, verdict="reassign", group=group("35-3023"))
+    run_queued()  # the reindex that verdict asked for
+
+    retry = training_run_retry(run=failed, actor=admin_user)
+    run_queued()
+    retry.refresh_from_db()
+
+    assert retry.status == "promoted", retry.error
+    assert retry.feedback_until == failed.feedback_until  # the late verdict waits for the next
+    assert not run_checkpoint_dir(failed).exists()  # done with: removed
+
+
+def test_a_lost_forced_promotion_report_is_asked_for_again(taxonomy, admin_user, settings):
+    run = finetune(taxonomy)
+    assert run.status == "rejected"
+    training_run_promote(run=run, actor=admin_user)
+    assert promotions_resend_pending(older_than_seconds=3600) == 0  # just asked for
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("training")
+
+    assert promotions_resend_pending(older_than_seconds=0) == 1
+
+    (message,) = broker.lrange("training", 0, -1)  # on the real broker, for a training worker
+    headers = json.loads(message)["headers"]
+    assert (headers["task"], headers["argsrepr"]) == (
+        "worker.tasks.finish_promotion",
+        f"[{run.id}]",
+    )
+    broker.delete("training")
+    promotion_finish(run_id=run.id)
+    assert promotions_resend_pending(older_than_seconds=0) == 0

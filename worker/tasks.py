@@ -85,6 +85,11 @@ def reindex_stale_taxonomies() -> int:
     resent = training_runs_resend_queued(older_than_seconds=settings.SIAMWEB_REINDEX_CHECK_SECONDS)
     if resent:
         logger.warning("sent %d queued training run(s) again", resent)
+    reports = retraining.promotions_resend_pending(
+        older_than_seconds=settings.SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS
+    )
+    if reports:
+        logger.warning("asked again for %d forced promotion report(s)", reports)
     requested = 0
     for taxonomy in Taxonomy.objects.filter(deployment__isnull=False):
         if taxonomy_needs_reindex(taxonomy):

@@ -423,12 +423,14 @@ def train_encoder(
     *,
     parent: Encoder | None = None,
     checkpoint_dir: Path | None = None,
+    discard_stale_checkpoint: bool = False,
     progress: Progress = _no_progress,
 ) -> TrainResult:
     """Train (or, with ``parent``, fine-tune) an encoder; returns the best one seen.
 
     With ``checkpoint_dir``, the state is saved at every evaluation and a later call with the
-    same data and configs resumes from it.
+    same data and configs resumes from it. A checkpoint written for other data or configs is
+    refused, or with ``discard_stale_checkpoint`` removed so that training starts afresh.
     """
     started = time.monotonic()
     parsed = parse_config(encoder_config)
@@ -472,12 +474,18 @@ def train_encoder(
         "train_config": dataclasses.asdict(config),
     }
     checkpoint_path = checkpoint_dir / CHECKPOINT if checkpoint_dir else None
+    saved = None
     if checkpoint_path is not None and checkpoint_path.exists():
         saved = torch.load(checkpoint_path, map_location=device, weights_only=False)
         if saved["fingerprint"] != fingerprint:
-            raise ConfigError(
-                f"{checkpoint_path} was written for other data or configs; remove it to start over"
-            )
+            if not discard_stale_checkpoint:
+                raise ConfigError(
+                    f"{checkpoint_path} was written for other data or configs; remove it to "
+                    "start over"
+                )
+            checkpoint_path.unlink()
+            saved = None
+    if saved is not None:
         encoder.load_state_dict(saved["encoder"])
         loss.load_state_dict(saved["loss"])
         optimizer.load_state_dict(saved["optimizer"])

@@ -20,7 +20,12 @@ class Command(BaseCommand):
         run = training_run_request(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, enqueue=False)
         if run is None:
             raise CommandError(f"taxonomy {slug!r} already has a run queued or running")
-        run = training_run_execute(run_id=run.id)
+        executed = training_run_execute(run_id=run.id)
+        if executed is None:
+            raise CommandError(
+                f"reindex run {run.id} was superseded by a fine-tune, which indexes every member"
+            )
+        run = executed
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"reindex run {run.id} failed: {run.error}")
         self.stdout.write(f"{run.index_build} live: {run.index_build.size} members")
