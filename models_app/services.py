@@ -516,7 +516,9 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
 
 
 def feedback_is_held_out(text: str) -> bool:
-    """A fixed fifth of curator-judged texts is kept out of training to test on (Annotations)."""
+    """A fixed fifth of curator-judged texts, kept to test on: a build never trains on them (its
+    Annotations test); a fine-tune measures the new ones before its catch-up phase learns them
+    (``models_app.retraining.finetune_execute``)."""
     return zlib.crc32(normalize_text(text).encode()) % 5 == 0
 
 
