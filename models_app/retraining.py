@@ -229,7 +229,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
        version's feedback), with replay; their curator members are left out too.
     2. The held-out verdicts are answered by the phase-1 model and by the live one: the gate's
        test of verdicts neither has seen.
-    3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every new verdict, the held-out
+    3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every verdict, the held-out
        ones weighted to half of the feedback drawn, so that a correction is learnt by the run
        that follows it and not one run later. Verdicts held out in an earlier run were
        measured then and are trained on.
@@ -291,10 +291,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             encoder_config=encoder_config,
             training=_share_of_budget(training, catch_up),
             feedback=_catch_up_feedback(
-                feedback_examples(
-                    taxonomy, until=until, after=parent.feedback_until, keep=lambda text: True
-                ),
-                held_out,
+                feedback_examples(taxonomy, until=until, keep=lambda text: True), held_out
             ),
             parent=learnt.result.encoder,
             checkpoint_dir=checkpoints / "catch_up",
@@ -362,12 +359,13 @@ def _share_of_budget(training: TrainConfig, share: float) -> TrainConfig:
 
 
 def _catch_up_feedback(
-    new: list[FeedbackExample], held_out: frozenset[str]
+    feedback: list[FeedbackExample], held_out: frozenset[str]
 ) -> list[FeedbackExample]:
-    """The new verdicts' pairs, the held-out ones repeated until they are half of them: the
-    catch-up phase is short, and the others were learnt in the first phase already."""
-    fresh = [f for f in new if normalize_text(f.text) in held_out]
-    learnt = [f for f in new if normalize_text(f.text) not in held_out]
+    """Every pair, the held-out verdicts' repeated until they are half of them: the catch-up
+    phase is short, and the others were learnt in the first phase already. The others stay
+    in, or the phase would wear off what earlier rounds taught."""
+    fresh = [f for f in feedback if normalize_text(f.text) in held_out]
+    learnt = [f for f in feedback if normalize_text(f.text) not in held_out]
     repeats = max(1, round(len(learnt) / len(fresh))) if fresh else 1
     return fresh * repeats + learnt
 
