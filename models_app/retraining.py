@@ -64,7 +64,6 @@ FLIP_ROWS_KEPT = 200
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.
 FINETUNE_REPLAY_SHARE = 0.5
-FINETUNE_EVAL_EVERY = 1000
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -487,9 +486,6 @@ def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
     training["max_minutes"] = settings.SIAMWEB_FINETUNE_MAX_MINUTES
     training["replay_share"] = FINETUNE_REPLAY_SHARE
     training["select_best"] = False
-    # Evaluating is for picking the best weights, which a fine-tune does not do (the gate
-    # judges it): a few seconds each, better spent training.
-    training["eval_every"] = max(int(training.get("eval_every", 0)), FINETUNE_EVAL_EVERY)
     training.update(overrides.get("training", {}))
     return spec
 

@@ -182,7 +182,7 @@ SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
 SIAMWEB_RETRAIN_MIN_VERDICTS = env_int("SIAMWEB_RETRAIN_MIN_VERDICTS", default=50, minimum=1)
 SIAMWEB_RETRAIN_MAX_AGE_HOURS = env_int("SIAMWEB_RETRAIN_MAX_AGE_HOURS", default=24, minimum=1)
 SIAMWEB_RETRAIN_CHECK_SECONDS = env_int("SIAMWEB_RETRAIN_CHECK_SECONDS", default=300, minimum=5)
-SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.5, minimum=0.01)
+SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.0, minimum=0.01)
 # A candidate may lose at most this much (absolute, 0.01 = one point) on any gate metric.
 SIAMWEB_GATE_TOLERANCE = env_float("SIAMWEB_GATE_TOLERANCE", default=0.01, minimum=0.0)
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
