@@ -313,6 +313,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             "steps": float(learnt.result.steps + (final.result.steps if held_out else 0)),
             "catch_up_steps": float(final.result.steps if held_out else 0),
             "held_out_verdicts": float(len(held_out)),
+            "resumed_from_step": learnt.result.metrics.get("resumed_from_step", 0.0),
         },
     )
     build = index_build_create(model_version=candidate, progress=progress)

@@ -82,6 +82,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
     resumed = train_encoder(data, ENCODER, short, checkpoint_dir=tmp_path)
     assert first.steps == 20
     assert resumed.steps == 20  # nothing left to do: it picked up at step 20, not at 0
+    assert (first.metrics["resumed_from_step"], resumed.metrics["resumed_from_step"]) == (0, 20)
     assert [h["step"] for h in resumed.history] == [10, 20]
 
 

@@ -363,6 +363,8 @@ def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(
 
     assert retry.status == "promoted", retry.error
     assert retry.feedback_until == failed.feedback_until  # the late verdict waits for the next
+    # Its data differ (the late curator member), so the old checkpoint was set aside.
+    assert retry.model_version.metrics["resumed_from_step"] == 0
     assert not run_checkpoint_dir(failed).exists()  # done with: removed
 
 

@@ -485,7 +485,9 @@ def train_encoder(
                 )
             checkpoint_path.unlink()
             saved = None
+    resumed_from = 0
     if saved is not None:
+        resumed_from = saved["step"]
         encoder.load_state_dict(saved["encoder"])
         loss.load_state_dict(saved["loss"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -567,7 +569,11 @@ def train_encoder(
     encoder.to("cpu")
     return TrainResult(
         encoder=encoder,
-        metrics={"validation_accuracy": best_metric, "steps": float(step)},
+        metrics={
+            "validation_accuracy": best_metric,
+            "steps": float(step),
+            "resumed_from_step": float(resumed_from),
+        },
         history=history,
         steps=step,
         stopped_because=stopped_because,

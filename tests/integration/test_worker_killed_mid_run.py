@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from annotations.normalization import normalize_texts
-from models_app.live import artifact_path
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.retraining import finetune_run_request, live_version, training_run_retry
-from models_app.services import training_run_request
+from models_app.services import run_checkpoint_dir, training_run_request
 from models_app.siamese.train import CHECKPOINT
 from tests.integration.conftest import wait_for, wait_until_finished
 from worker.tasks import execute_training_run, reindex_stale_taxonomies
@@ -20,7 +19,6 @@ pytestmark = pytest.mark.integration
 
 MAX_STEPS = 3000  # some 15 seconds of training on one core: long enough to be caught mid-way
 EVAL_EVERY = 100  # a checkpoint every 100 steps
-MARK = {"step": -1, "mark": "written between the attempts"}
 
 
 def test_a_killed_run_leaves_the_model_serving_and_its_retry_resumes_on_a_fresh_worker(
@@ -36,7 +34,7 @@ def test_a_killed_run_leaves_the_model_serving_and_its_retry_resumes_on_a_fresh_
         requested_by=admin_user,
         config={"training": {"max_steps": MAX_STEPS, "eval_every": EVAL_EVERY}},
     )
-    checkpoint = artifact_path(f"{taxonomy.slug}/runs/{run.id}") / CHECKPOINT
+    checkpoint = run_checkpoint_dir(run) / "learn" / CHECKPOINT  # the first phase's
 
     def training_with_a_checkpoint():
         run.refresh_from_db()
@@ -66,12 +64,8 @@ def test_a_killed_run_leaves_the_model_serving_and_its_retry_resumes_on_a_fresh_
     assert "the worker stopped before the run finished" in run.error
     assert run.finished_at is not None
 
-    # Mark the first attempt's checkpoint, to see whether the retry carries it on.
-    saved = torch.load(checkpoint, weights_only=False)
-    killed_at = saved["step"]
+    killed_at = torch.load(checkpoint, weights_only=False)["step"]
     assert 0 < killed_at < MAX_STEPS
-    saved["history"].append(MARK)
-    torch.save(saved, checkpoint)
 
     fresh = start_worker()
     retry = training_run_retry(run=run, actor=admin_user)
@@ -83,15 +77,10 @@ def test_a_killed_run_leaves_the_model_serving_and_its_retry_resumes_on_a_fresh_
     assert retry.gate_report["reasons"] == ["there are no verdicts to learn from"]
     assert retry.model_version.metrics["steps"] == MAX_STEPS
     assert live_version(taxonomy) == live
-    # It went on from the first attempt's checkpoint rather than starting over.
-    resumed = torch.load(checkpoint, weights_only=False)
-    assert resumed["step"] == MAX_STEPS
-    history = resumed["history"]
-    assert MARK in history
-    after_the_mark = [entry["step"] for entry in history[history.index(MARK) + 1 :]]
-    assert after_the_mark and min(after_the_mark) > killed_at
-    assert after_the_mark[-1] == MAX_STEPS
-    assert not (artifact_path(f"{taxonomy.slug}/runs/{retry.id}") / CHECKPOINT).exists()
+    # It went on from the first attempt's checkpoint rather than starting over ...
+    assert retry.model_version.metrics["resumed_from_step"] == killed_at
+    # ... and, finished, left no checkpoint behind.
+    assert not run_checkpoint_dir(run).exists()
     assert TrainingRun.objects.get(id=run.id).status == "failed"
 
 
