@@ -199,18 +199,35 @@ def realistic_examples(
     seen: set[str] = set()
     examples = []
     for code, title in held_out:
-        for _attempt in range(20):
-            text = words.decorate(title, rng) if rng.random() < 0.8 else title
-            if rng.random() < 0.33:
-                text = augment.add_typos_exact(text, rng)
-            text = " ".join(text.split())
-            if len(text) <= max_length and normalize_text(text) not in seen:
-                break
-        else:
+        text = _noisy_input(title, rng, words, seen, attempts=20, max_length=max_length)
+        if text is None:
             raise SystemExit(f"no distinct input of at most {max_length} characters for {title!r}")
-        seen.add(normalize_text(text))
         examples.append(Example(text=text, title=title, code=code))
     return examples
+
+
+def _noisy_input(
+    title: str,
+    rng: random.Random,
+    words,
+    seen: set[str],
+    *,
+    attempts: int,
+    max_length: int,
+    always_decorate: bool = False,
+) -> str | None:
+    """The title with job-ad words around it (always, or 80% of the time) and a typo (33%),
+    whose normalized text is not in ``seen`` (it is added); None after ``attempts`` tries."""
+    for _attempt in range(attempts):
+        decorate = always_decorate or rng.random() < 0.8
+        text = words.decorate(title, rng) if decorate else title
+        if rng.random() < 0.33:
+            text = augment.add_typos_exact(text, rng)
+        text = " ".join(text.split())
+        if len(text) <= max_length and normalize_text(text) not in seen:
+            seen.add(normalize_text(text))
+            return text
+    return None
 
 
 def realistic_variants(
@@ -223,16 +240,17 @@ def realistic_variants(
     seen = {normalize_text(e.text) for e in avoid}
     variants = []
     for example in examples:
-        for _attempt in range(50):
-            text = words.decorate(example.title, rng)
-            if rng.random() < 0.33:
-                text = augment.add_typos_exact(text, rng)
-            text = " ".join(text.split())
-            if len(text) <= max_length and normalize_text(text) not in seen:
-                break
-        else:
+        text = _noisy_input(
+            example.title,
+            rng,
+            words,
+            seen,
+            attempts=50,
+            max_length=max_length,
+            always_decorate=True,
+        )
+        if text is None:
             raise SystemExit(f"no fresh variant of {example.title!r}")
-        seen.add(normalize_text(text))
         variants.append(Example(text=text, title=example.title, code=example.code))
     return variants
 

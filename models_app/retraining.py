@@ -46,6 +46,7 @@ from models_app.services import (
     run_checkpoint_dir,
     run_first_attempt,
     training_run_request,
+    version_config,
 )
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
@@ -301,11 +302,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     candidate = model_version_store(
         taxonomy=taxonomy,
         fit=final,
-        config={
-            "encoder": encoder_config,
-            "training": dataclasses.asdict(training),
-            "search": dataclasses.asdict(parse_search_config(spec)),
-        },
+        config=version_config(encoder_config, training, spec),
         parent=parent,
         feedback_until=until,
         seconds=time.monotonic() - started,

@@ -154,6 +154,17 @@ def encoder_fit(
     return EncoderFit(result, len(members), len(data.validation), data.sha256)
 
 
+def version_config(
+    encoder_config: dict[str, Any], training: TrainConfig, spec: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The spec a version records: its encoder, its training in full, its search."""
+    return {
+        "encoder": encoder_config,
+        "training": dataclasses.asdict(training),
+        "search": dataclasses.asdict(parse_search_config(spec)),
+    }
+
+
 def model_version_store(
     *,
     taxonomy: Taxonomy,
@@ -223,11 +234,7 @@ def model_version_fit(
     return model_version_store(
         taxonomy=taxonomy,
         fit=fit,
-        config={
-            "encoder": encoder_config,
-            "training": dataclasses.asdict(training),
-            "search": dataclasses.asdict(parse_search_config(spec)),
-        },
+        config=version_config(encoder_config, training, spec),
         parent=parent,
         feedback_until=feedback_until,
     )
