@@ -150,7 +150,7 @@ def test_cuda_is_refused_clearly_where_there_is_none(monkeypatch):
         ({"training": {"max_steps": "many"}}, "max_steps must be an integer"),
         ({"encoder": {"kind": "gpt"}}, "unknown encoder kind 'gpt'"),
         ({"model": {}}, "unknown key"),
-        ({"training": {"anchor_weight": -1}}, "anchor_weight must not be negative"),
+        ({"training": {"feedback_augment_share": 2}}, "feedback_augment_share must be in"),
         ([], "must be a JSON object"),
     ],
 )
@@ -180,53 +180,22 @@ def test_fine_tuning_mixes_feedback_and_replayed_taxonomy_pairs_as_configured():
     assert 0.35 < anchors[0.5] < 0.65  # half feedback, half taxonomy pairs replayed
 
 
-def test_feedback_anchors_are_augmented_only_when_asked():
+def test_feedback_anchors_are_augmented_as_often_as_configured():
     import random
 
     from models_app.siamese.train import BatchSampler
 
     feedback = [FeedbackExample("java barista", 2, True, "barista")]
     anchors = {}
-    for augment_feedback in (False, True):
-        cfg = config(
-            replay_share=0.0, batch_size=100, typo_share=1.0, augment_feedback=augment_feedback
-        )
+    for share in (0.0, 1.0):
+        cfg = config(replay_share=0.0, batch_size=100, typo_share=1.0, feedback_augment_share=share)
         sampler = BatchSampler(
             prepare_data(MEMBERS, feedback, config=cfg), cfg, random.Random(0), fine_tuning=True
         )
-        batch = sampler.batch()
-        assert all(batch["from_feedback"])
-        anchors[augment_feedback] = batch["anchors"]
-    assert set(anchors[False]) == {"java barista"}
+        anchors[share] = sampler.batch()["anchors"]
+    assert set(anchors[0.0]) == {"java barista"}
     # Every anchor got a typo; a few typos may land on the same character.
-    assert sum(a != "java barista" for a in anchors[True]) >= 95
-
-
-def _member_drift(parent, child) -> float:
-    """Mean 1 - cosine between the parent's and the child's vectors of the member strings."""
-    texts = [text for _, text in MEMBERS]
-    return float(np.mean(1 - (parent.encode(texts) * child.encode(texts)).sum(axis=1)))
-
-
-def test_anchoring_keeps_the_member_vectors_near_the_parents_while_feedback_is_learnt():
-    cfg = config(max_steps=40)
-    parent = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg).encoder
-    # Curators put coffee-sounding inputs under the developers: a correction the parent's
-    # character n-grams argue against, which pulls hard on the whole space.
-    inputs = ["java barista", "java coffee maker", "espresso java developer", "java bar"]
-    feedback = [FeedbackExample(text, 0, True, "java developer") for text in inputs]
-    drift, learnt = {}, {}
-    for weight in (0.0, 5.0):
-        tune = config(max_steps=40, replay_share=0.5, select_best=False, anchor_weight=weight)
-        data = prepare_data(MEMBERS, feedback, config=tune)
-        child = train_encoder(data, ENCODER, tune, parent=parent).encoder
-        drift[weight] = _member_drift(parent, child)
-        vectors = child.encode(["java barista", "java developer"])
-        learnt[weight] = float(vectors[0] @ vectors[1])
-    assert drift[5.0] < drift[0.0] / 2
-    # Anchored or not, the correction is learnt: the pair ends up closer than it started.
-    before = parent.encode(["java barista", "java developer"])
-    assert learnt[5.0] > float(before[0] @ before[1])
+    assert sum(a != "java barista" for a in anchors[1.0]) >= 95
 
 
 def test_related_groups_are_hard_negatives_from_the_first_step():

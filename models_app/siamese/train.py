@@ -77,11 +77,11 @@ class TrainConfig:
     # Fine-tuning: at least 1 - replay_share of the positive pairs come from curator feedback,
     # the rest replay taxonomy pairs so that what the parent knew is kept.
     replay_share: float = 1.0
-    # Fine-tuning: weight of a term that keeps the vectors of member strings and of replayed
-    # anchors where the parent put them (1 - cosine to the parent's vector), so that learning
-    # the corrections moves the curators' inputs rather than the whole space.
-    anchor_weight: float = 0.0
-    augment_feedback: bool = False
+    # Fine-tuning: the chance that a curator's input drawn as an anchor goes through the same
+    # augmentations as a member string. Learnt only verbatim, an input's own noise words and
+    # typos become evidence for its group, and the model gets worse on noisy inputs at large
+    # (docs/benchmarks.md, "Corrigibility").
+    feedback_augment_share: float = 0.0
     seed: int = 0
     device: str = "auto"
     threads: int = 0  # 0: every core
@@ -102,7 +102,6 @@ class TrainConfig:
             (self.negatives_per_positive >= 1, "negatives_per_positive must be at least 1"),
             (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
             (self.threads >= 0, "threads must not be negative"),
-            (self.anchor_weight >= 0, "anchor_weight must not be negative"),
         ]
         for name in (
             "hard_negative_share",
@@ -111,6 +110,7 @@ class TrainConfig:
             "extra_words_share",
             "feedback_share",
             "replay_share",
+            "feedback_augment_share",
         ):
             checks.append((0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1]"))
         for ok, message in checks:
@@ -245,19 +245,17 @@ class BatchSampler:
             text = augment.add_typos(text, rng)
         return text
 
-    def _positive_pair(self, group: int | None = None) -> tuple[int, str, str, bool]:
-        """(group, anchor, positive, whether the pair is a curator's)."""
+    def _positive_pair(self, group: int | None = None) -> tuple[int, str, str]:
         rng = self.rng
         if group is None and self.positive_feedback and rng.random() < self.feedback_share:
             example = rng.choice(self.positive_feedback)
             text = example.text
-            if self.config.augment_feedback:
+            if rng.random() < self.config.feedback_augment_share:
                 text = self.augment(text, example.group_id)
             return (
                 example.group_id,
                 text,
                 example.member_text or rng.choice(self.data.by_group[example.group_id]),
-                True,
             )
         if group is None:
             group, anchor = rng.choice(self.data.train)
@@ -265,7 +263,7 @@ class BatchSampler:
             anchor = rng.choice(self.data.by_group[group])
         others = self.data.by_group[group]
         positive = rng.choice(others) if len(others) > 1 else anchor
-        return group, self.augment(anchor, group), positive, False
+        return group, self.augment(anchor, group), positive
 
     def _negative_text(self, group: int) -> str:
         rng = self.rng
@@ -290,15 +288,14 @@ class BatchSampler:
                 if neighbours and self.rng.random() < self.config.hard_negative_share:
                     pairs[i] = self._positive_pair(self.rng.choice(neighbours))
         batch: dict[str, Any] = {
-            "groups": [pair[0] for pair in pairs],
-            "anchors": [pair[1] for pair in pairs],
-            "positives": [pair[2] for pair in pairs],
-            "from_feedback": [pair[3] for pair in pairs],
+            "groups": [g for g, _, _ in pairs],
+            "anchors": [a for _, a, _ in pairs],
+            "positives": [p for _, _, p in pairs],
         }
         if self.config.loss in PAIRWISE_LOSSES | TRIPLE_LOSSES:
             per = 1 if self.config.loss in TRIPLE_LOSSES else self.config.negatives_per_positive
             negatives = []
-            for group, anchor, _, _ in pairs:
+            for group, anchor, _ in pairs:
                 for _ in range(per):
                     if self.negative_feedback and self.rng.random() < self.config.feedback_share:
                         example = self.rng.choice(self.negative_feedback)
@@ -331,50 +328,28 @@ def _embed(encoder: NeuralEncoder, texts: list[str], rng: random.Random) -> torc
 
 
 def loss_step(
-    encoder: NeuralEncoder,
-    loss: torch.nn.Module,
-    name: str,
-    batch: dict,
-    rng: random.Random,
-    *,
-    parent: NeuralEncoder | None = None,
-    anchor_weight: float = 0.0,
+    encoder: NeuralEncoder, loss: torch.nn.Module, name: str, batch: dict, rng: random.Random
 ) -> torch.Tensor:
-    """Embed the batch's texts and apply the configured loss; with ``parent``, add the
-    anchoring term (see ``TrainConfig.anchor_weight``)."""
-    count = len(batch["anchors"])
+    """Embed the batch's texts and apply the configured loss."""
     if name in PAIRWISE_LOSSES:
         left = batch["anchors"] + [a for a, _ in batch["negatives"]]
         right = batch["positives"] + [b for _, b in batch["negatives"]]
-        labels = torch.cat([torch.ones(count), torch.zeros(len(batch["negatives"]))]).to(
-            encoder.device
-        )
+        labels = torch.cat(
+            [torch.ones(len(batch["anchors"])), torch.zeros(len(batch["negatives"]))]
+        ).to(encoder.device)
         a = _embed(encoder, left, rng)  # (P + N, D)
         b = _embed(encoder, right, rng)  # (P + N, D)
-        value = loss(a, b, labels)
-        anchors, positives = a[:count], b[:count]
-    else:
-        anchors = _embed(encoder, batch["anchors"], rng)  # (B, D)
-        positives = _embed(encoder, batch["positives"], rng)  # (B, D)
-        if name in TRIPLE_LOSSES:
-            negatives = _embed(encoder, [b for _, b in batch["negatives"]], rng)
-            value = loss(anchors, positives, negatives)
-        else:
-            groups = torch.tensor(batch["groups"], device=encoder.device)
-            if name == "triplet":
-                generator = torch.Generator(device=encoder.device).manual_seed(rng.randrange(2**31))
-                value = loss(anchors, positives, groups, generator=generator)
-            else:
-                value = loss(anchors, positives, groups)
-    if parent is None or anchor_weight == 0:
-        return value
-    # Positives are member strings; anchors only where they were replayed, not curator inputs.
-    replayed = [i for i, from_feedback in enumerate(batch["from_feedback"]) if not from_feedback]
-    texts = batch["positives"] + [batch["anchors"][i] for i in replayed]
-    student = torch.cat([positives, anchors[replayed]])
-    with torch.no_grad():
-        target = torch.nn.functional.normalize(parent.embed(texts, train=False), dim=1)
-    return value + anchor_weight * (1 - (student * target).sum(dim=1)).mean()
+        return loss(a, b, labels)
+    anchors = _embed(encoder, batch["anchors"], rng)  # (B, D)
+    positives = _embed(encoder, batch["positives"], rng)  # (B, D)
+    if name in TRIPLE_LOSSES:
+        negatives = _embed(encoder, [b for _, b in batch["negatives"]], rng)
+        return loss(anchors, positives, negatives)
+    groups = torch.tensor(batch["groups"], device=encoder.device)
+    if name == "triplet":
+        generator = torch.Generator(device=encoder.device).manual_seed(rng.randrange(2**31))
+        return loss(anchors, positives, groups, generator=generator)
+    return loss(anchors, positives, groups)
 
 
 def validation_accuracy(
@@ -500,10 +475,6 @@ def train_encoder(
     loss = build_loss(config.loss, loss_params, dim=encoder.dim).to(device)
     optimizer = _Optimizer(encoder, loss, config.learning_rate)
     sampler = BatchSampler(data, config, rng, fine_tuning=parent is not None)
-    frozen_parent = None
-    if parent is not None and config.anchor_weight > 0:
-        frozen_parent = copy.deepcopy(parent).to(device).eval()
-        frozen_parent.requires_grad_(False)
 
     step, best_metric, best_state, history, bad_evaluations = 0, -math.inf, None, [], 0
     fingerprint = {
@@ -552,15 +523,7 @@ def train_encoder(
             stopped_because = "time budget"
             break
         optimizer.zero_grad(set_to_none=True)
-        value = loss_step(
-            encoder,
-            loss,
-            config.loss,
-            sampler.batch(),
-            rng,
-            parent=frozen_parent,
-            anchor_weight=config.anchor_weight,
-        )
+        value = loss_step(encoder, loss, config.loss, sampler.batch(), rng)
         value.backward()
         optimizer.step()
         step += 1
