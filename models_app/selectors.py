@@ -198,6 +198,7 @@ class GateRow:
     delta: float | None
     passed: bool
     cases: int | None = None  # how many cases the row was measured on, where it says
+    allowed_drop: float | None = None  # where a row may fall by more than the tolerance
 
     @property
     def delta_text(self) -> str:
@@ -239,6 +240,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
             delta=metric.get("delta"),
             passed=bool(metric.get("passed")),
             cases=metric.get("n"),
+            allowed_drop=metric.get("allowed_drop"),
         )
         for metric in report.get("metrics", [])
     ]

@@ -392,3 +392,29 @@ def test_a_lost_forced_promotion_report_is_asked_for_again(taxonomy, admin_user,
     broker.delete("training")
     promotion_finish(run_id=run.id)
     assert promotions_resend_pending(older_than_seconds=0) == 0
+
+
+@pytest.mark.parametrize(
+    ("lost", "gained", "passed", "allowed_drop"),
+    [
+        (0, 0, True, 0.01),  # nothing changed: the plain tolerance
+        (5, 2, True, 0.0363),  # 3 of 100 down, within a standard error of 0.026 beyond it
+        (12, 0, False, 0.0425),  # 12 down and none up is a real loss
+        (2, 5, True, 0.0363),
+    ],
+)
+def test_the_held_out_row_allows_a_standard_error_of_its_paired_difference(
+    lost, gained, passed, allowed_drop
+):
+    right_by_both = 40
+    live = [True] * right_by_both + [True] * lost + [False] * gained
+    candidate = [True] * right_by_both + [False] * lost + [True] * gained
+    padding = 100 - len(live)  # wrong for both
+    live, candidate = live + [False] * padding, candidate + [False] * padding
+
+    row = retraining.paired_row("held_out_feedback", "feedback", live, candidate, tolerance=0.01)
+
+    assert (row["n"], row["lost"], row["gained"]) == (100, lost, gained)
+    assert row["delta"] == pytest.approx((gained - lost) / 100)
+    assert row["allowed_drop"] == pytest.approx(allowed_drop, abs=1e-4)
+    assert row["passed"] is passed

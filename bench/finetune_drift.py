@@ -1,0 +1,300 @@
+"""One round's fine-tune, offline: does a recipe learn the corrections without costing the suite?
+
+GitHub issue #5. ``bench/corrigibility.py`` runs the product end to end, about ten minutes a
+round, and a fine-tune's drift on the frozen suite (about a point, the gate's tolerance) is
+close to the run-to-run noise, so comparing recipes there takes hours. This script trains
+only, on the same data, so that recipes can be compared over several seeds:
+
+1. Data: the corrigibility benchmark's (``--rounds`` x 500 held-out O*NET alternate titles plus
+   1,000 never-seen, made into realistic inputs with the same seed); the first round's 500 are
+   the corrected inputs.
+2. Starting model: the shipped recipe on the reduced taxonomy for ``--start-minutes``, trained
+   once and cached in ``--cache`` (delete the folder to train it again).
+3. Verdicts, as the benchmark's curators give them: the starting model's served answer over the
+   taxonomy's members; confirm when it is the gold group (a positive pair with the member it
+   matched), else reassign (a positive pair with the gold group's name, a negative one with
+   the member of the wrong group it matched). Every judged input becomes a curator member of
+   its gold group.
+4. Per recipe and seed: a fine-tune from the starting model for ``--minutes`` with those
+   verdicts (replay and no best-weights selection, as ``models_app.retraining._finetune_spec``
+   sets them; one phase, no held-out fifth), then:
+
+   - *Typos, Composition, Extra Words*: the gate's frozen suite (the taxonomy's titles, seed 0,
+     1,000 cases a set), served search (embedding plus trigram term in its window) over every
+     member, candidate minus starting model, in points;
+   - *Extra Words, embedding alone*: the same set with no trigram term;
+   - *corrected*: the corrected inputs right by the candidate's weights alone (searched over the
+     taxonomy's members only, no curator member);
+   - *never-seen*: served over every member, candidate minus starting model, in points;
+   - *spread*: mean cosine gap between the best and the 10th best member of a corrected input,
+     starting model → candidate. The trigram window is a fixed cosine distance, so a wider
+     spread leaves it fewer members to lift.
+
+    .venv/bin/python bench/finetune_drift.py [--recipes verbatim,augmented] [--seeds 0,1]
+        [--minutes 3] [--start-minutes 5] [--cache /tmp/siamweb-finetune-drift]
+
+Prints a table and writes bench/results/finetune_drift.json. About 5 minutes for the starting
+model and 4 per recipe and seed on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from bench import corrigibility  # noqa: E402
+from models_app.siamese.encoders import load_encoder  # noqa: E402
+from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.ranking import rank_groups  # noqa: E402
+from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.text import normalize_text  # noqa: E402
+from models_app.siamese.train import (  # noqa: E402
+    FeedbackExample,
+    TrainConfig,
+    prepare_data,
+    train_encoder,
+)
+
+ROUND_SIZE = 500
+NEVER_SEEN = 1000
+SUITE_SIZE = 1000
+FROZEN = ("typos", "composition", "extra_words")
+# What models_app.retraining._finetune_spec changes in the parent's training config, less
+# the share under test (the engine must not import Django, nor this script the product).
+FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
+RECIPES = {
+    "verbatim": {"feedback_augment_share": 0.0},  # the product before commit 0eb0025
+    "augmented": {"feedback_augment_share": 1.0},  # the product now
+    "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
+    "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
+}
+OUT = ROOT / "bench" / "results" / "finetune_drift.json"
+
+
+class Taxonomy:
+    """The reduced O*NET as (group id, text) members, with group names and relations."""
+
+    def __init__(self, held_out: list[tuple[str, str]]) -> None:
+        folder = corrigibility.reduced_onet(held_out)
+        try:
+            occupations = corrigibility._tab_rows(folder / corrigibility.OCCUPATIONS)
+            alternates = corrigibility._tab_rows(folder / corrigibility.ALTERNATES)
+            related = corrigibility._tab_rows(folder / corrigibility.RELATED)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        codes = sorted({row["O*NET-SOC Code"] for row in occupations})
+        self.group_of_code = {code: i for i, code in enumerate(codes)}
+        self.names = {
+            self.group_of_code[row["O*NET-SOC Code"]]: row["Title"].strip() for row in occupations
+        }
+        self.members: list[tuple[int, str]] = []
+        seen: set[tuple[int, str]] = set()
+        rows = [(row["O*NET-SOC Code"], row["Title"]) for row in occupations] + [
+            (row["O*NET-SOC Code"], row["Alternate Title"]) for row in alternates
+        ]
+        for code, text in rows:
+            group = self.group_of_code[code]
+            if (group, normalize_text(text)) not in seen:
+                seen.add((group, normalize_text(text)))
+                self.members.append((group, text.strip()))
+        self.related = [
+            (self.group_of_code[row["O*NET-SOC Code"]], self.group_of_code[code])
+            for row in related
+            if (code := row["Related O*NET-SOC Code"]) in self.group_of_code
+        ]
+
+
+def matcher(encoder, members, config: SearchConfig | None = None) -> HybridMatcher:
+    return HybridMatcher(
+        encoder,
+        [text for _, text in members],
+        [group for group, _ in members],
+        config=config or SearchConfig(),
+    )
+
+
+def top_hits(found: HybridMatcher, texts: list[str]):
+    """The best group of each text and the member that gave it its score (None if nothing)."""
+    vectors = found.encoder.encode(texts)
+    group_of = dict(enumerate(found.labels))
+    depth = min(len(found.labels), 50)
+    return [
+        (ranked[0] if ranked else None)
+        for ranked in (
+            rank_groups(hits, group_of, k=1) for hits in found.search.search(texts, vectors, depth)
+        )
+    ]
+
+
+def verdicts(encoder, taxonomy: Taxonomy, examples) -> list[FeedbackExample]:
+    """The benchmark's curators on the starting model's answers (see the module docstring)."""
+    feedback = []
+    found = matcher(encoder, taxonomy.members)
+    texts = [text for _, text in taxonomy.members]
+    for example, hit in zip(examples, top_hits(found, [e.text for e in examples]), strict=True):
+        gold = taxonomy.group_of_code[example.code]
+        if hit is not None and hit.group_id == gold:
+            feedback.append(FeedbackExample(example.text, gold, True, texts[hit.member_id]))
+            continue
+        feedback.append(FeedbackExample(example.text, gold, True, taxonomy.names[gold]))
+        if hit is not None:
+            feedback.append(
+                FeedbackExample(example.text, hit.group_id, False, texts[hit.member_id])
+            )
+    return feedback
+
+
+def share_right(found: HybridMatcher, cases: list[tuple[str, int]]) -> float:
+    ranked = found.rank([text for text, _ in cases], 1)
+    hits = sum(row[:1] == [gold] for row, (_, gold) in zip(ranked, cases, strict=True))
+    return hits / len(cases)
+
+
+def spread(encoder, members, texts: list[str]) -> float:
+    """Mean cosine gap between each text's best and 10th best member."""
+    member_vectors = encoder.encode([text for _, text in members])
+    cosines = encoder.encode(texts) @ member_vectors.T
+    top = -np.sort(-cosines, axis=1)[:, :10]
+    return float((top[:, 0] - top[:, 9]).mean())
+
+
+def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen) -> dict:
+    served = evaluate(matcher(encoder, everyone), suite)
+    embedding = evaluate(
+        matcher(encoder, everyone, SearchConfig(lexical_weight=0.0)),
+        {"extra_words": suite["extra_words"]},
+    )
+    return {
+        **{name: served[f"{name}/accuracy"] for name in FROZEN},
+        "extra_words_embedding": embedding["extra_words/accuracy"],
+        "corrected": share_right(matcher(encoder, taxonomy.members), corrected),
+        "never_seen": share_right(matcher(encoder, everyone), never_seen),
+        "spread": spread(encoder, taxonomy.members, [text for text, _ in corrected]),
+    }
+
+
+def starting_model(taxonomy: Taxonomy, *, cache: Path, minutes: float):
+    if (cache / "manifest.json").exists():
+        print(f"starting model from {cache}")
+        return load_encoder(cache)
+    config = TrainConfig(**{**corrigibility.TRAINING, "max_minutes": minutes, "eval_every": 250})
+    data = prepare_data(taxonomy.members, config=config, related=taxonomy.related)
+    result = train_encoder(data, corrigibility.ENCODER, config)
+    cache.mkdir(parents=True, exist_ok=True)
+    result.encoder.save(cache)
+    print(f"starting model: {result.steps} steps, stopped because {result.stopped_because}")
+    return load_encoder(cache)  # as the product loads it: float16 weights
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", default="verbatim,augmented")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--start-minutes", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=4, help="as the corrigibility run's data")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/siamweb-finetune-drift"))
+    args = parser.parse_args()
+    recipes = args.recipes.split(",")
+    unknown = sorted(set(recipes) - set(RECIPES))
+    if unknown:
+        parser.error(f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
+
+    held_out = corrigibility.held_out_titles(
+        count=args.rounds * ROUND_SIZE + NEVER_SEEN, min_titles=5, seed=13
+    )
+    examples = corrigibility.realistic_examples(held_out, seed=13)
+    taxonomy = Taxonomy(held_out)
+    round_one, never = examples[:ROUND_SIZE], examples[args.rounds * ROUND_SIZE :]
+    gold = taxonomy.group_of_code
+    corrected = [(e.text, gold[e.code]) for e in round_one]
+    never_seen = [(e.text, gold[e.code]) for e in never]
+    everyone = taxonomy.members + [(gold[e.code], e.text) for e in round_one]
+    suite = build_test_suite(taxonomy.members, seed=0, size=SUITE_SIZE)
+    del suite["annotations"]
+
+    parent = starting_model(taxonomy, cache=args.cache, minutes=args.start_minutes)
+    feedback = verdicts(parent, taxonomy, round_one)
+    before = scores(parent, taxonomy, everyone, suite, corrected, never_seen)
+    print("starting model:", json.dumps({k: round(v, 4) for k, v in before.items()}), flush=True)
+    rows = []
+    for recipe in recipes:
+        for seed in seeds:
+            config = TrainConfig(
+                **{
+                    **corrigibility.TRAINING,
+                    **FINETUNE,
+                    "max_minutes": args.minutes,
+                    "seed": seed,
+                    **RECIPES[recipe],
+                }
+            )
+            data = prepare_data(everyone, feedback, config=config, related=taxonomy.related)
+            started = time.perf_counter()
+            result = train_encoder(data, corrigibility.ENCODER, config, parent=parent)
+            seconds = time.perf_counter() - started
+            after = scores(result.encoder, taxonomy, everyone, suite, corrected, never_seen)
+            row = {
+                "recipe": recipe,
+                "seed": seed,
+                "steps": result.steps,
+                "train_seconds": round(seconds, 1),
+                **{f"{name}_delta_points": round(100 * (after[name] - before[name]), 1)
+                   for name in (*FROZEN, "never_seen")},
+                "extra_words_embedding": [before["extra_words_embedding"],
+                                          after["extra_words_embedding"]],
+                "corrected": after["corrected"],
+                "spread": [round(before["spread"], 4), round(after["spread"], 4)],
+            }  # fmt: skip
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+
+    header = (
+        f"{'recipe':<25} {'seed':>4} {'steps':>5} {'Typos':>6} {'Comp':>6} {'Extra':>6} "
+        f"{'Extra emb.':>13} {'corrected':>9} {'never':>6} {'spread':>15}"
+    )
+    print(header)
+    for row in rows:
+        embedding = row["extra_words_embedding"]
+        print(
+            f"{row['recipe']:<25} {row['seed']:>4} {row['steps']:>5} "
+            f"{row['typos_delta_points']:>+6.1f} {row['composition_delta_points']:>+6.1f} "
+            f"{row['extra_words_delta_points']:>+6.1f} "
+            f"{embedding[0]:>6.3f}→{embedding[1]:<6.3f} {row['corrected']:>9.3f} "
+            f"{row['never_seen_delta_points']:>+6.1f} "
+            f"{row['spread'][0]:>7.4f}→{row['spread'][1]:<7.4f}"
+        )
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(
+        json.dumps(
+            {
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                f"Python {platform.python_version()}",
+                "command": " ".join(sys.argv),
+                "before": before,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
