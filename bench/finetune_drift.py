@@ -70,12 +70,12 @@ ROUND_SIZE = 500
 NEVER_SEEN = 1000
 SUITE_SIZE = 1000
 FROZEN = ("typos", "composition", "extra_words")
-# What models_app.retraining._finetune_spec changes in the parent's training config, less
-# the share under test (the engine must not import Django, nor this script the product).
+# What models_app.retraining._finetune_spec changes in the parent's training config (this
+# script leaves Django and the product out).
 FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
 RECIPES = {
-    "verbatim": {"feedback_augment_share": 0.0},  # the product before commit 0eb0025
-    "augmented": {"feedback_augment_share": 1.0},  # the product now
+    "verbatim": {"feedback_augment_share": 0.0},  # the product's fine-tune
+    "augmented": {"feedback_augment_share": 1.0},
     "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
     "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
 }

@@ -65,9 +65,6 @@ FLIP_ROWS_KEPT = 200
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.
 FINETUNE_REPLAY_SHARE = 0.5
-# Every curator input drawn as an anchor is augmented as member strings are (typos, synonyms,
-# job-ad words): learnt verbatim, 500 verdicts cost the frozen suite 1-2 points a round.
-FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -491,7 +488,6 @@ def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
     training = spec.setdefault("training", {})
     training["max_minutes"] = settings.SIAMWEB_FINETUNE_MAX_MINUTES
     training["replay_share"] = FINETUNE_REPLAY_SHARE
-    training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
     training.update(overrides.get("training", {}))
     return spec
