@@ -74,8 +74,8 @@ FROZEN = ("typos", "composition", "extra_words")
 # script leaves Django and the product out).
 FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
 RECIPES = {
-    "verbatim": {"feedback_augment_share": 0.0},  # the product's fine-tune
-    "augmented": {"feedback_augment_share": 1.0},
+    "verbatim": {"feedback_augment_share": 0.0},
+    "augmented": {"feedback_augment_share": 1.0},  # the product's fine-tune
     "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
     "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
 }

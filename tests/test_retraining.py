@@ -104,8 +104,8 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert {row["suite"] for row in report["metrics"]} >= {"frozen"}
     assert run.feedback_until == run.model_version.feedback_until > 0
     training = run.model_version.config["training"]
-    # Replay beside the verdicts, curator inputs learnt as they are, the last weights kept.
-    assert (training["replay_share"], training["feedback_augment_share"]) == (0.5, 0.0)
+    # Replay beside the verdicts, curator inputs augmented, the last weights kept.
+    assert (training["replay_share"], training["feedback_augment_share"]) == (0.5, 1.0)
     assert training["select_best"] is False
     assert run.flip_report["counts"]["fixed"] >= 1
     stages = report["stage_seconds"]

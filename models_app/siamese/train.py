@@ -78,9 +78,9 @@ class TrainConfig:
     # the rest replay taxonomy pairs so that what the parent knew is kept.
     replay_share: float = 1.0
     # Fine-tuning: the chance that a curator's input drawn as an anchor goes through the same
-    # augmentations as a member string. It keeps the Typos test from drifting, at the price of
-    # fewer corrections learnt and less gain on new inputs (docs/benchmarks.md, Corrigibility),
-    # so the product's fine-tunes leave it at 0.
+    # augmentations as a member string. Learnt only as typed, an input's own noise becomes
+    # evidence for its group and the Extra Words test drifts; augmented, a few fewer
+    # corrections are learnt (docs/benchmarks.md, Corrigibility).
     feedback_augment_share: float = 0.0
     seed: int = 0
     device: str = "auto"
