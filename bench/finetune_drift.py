@@ -28,10 +28,13 @@ only, on the same data, so that recipes can be compared over several seeds:
    - *never-seen*: served over every member, candidate minus starting model, in points;
    - *spread*: mean cosine gap between the best and the 10th best member of a corrected input,
      starting model → candidate. The trigram window is a fixed cosine distance, so a wider
-     spread leaves it fewer members to lift.
+     spread leaves it fewer members to lift;
+   - with ``--windows``: Typos, Extra Words and corrected again for each trigram window given,
+     starting model and candidate.
 
     .venv/bin/python bench/finetune_drift.py [--recipes verbatim,augmented] [--seeds 0,1]
         [--minutes 3] [--start-minutes 5] [--cache /tmp/siamweb-finetune-drift]
+        [--windows 0.06,0.09] [--out bench/results/finetune_drift.json]
 
 Prints a table and writes bench/results/finetune_drift.json. About 5 minutes for the starting
 model and 4 per recipe and seed on 2 CPU cores.
@@ -169,7 +172,7 @@ def spread(encoder, members, texts: list[str]) -> float:
     return float((top[:, 0] - top[:, 9]).mean())
 
 
-def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen) -> dict:
+def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen, windows=()) -> dict:
     served = evaluate(matcher(encoder, everyone), suite)
     embedding = evaluate(
         matcher(encoder, everyone, SearchConfig(lexical_weight=0.0)),
@@ -181,6 +184,23 @@ def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen) 
         "corrected": share_right(matcher(encoder, taxonomy.members), corrected),
         "never_seen": share_right(matcher(encoder, everyone), never_seen),
         "spread": spread(encoder, taxonomy.members, [text for text, _ in corrected]),
+        "windows": {window: window_scores(encoder, taxonomy, everyone, suite, corrected, window)
+                    for window in windows},
+    }  # fmt: skip
+
+
+def window_scores(encoder, taxonomy, everyone, suite, corrected, window: float) -> dict:
+    """Typos, Extra Words and corrections with the trigram term lifting members within
+    ``window`` of the best cosine instead of the default."""
+    config = SearchConfig(lexical_window=window)
+    served = evaluate(
+        matcher(encoder, everyone, config),
+        {name: suite[name] for name in ("typos", "extra_words")},
+    )
+    return {
+        "typos": served["typos/accuracy"],
+        "extra_words": served["extra_words/accuracy"],
+        "corrected": share_right(matcher(encoder, taxonomy.members, config), corrected),
     }
 
 
@@ -205,6 +225,10 @@ def main() -> None:
     parser.add_argument("--start-minutes", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=4, help="as the corrigibility run's data")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/siamweb-finetune-drift"))
+    parser.add_argument(
+        "--windows", default="", help="trigram windows to score each model with, e.g. 0.06,0.09"
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     recipes = args.recipes.split(",")
     unknown = sorted(set(recipes) - set(RECIPES))
@@ -214,6 +238,12 @@ def main() -> None:
         seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
+    try:
+        windows = [float(window) for window in args.windows.split(",") if window]
+    except ValueError:
+        parser.error(f"--windows must be numbers separated by commas, got {args.windows!r}")
+    if any(not 0 <= window <= 2 for window in windows):
+        parser.error("every window must be in [0, 2]")
 
     held_out = corrigibility.held_out_titles(
         count=args.rounds * ROUND_SIZE + NEVER_SEEN, min_titles=5, seed=13
@@ -230,8 +260,8 @@ def main() -> None:
 
     parent = starting_model(taxonomy, cache=args.cache, minutes=args.start_minutes)
     feedback = verdicts(parent, taxonomy, round_one)
-    before = scores(parent, taxonomy, everyone, suite, corrected, never_seen)
-    print("starting model:", json.dumps({k: round(v, 4) for k, v in before.items()}), flush=True)
+    before = scores(parent, taxonomy, everyone, suite, corrected, never_seen, windows)
+    print("starting model:", json.dumps(before), flush=True)
     rows = []
     for recipe in recipes:
         for seed in seeds:
@@ -248,7 +278,9 @@ def main() -> None:
             started = time.perf_counter()
             result = train_encoder(data, corrigibility.ENCODER, config, parent=parent)
             seconds = time.perf_counter() - started
-            after = scores(result.encoder, taxonomy, everyone, suite, corrected, never_seen)
+            after = scores(
+                result.encoder, taxonomy, everyone, suite, corrected, never_seen, windows
+            )
             row = {
                 "recipe": recipe,
                 "seed": seed,
@@ -260,6 +292,8 @@ def main() -> None:
                                           after["extra_words_embedding"]],
                 "corrected": after["corrected"],
                 "spread": [round(before["spread"], 4), round(after["spread"], 4)],
+                "windows": {window: {"before": before["windows"][window],
+                                     "after": after["windows"][window]} for window in windows},
             }  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -279,8 +313,15 @@ def main() -> None:
             f"{row['never_seen_delta_points']:>+6.1f} "
             f"{row['spread'][0]:>7.4f}→{row['spread'][1]:<7.4f}"
         )
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(
+    for row in rows:
+        for window, measured in row["windows"].items():
+            shown = {
+                name: f"{measured['before'][name]:.3f}→{measured['after'][name]:.3f}"
+                for name in ("typos", "extra_words", "corrected")
+            }
+            print(f"{row['recipe']} seed {row['seed']} window {window}: {shown}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
         json.dumps(
             {
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
@@ -293,7 +334,7 @@ def main() -> None:
         )
         + "\n"
     )
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
