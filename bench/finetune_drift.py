@@ -59,7 +59,6 @@ import numpy as np  # noqa: E402
 from bench import corrigibility  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
-from models_app.siamese.ranking import rank_groups  # noqa: E402
 from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
 from models_app.siamese.text import normalize_text  # noqa: E402
 from models_app.siamese.train import (  # noqa: E402
@@ -127,25 +126,14 @@ def matcher(encoder, members, config: SearchConfig | None = None) -> HybridMatch
     )
 
 
-def top_hits(found: HybridMatcher, texts: list[str]):
-    """The best group of each text and the member that gave it its score (None if nothing)."""
-    vectors = found.encoder.encode(texts)
-    group_of = dict(enumerate(found.labels))
-    depth = min(len(found.labels), 50)
-    return [
-        (ranked[0] if ranked else None)
-        for ranked in (
-            rank_groups(hits, group_of, k=1) for hits in found.search.search(texts, vectors, depth)
-        )
-    ]
-
-
 def verdicts(encoder, taxonomy: Taxonomy, examples) -> list[FeedbackExample]:
     """The benchmark's curators on the starting model's answers (see the module docstring)."""
     feedback = []
     found = matcher(encoder, taxonomy.members)
     texts = [text for _, text in taxonomy.members]
-    for example, hit in zip(examples, top_hits(found, [e.text for e in examples]), strict=True):
+    ranked = found.rank_hits([e.text for e in examples], 1)
+    for example, hits in zip(examples, ranked, strict=True):
+        hit = hits[0] if hits else None
         gold = taxonomy.group_of_code[example.code]
         if hit is not None and hit.group_id == gold:
             feedback.append(FeedbackExample(example.text, gold, True, texts[hit.member_id]))
@@ -164,26 +152,28 @@ def share_right(found: HybridMatcher, cases: list[tuple[str, int]]) -> float:
     return hits / len(cases)
 
 
-def spread(encoder, members, texts: list[str]) -> float:
-    """Mean cosine gap between each text's best and 10th best member."""
-    member_vectors = encoder.encode([text for _, text in members])
-    cosines = encoder.encode(texts) @ member_vectors.T
+def spread(found: HybridMatcher, texts: list[str]) -> float:
+    """Mean cosine gap between each text's best and 10th best member of ``found``'s index."""
+    cosines = found.encoder.encode(texts) @ found.vectors.T
     top = -np.sort(-cosines, axis=1)[:, :10]
     return float((top[:, 0] - top[:, 9]).mean())
 
 
 def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen, windows=()) -> dict:
-    served = evaluate(matcher(encoder, everyone), suite)
+    # Each index encodes its members once and serves every measure made over it.
+    served = matcher(encoder, everyone)
+    taxonomy_only = matcher(encoder, taxonomy.members)
+    on_suite = evaluate(served, suite)
     embedding = evaluate(
         matcher(encoder, everyone, SearchConfig(lexical_weight=0.0)),
         {"extra_words": suite["extra_words"]},
     )
     return {
-        **{name: served[f"{name}/accuracy"] for name in FROZEN},
+        **{name: on_suite[f"{name}/accuracy"] for name in FROZEN},
         "extra_words_embedding": embedding["extra_words/accuracy"],
-        "corrected": share_right(matcher(encoder, taxonomy.members), corrected),
-        "never_seen": share_right(matcher(encoder, everyone), never_seen),
-        "spread": spread(encoder, taxonomy.members, [text for text, _ in corrected]),
+        "corrected": share_right(taxonomy_only, corrected),
+        "never_seen": share_right(served, never_seen),
+        "spread": spread(taxonomy_only, [text for text, _ in corrected]),
         "windows": {window: window_scores(encoder, taxonomy, everyone, suite, corrected, window)
                     for window in windows},
     }  # fmt: skip

@@ -83,6 +83,16 @@ def test_the_hybrid_matcher_ranks_groups(encoder):
     assert all(len(set(row)) == 2 for row in ranked)
 
 
+def test_the_hybrid_matcher_names_the_member_behind_each_group(encoder):
+    matcher = HybridMatcher(encoder, TITLES, LABELS, config=SearchConfig(lexical_weight=0.3))
+    (hits,) = matcher.rank_hits(["truck drivr"], 2)
+    assert [hit.group_id for hit in hits] == matcher.rank(["truck drivr"], 2)[0]
+    # Each group's evidence is one of its own members, and the best scores first.
+    assert all(LABELS[hit.member_id] == hit.group_id for hit in hits)
+    assert hits[0].score >= hits[1].score
+    assert matcher.vectors.shape == (len(TITLES), encoder.dim)
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

@@ -20,7 +20,7 @@ import numpy as np
 from models_app.siamese.baselines import TrigramMatcher, trigrams
 from models_app.siamese.encoders import ConfigError, check_field_types
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranking import rank_groups
+from models_app.siamese.ranking import GroupHit, rank_groups
 
 
 @dataclass(frozen=True)
@@ -157,15 +157,20 @@ class HybridMatcher:
         self, encoder, texts: Sequence[str], labels: Sequence[int], *, config: SearchConfig
     ) -> None:
         self.encoder = encoder
-        index = MemberIndex.build(encoder.encode(list(texts)), np.arange(len(texts)), kind="flat")
+        self.vectors = encoder.encode(list(texts))  # (N, D), row i is texts[i]
+        index = MemberIndex.build(self.vectors, np.arange(len(texts)), kind="flat")
         self.search = MemberSearch(index, texts, config)
         self.labels = list(labels)
 
     def rank(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        return [[hit.group_id for hit in hits] for hits in self.rank_hits(queries, k)]
+
+    def rank_hits(self, queries: Sequence[str], k: int) -> list[list[GroupHit]]:
+        """The ``k`` best groups of each query, each with the member (its position in
+        ``texts``) that gave the group its score."""
         vectors = self.encoder.encode(list(queries))
         depth = min(len(self.labels), k * 50)
         group_of = dict(enumerate(self.labels))
         return [
-            [hit.group_id for hit in rank_groups(hits, group_of, k=k)]
-            for hits in self.search.search(queries, vectors, depth)
+            rank_groups(hits, group_of, k=k) for hits in self.search.search(queries, vectors, depth)
         ]
