@@ -229,3 +229,48 @@ def test_a_run_stopped_before_its_first_evaluation_still_reports_a_real_accuracy
     accuracy = result.metrics["validation_accuracy"]
     assert 0.0 <= accuracy <= 1.0
     json.dumps(result.metrics, allow_nan=False)
+
+
+JAVA_BARISTA = [
+    FeedbackExample("java barista", 2, True, "barista"),
+    FeedbackExample("java barista", 0, False, "java developer"),  # the curator's false match
+]
+
+
+@pytest.mark.parametrize("loss", ["sdml", "triplet"])
+def test_in_batch_losses_see_a_false_match_as_a_negative_column_of_its_text(loss):
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    cfg = config(
+        loss=loss, replay_share=0.0, batch_size=64, typo_share=0.0, extra_words_share=0.0,
+        synonym_share=0.0,
+    )
+    data = prepare_data(MEMBERS, JAVA_BARISTA, config=cfg)
+    batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
+    rows = list(zip(batch["groups"], batch["anchors"], batch["positives"], strict=True))
+    # Every even row is the judged text (replay 0); the row after it holds the rejected member
+    # as its positive, which in-batch losses use as a negative for every other row's anchor.
+    for i in range(0, 64, 2):
+        assert rows[i] == (2, "java barista", "barista")
+        group, anchor, positive = rows[i + 1]
+        assert (group, positive) == (0, "java developer")
+        assert anchor in GROUPS[0] and anchor != "java developer"
+
+
+def test_a_text_curators_only_rejected_gets_rows_of_its_own_beside_the_member():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    cfg = config(loss="sdml", replay_share=0.0, batch_size=400, typo_share=0.0)
+    data = prepare_data(MEMBERS, JAVA_BARISTA[1:], config=cfg)
+    batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
+    own = [i for i, text in enumerate(batch["positives"]) if text == "java barista"]
+    # No group is known for it, so its group id is one no other row has.
+    assert own and all(i % 2 == 0 and batch["groups"][i] < 0 for i in own)
+    assert len({batch["groups"][i] for i in own}) == len(own)
+    assert all(batch["positives"][i + 1] == "java developer" for i in own)
+    assert all(batch["groups"][i + 1] == 0 for i in own)
+

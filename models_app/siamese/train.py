@@ -37,6 +37,7 @@ from models_app.siamese.evaluation import split_members
 from models_app.siamese.losses import LOSSES, build_loss
 from models_app.siamese.networks import NeuralEncoder
 from models_app.siamese.search import SearchConfig
+from models_app.siamese.text import normalize_text
 
 # (stage, fraction done in [0, 1], seconds left or None)
 Progress = Callable[[str, float, float | None], None]
@@ -234,6 +235,17 @@ class BatchSampler:
             f for f in data.feedback if f.label and f.group_id in data.by_group
         ]
         self.negative_feedback = [f for f in data.feedback if not f.label]
+        # In-batch losses take their negatives from the other rows of the batch, so a false
+        # match only teaches them something when the rejected member is another row's
+        # positive: each judged text's rejected members (group, member string), and the texts
+        # a curator only rejected (no group given), which get rows of their own.
+        self.rejected: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for f in self.negative_feedback:
+            if f.member_text and f.group_id in data.by_group:
+                self.rejected[normalize_text(f.text)].append((f.group_id, f.member_text))
+        placed = {normalize_text(f.text) for f in self.positive_feedback}
+        self.rejected_only = sorted(set(self.rejected) - placed)
+        self._drawn_feedback: str | None = None  # set by _positive_pair for batch()
 
     def augment(self, text: str, group: int) -> str:
         rng, c = self.rng, self.config
@@ -252,6 +264,7 @@ class BatchSampler:
             text = example.text
             if rng.random() < self.config.feedback_augment_share:
                 text = self.augment(text, example.group_id)
+            self._drawn_feedback = example.text
             return (
                 example.group_id,
                 text,
@@ -264,6 +277,26 @@ class BatchSampler:
         others = self.data.by_group[group]
         positive = rng.choice(others) if len(others) > 1 else anchor
         return group, self.augment(anchor, group), positive
+
+    @property
+    def _rejected_only_share(self) -> float:
+        """How often an even row holds a text curators only rejected: as often as a judged
+        text would be drawn among them and the placed ones."""
+        judged = len(self.positive_feedback) + len(self.rejected_only)
+        return self.feedback_share * len(self.rejected_only) / judged
+
+    def _rejected_only_pair(self, row: int) -> tuple[tuple[int, str, str], str]:
+        """A text with no known group: its own augmented copy is its positive, under a group
+        id no real group has (negative, and one per row), so no other row counts as its."""
+        text = self.rng.choice(self.rejected_only)
+        return (-1 - row, augment.add_typos(text, self.rng), text), text
+
+    def _rejected_member_pair(self, group: int, member: str) -> tuple[int, str, str]:
+        """A row whose positive is ``member``: its anchor another string of its group, or an
+        augmented copy of it."""
+        others = [text for text in self.data.by_group[group] if text != member]
+        anchor = self.rng.choice(others) if others else member
+        return group, self.augment(anchor, group), member
 
     def _negative_text(self, group: int) -> str:
         rng = self.rng
@@ -279,11 +312,27 @@ class BatchSampler:
     def batch(self) -> dict[str, Any]:
         """Texts and targets for one step; the loss decides which parts it uses."""
         size = self.config.batch_size
-        pairs = [self._positive_pair() for _ in range(size)]
-        if self.confusable and self.config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES:
-            # In-batch losses: put groups the model confuses in one batch, so that the other
-            # rows are hard negatives for each other.
+        in_batch = self.config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
+        pairs, judged = [], []  # judged[i]: the curator's text behind row i, if any
+        for _ in range(size):
+            self._drawn_feedback = None
+            pairs.append(self._positive_pair())
+            judged.append(self._drawn_feedback)
+        if in_batch and self.rejected_only:
+            for i in range(0, size, 2):
+                if judged[i] is None and self.rng.random() < self._rejected_only_share:
+                    pairs[i], judged[i] = self._rejected_only_pair(i)
+        if in_batch:
             for i in range(1, size, 2):
+                rejected = self.rejected.get(normalize_text(judged[i - 1] or ""))
+                if rejected:
+                    # The member a curator rejected for row i - 1's text becomes row i's
+                    # positive, so it is a negative column of row i - 1: a false match as a
+                    # hard negative for in-batch losses.
+                    pairs[i] = self._rejected_member_pair(*self.rng.choice(rejected))
+                    continue
+                # Else put groups the model confuses in one batch, so that the other rows are
+                # hard negatives for each other.
                 neighbours = self.confusable.get(pairs[i - 1][0])
                 if neighbours and self.rng.random() < self.config.hard_negative_share:
                     pairs[i] = self._positive_pair(self.rng.choice(neighbours))
