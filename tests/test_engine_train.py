@@ -244,7 +244,11 @@ def test_in_batch_losses_see_a_false_match_as_a_negative_column_of_its_text(loss
     from models_app.siamese.train import BatchSampler
 
     cfg = config(
-        loss=loss, replay_share=0.0, batch_size=64, typo_share=0.0, extra_words_share=0.0,
+        loss=loss,
+        replay_share=0.0,
+        batch_size=64,
+        typo_share=0.0,
+        extra_words_share=0.0,
         synonym_share=0.0,
     )
     data = prepare_data(MEMBERS, JAVA_BARISTA, config=cfg)
@@ -274,3 +278,23 @@ def test_a_text_curators_only_rejected_gets_rows_of_its_own_beside_the_member():
     assert all(batch["positives"][i + 1] == "java developer" for i in own)
     assert all(batch["groups"][i + 1] == 0 for i in own)
 
+
+def test_a_false_match_pushes_its_text_away_from_the_rejected_member_under_an_in_batch_loss():
+    # The triplet loss mines its negatives in the batch, as SDML does; on a four-group toy
+    # SDML pulls every string together, so the effect is checked where it is visible.
+    # bench/finetune_drift.py measures it under SDML on O*NET.
+    cfg = config(loss="triplet", max_steps=60, learning_rate=0.01)
+    parent = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg).encoder
+    # As a fine-tune runs: half feedback, and the last weights (the best by validation may be
+    # the parent's own).
+    cfg = config(
+        loss="triplet", max_steps=30, learning_rate=0.01, replay_share=0.5, select_best=False
+    )
+
+    def cosine_to_rejected(feedback) -> float:
+        data = prepare_data(MEMBERS, feedback, config=cfg)
+        encoder = train_encoder(data, ENCODER, cfg, parent=parent).encoder
+        text, member = encoder.encode(["java barista", "java developer"])
+        return float(text @ member)
+
+    assert cosine_to_rejected(JAVA_BARISTA) < cosine_to_rejected(JAVA_BARISTA[:1]) - 0.2
