@@ -272,11 +272,26 @@ def test_a_text_curators_only_rejected_gets_rows_of_its_own_beside_the_member():
     data = prepare_data(MEMBERS, JAVA_BARISTA[1:], config=cfg)
     batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
     own = [i for i, text in enumerate(batch["positives"]) if text == "java barista"]
-    # No group is known for it, so its group id is one no other row has.
-    assert own and all(i % 2 == 0 and batch["groups"][i] < 0 for i in own)
+    # No group is known for it, so each of its rows has a group id no other row has.
+    assert len(own) == 200 and all(batch["groups"][i] < 0 for i in own)
     assert len({batch["groups"][i] for i in own}) == len(own)
-    assert all(batch["positives"][i + 1] == "java developer" for i in own)
-    assert all(batch["groups"][i + 1] == 0 for i in own)
+    # Drawn on an even row, the row after it holds the member it was rejected for.
+    assert all(batch["positives"][i + 1] == "java developer" for i in own if i % 2 == 0)
+    assert all(batch["groups"][i + 1] == 0 for i in own if i % 2 == 0)
+
+
+def test_a_false_match_on_a_member_the_training_data_lacks_is_not_learnt():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    # A held-out curator member is left out of the training data; its verdicts must not
+    # bring it back as a positive.
+    held_out = FeedbackExample("java barista", 0, False, "java coffee developer")
+    cfg = config(loss="sdml", replay_share=0.0, batch_size=64)
+    data = prepare_data(MEMBERS, [JAVA_BARISTA[0], held_out], config=cfg)
+    batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
+    assert "java coffee developer" not in batch["positives"] + batch["anchors"]
 
 
 def test_a_false_match_pushes_its_text_away_from_the_rejected_member_under_an_in_batch_loss():

@@ -237,15 +237,25 @@ class BatchSampler:
         self.negative_feedback = [f for f in data.feedback if not f.label]
         # In-batch losses take their negatives from the other rows of the batch, so a false
         # match only teaches them something when the rejected member is another row's
-        # positive: each judged text's rejected members (group, member string), and the texts
-        # a curator only rejected (no group given), which get rows of their own.
+        # positive: each judged text's rejected members (group, member string). Only members
+        # the training data holds: a held-out curator member must not be learnt; and not a
+        # group the text was also placed in, where the row would be no negative.
+        placed = defaultdict(set)
+        for f in self.positive_feedback:
+            placed[normalize_text(f.text)].add(f.group_id)
+        members = {group: set(texts) for group, texts in data.by_group.items()}
         self.rejected: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for f in self.negative_feedback:
-            if f.member_text and f.group_id in data.by_group:
-                self.rejected[normalize_text(f.text)].append((f.group_id, f.member_text))
-        placed = {normalize_text(f.text) for f in self.positive_feedback}
-        self.rejected_only = sorted(set(self.rejected) - placed)
-        self._drawn_feedback: str | None = None  # set by _positive_pair for batch()
+            key = normalize_text(f.text)
+            known = f.member_text in members.get(f.group_id, ())
+            if known and f.group_id not in placed.get(key, ()):
+                self.rejected[key].append((f.group_id, f.member_text))
+        # Texts a curator only rejected (no group given) are drawn among the feedback too,
+        # each as a row of its own under a group id no real group has.
+        # (Pairwise losses take false matches as negative pairs directly.)
+        in_batch = config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
+        self.rejected_only = sorted(set(self.rejected) - set(placed)) if in_batch else []
+        self._own_group = 0
 
     def augment(self, text: str, group: int) -> str:
         rng, c = self.rng, self.config
@@ -257,39 +267,36 @@ class BatchSampler:
             text = augment.add_typos(text, rng)
         return text
 
-    def _positive_pair(self, group: int | None = None) -> tuple[int, str, str]:
+    def _positive_pair(self, group: int | None = None) -> tuple[tuple[int, str, str], str | None]:
+        """A (group, anchor, positive) row, and the curator's text behind it if it is one."""
         rng = self.rng
-        if group is None and self.positive_feedback and rng.random() < self.feedback_share:
-            example = rng.choice(self.positive_feedback)
+        judged = len(self.positive_feedback) + len(self.rejected_only)
+        if group is None and judged and rng.random() < self.feedback_share:
+            pick = rng.randrange(judged)
+            if pick >= len(self.positive_feedback):
+                return self._rejected_only_pair(self.rejected_only[pick - judged])
+            example = self.positive_feedback[pick]
             text = example.text
             if rng.random() < self.config.feedback_augment_share:
                 text = self.augment(text, example.group_id)
-            self._drawn_feedback = example.text
-            return (
-                example.group_id,
-                text,
-                example.member_text or rng.choice(self.data.by_group[example.group_id]),
-            )
+            member = example.member_text or rng.choice(self.data.by_group[example.group_id])
+            return (example.group_id, text, member), example.text
         if group is None:
             group, anchor = rng.choice(self.data.train)
         else:
             anchor = rng.choice(self.data.by_group[group])
         others = self.data.by_group[group]
         positive = rng.choice(others) if len(others) > 1 else anchor
-        return group, self.augment(anchor, group), positive
+        return (group, self.augment(anchor, group), positive), None
 
-    @property
-    def _rejected_only_share(self) -> float:
-        """How often an even row holds a text curators only rejected: as often as a judged
-        text would be drawn among them and the placed ones."""
-        judged = len(self.positive_feedback) + len(self.rejected_only)
-        return self.feedback_share * len(self.rejected_only) / judged
-
-    def _rejected_only_pair(self, row: int) -> tuple[tuple[int, str, str], str]:
-        """A text with no known group: its own augmented copy is its positive, under a group
-        id no real group has (negative, and one per row), so no other row counts as its."""
-        text = self.rng.choice(self.rejected_only)
-        return (-1 - row, augment.add_typos(text, self.rng), text), text
+    def _rejected_only_pair(self, text: str) -> tuple[tuple[int, str, str], str]:
+        """A text with no known group: itself is its positive, under a group id no real group
+        has (negative, new for each row), so no other row counts as its group."""
+        self._own_group -= 1
+        anchor = text
+        if self.rng.random() < self.config.feedback_augment_share:
+            anchor = self.augment(text, self._own_group)
+        return (self._own_group, anchor, text), text
 
     def _rejected_member_pair(self, group: int, member: str) -> tuple[int, str, str]:
         """A row whose positive is ``member``: its anchor another string of its group, or an
@@ -313,29 +320,22 @@ class BatchSampler:
         """Texts and targets for one step; the loss decides which parts it uses."""
         size = self.config.batch_size
         in_batch = self.config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
-        pairs, judged = [], []  # judged[i]: the curator's text behind row i, if any
-        for _ in range(size):
-            self._drawn_feedback = None
-            pairs.append(self._positive_pair())
-            judged.append(self._drawn_feedback)
-        if in_batch and self.rejected_only:
-            for i in range(0, size, 2):
-                if judged[i] is None and self.rng.random() < self._rejected_only_share:
-                    pairs[i], judged[i] = self._rejected_only_pair(i)
+        drawn = [self._positive_pair() for _ in range(size)]
+        pairs = [row for row, _ in drawn]
         if in_batch:
             for i in range(1, size, 2):
-                rejected = self.rejected.get(normalize_text(judged[i - 1] or ""))
+                rejected = self.rejected.get(normalize_text(drawn[i - 1][1] or ""))
                 if rejected:
                     # The member a curator rejected for row i - 1's text becomes row i's
                     # positive, so it is a negative column of row i - 1: a false match as a
-                    # hard negative for in-batch losses.
+                    # hard negative for in-batch losses. The row counts in the feedback share.
                     pairs[i] = self._rejected_member_pair(*self.rng.choice(rejected))
                     continue
                 # Else put groups the model confuses in one batch, so that the other rows are
                 # hard negatives for each other.
                 neighbours = self.confusable.get(pairs[i - 1][0])
                 if neighbours and self.rng.random() < self.config.hard_negative_share:
-                    pairs[i] = self._positive_pair(self.rng.choice(neighbours))
+                    pairs[i] = self._positive_pair(self.rng.choice(neighbours))[0]
         batch: dict[str, Any] = {
             "groups": [g for g, _, _ in pairs],
             "anchors": [a for _, a, _ in pairs],
