@@ -234,15 +234,18 @@ class BatchSampler:
         self.positive_feedback = [
             f for f in data.feedback if f.label and f.group_id in data.by_group
         ]
+        # Normalized once: batch() looks each drawn text up among the rejections.
+        self.positive_keys = [normalize_text(f.text) for f in self.positive_feedback]
         self.negative_feedback = [f for f in data.feedback if not f.label]
+        self.in_batch = config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
         # In-batch losses take their negatives from the other rows of the batch, so a false
         # match only teaches them something when the rejected member is another row's
         # positive: each judged text's rejected members (group, member string). Only members
         # the training data holds: a held-out curator member must not be learnt; and not a
         # group the text was also placed in, where the row would be no negative.
         placed = defaultdict(set)
-        for f in self.positive_feedback:
-            placed[normalize_text(f.text)].add(f.group_id)
+        for key, f in zip(self.positive_keys, self.positive_feedback, strict=True):
+            placed[key].add(f.group_id)
         members = {group: set(texts) for group, texts in data.by_group.items()}
         self.rejected: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for f in self.negative_feedback:
@@ -253,8 +256,7 @@ class BatchSampler:
         # Texts a curator only rejected (no group given) are drawn among the feedback too,
         # each as a row of its own under a group id no real group has.
         # (Pairwise losses take false matches as negative pairs directly.)
-        in_batch = config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
-        self.rejected_only = sorted(set(self.rejected) - set(placed)) if in_batch else []
+        self.rejected_only = sorted(set(self.rejected) - set(placed)) if self.in_batch else []
         self._own_group = 0
 
     def augment(self, text: str, group: int) -> str:
@@ -268,19 +270,22 @@ class BatchSampler:
         return text
 
     def _positive_pair(self, group: int | None = None) -> tuple[tuple[int, str, str], str | None]:
-        """A (group, anchor, positive) row, and the curator's text behind it if it is one."""
+        """A (group, anchor, positive) row, and the normalized curator's text behind it if it
+        is one."""
         rng = self.rng
         judged = len(self.positive_feedback) + len(self.rejected_only)
         if group is None and judged and rng.random() < self.feedback_share:
             pick = rng.randrange(judged)
             if pick >= len(self.positive_feedback):
-                return self._rejected_only_pair(self.rejected_only[pick - judged])
+                return self._rejected_only_pair(
+                    self.rejected_only[pick - len(self.positive_feedback)]
+                )
             example = self.positive_feedback[pick]
             text = example.text
             if rng.random() < self.config.feedback_augment_share:
                 text = self.augment(text, example.group_id)
             member = example.member_text or rng.choice(self.data.by_group[example.group_id])
-            return (example.group_id, text, member), example.text
+            return (example.group_id, text, member), self.positive_keys[pick]
         if group is None:
             group, anchor = rng.choice(self.data.train)
         else:
@@ -319,12 +324,11 @@ class BatchSampler:
     def batch(self) -> dict[str, Any]:
         """Texts and targets for one step; the loss decides which parts it uses."""
         size = self.config.batch_size
-        in_batch = self.config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
         drawn = [self._positive_pair() for _ in range(size)]
         pairs = [row for row, _ in drawn]
-        if in_batch:
+        if self.in_batch:
             for i in range(1, size, 2):
-                rejected = self.rejected.get(normalize_text(drawn[i - 1][1] or ""))
+                rejected = self.rejected.get(drawn[i - 1][1])
                 if rejected:
                     # The member a curator rejected for row i - 1's text becomes row i's
                     # positive, so it is a negative column of row i - 1: a false match as a
