@@ -10,7 +10,10 @@ The gate compares both models on the same cases:
   curator member is left out of the search, or the model would only be finding the answer it
   was given.
 A candidate is promoted only when no metric drops by more than the tolerance and the share of
-verdicts it gets right by itself rises.
+verdicts it gets right by itself rises. Each promotion may lose up to the tolerance, so the frozen
+suite is also measured against the *reference*, the version the chain of gate promotions behind
+the live one started from (``gate_reference``): the candidate may not be below it by more than
+the drift tolerance either, however the loss was spread over rounds.
 """
 
 from __future__ import annotations
@@ -97,6 +100,30 @@ def live_version(taxonomy: Taxonomy) -> ModelVersion | None:
         .first()
     )
     return deployment.index_build.model_version if deployment else None
+
+
+def gate_reference(version: ModelVersion) -> ModelVersion:
+    """The version the chain of gate promotions that led to ``version`` started from.
+
+    Walks up the parents while a version went live through the gate. It stops at one that did
+    not: built from scratch, shipped, or promoted by an admin against the gate (a person
+    accepted what it lost, so it becomes the new reference). ``version`` itself when it did
+    not go live through the gate.
+    """
+    gated = set(
+        TrainingRun.objects.filter(
+            taxonomy_id=version.taxonomy_id,
+            kind=TrainingRun.Kind.FINETUNE,
+            status=TrainingRun.Status.PROMOTED,
+        )
+        .exclude(gate_report__has_key="forced_by")
+        .values_list("model_version_id", flat=True)
+    )
+    reference, walked = version, {version.id}
+    while reference.id in gated and reference.parent_id not in (None, *walked):
+        reference = reference.parent
+        walked.add(reference.id)
+    return reference
 
 
 def finetune_run_request(
@@ -328,7 +355,17 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
 
     progress("evaluate", 0.5, None)
     comparison.add("candidate", final.result.encoder, parse_search_config(candidate.config))
-    report = comparison.gate(tolerance=settings.SIAMWEB_GATE_TOLERANCE, held_out=held_out_row)
+    reference = gate_reference(parent)
+    if reference != parent:
+        comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))
+    report = comparison.gate(
+        tolerance=settings.SIAMWEB_GATE_TOLERANCE,
+        held_out=held_out_row,
+        reference=reference.label,
+        drift_tolerance=settings.SIAMWEB_GATE_DRIFT_TOLERANCE,
+    )
+    if reference != parent:
+        comparison.drop("reference")
     report["new_verdicts"] = new_verdicts
     laps.lap("gate")
     report["stage_seconds"] = laps.seconds
@@ -561,7 +598,16 @@ class _Comparison:
         learnt = self._hits(self.matchers["learnt"], cases)
         return paired_row("held_out_feedback", "feedback", live, learnt, tolerance=tolerance)
 
-    def gate(self, *, tolerance: float, held_out: dict | None = None) -> dict[str, Any]:
+    def gate(
+        self,
+        *,
+        tolerance: float,
+        held_out: dict | None = None,
+        reference: str | None = None,
+        drift_tolerance: float | None = None,
+    ) -> dict[str, Any]:
+        """Live against candidate on every metric; where a "reference" matcher was added (the
+        version named ``reference``), also reference against candidate on the frozen suite."""
         taxonomy_members = list(
             Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
             .order_by("id")
@@ -569,17 +615,17 @@ class _Comparison:
         )
         suite = build_test_suite(taxonomy_members, seed=0, size=settings.SIAMWEB_GATE_SUITE_SIZE)
         scores = {name: evaluate(matcher, suite) for name, matcher in self.matchers.items()}
-        rows = []
-        for name in FROZEN_SETS:
-            key = f"{name}/accuracy"
-            if key in scores["live"]:
-                rows.append(_metric(name, "frozen", scores, key, tolerance))
-        for name, key in (("mrr", "mrr"), ("p_at_10", "p@10")):
-            means = {
-                model: _mean([s[f"{n}/{key}"] for n in FROZEN_SETS if f"{n}/{key}" in s])
-                for model, s in scores.items()
-            }
-            rows.append(_row(name, "frozen", means["live"], means["candidate"], tolerance))
+        frozen = _frozen_scores(scores)
+        rows = [
+            _row(name, "frozen", frozen["live"][name], frozen["candidate"][name], tolerance)
+            for name in frozen["live"]
+        ]
+        if "reference" in frozen:
+            allowed = tolerance if drift_tolerance is None else drift_tolerance
+            rows += [
+                _drift_row(name, reference, value, frozen["candidate"][name], allowed)
+                for name, value in frozen["reference"].items()
+            ]
 
         if held_out is not None:
             rows.append(held_out)
@@ -592,13 +638,7 @@ class _Comparison:
         }
         verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
 
-        reasons = [
-            f"{row['name']} fell by {-row['delta']:.3f} "
-            f"({'allowed' if 'allowed_drop' in row else 'tolerance'} "
-            f"{row.get('allowed_drop', tolerance):.3f})"
-            for row in rows
-            if not row["passed"]
-        ]
+        reasons = [_failure(row, tolerance, drift_tolerance) for row in rows if not row["passed"]]
         if not judged:
             reasons.append("there are no verdicts to learn from")
         elif not verdicts["rose"]:
@@ -608,6 +648,11 @@ class _Comparison:
             )
         return {
             "tolerance": tolerance,
+            **(
+                {"reference": reference, "drift_tolerance": drift_tolerance}
+                if "reference" in frozen
+                else {}
+            ),
             "decision": "reject" if reasons else "promote",
             "reasons": reasons,
             "metrics": rows,
@@ -696,8 +741,31 @@ def _final_verdicts(taxonomy: Taxonomy) -> dict[str, _Verdict]:
     return found
 
 
-def _metric(name: str, suite: str, scores: dict, key: str, tolerance: float) -> dict:
-    return _row(name, suite, scores["live"][key], scores["candidate"][key], tolerance)
+def _frozen_scores(scores: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per model, the frozen suite's gate metrics: each test's accuracy, then MRR and P@10
+    averaged over the tests."""
+    frozen = {}
+    for model, found in scores.items():
+        metrics = {
+            name: found[f"{name}/accuracy"] for name in FROZEN_SETS if f"{name}/accuracy" in found
+        }
+        for name, key in (("mrr", "mrr"), ("p_at_10", "p@10")):
+            metrics[name] = _mean(
+                [found[f"{n}/{key}"] for n in FROZEN_SETS if f"{n}/{key}" in found]
+            )
+        frozen[model] = metrics
+    return frozen
+
+
+def _failure(row: dict, tolerance: float, drift_tolerance: float | None) -> str:
+    """Why a gate row failed, in words."""
+    fell = f"{row['name']} fell by {-row['delta']:.3f}"
+    if "against" in row:
+        allowed = tolerance if drift_tolerance is None else drift_tolerance
+        return f"{fell} since {row['against']} (drift tolerance {allowed:.3f})"
+    if "allowed_drop" in row:
+        return f"{fell} (allowed {row['allowed_drop']:.3f})"
+    return f"{fell} (tolerance {tolerance:.3f})"
 
 
 def _row(name: str, suite: str, live: float, candidate: float, tolerance: float) -> dict:
@@ -710,6 +778,12 @@ def _row(name: str, suite: str, live: float, candidate: float, tolerance: float)
         "delta": round(delta, 4),
         "passed": delta >= -tolerance - 1e-9,
     }
+
+
+def _drift_row(name: str, against: str, reference: float, candidate: float, allowed: float) -> dict:
+    """A frozen-suite row against the reference version (named ``against``) instead of live."""
+    row = _row(name, "drift", reference, candidate, allowed)
+    return {"name": name, "suite": "drift", "against": against, "reference": row.pop("live"), **row}
 
 
 def paired_row(
@@ -739,6 +813,7 @@ __all__ = [
     "RunStateError",
     "finetune_execute",
     "finetune_run_request",
+    "gate_reference",
     "live_version",
     "model_version_rollback",
     "retrain_due_taxonomies",

@@ -199,6 +199,7 @@ class GateRow:
     passed: bool
     cases: int | None = None  # how many cases the row was measured on, where it says
     allowed_drop: float | None = None  # where a row may fall by more than the tolerance
+    against: str | None = None  # a drift row: the reference version it compares with, not live
 
     @property
     def delta_text(self) -> str:
@@ -214,6 +215,8 @@ class GateReport:
     verdicts: dict[str, Any] | None
     new_verdicts: int | None
     forced_by: str | None
+    reference: str | None = None  # the version drift rows compare with
+    drift_tolerance: float | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -235,12 +238,14 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
         GateRow(
             name=GATE_METRIC_LABELS.get(metric.get("name", ""), metric.get("name", "")),
             suite=metric.get("suite", ""),
-            live=metric.get("live"),
+            # A drift row's baseline is the reference version's score.
+            live=metric.get("live", metric.get("reference")),
             candidate=metric.get("candidate"),
             delta=metric.get("delta"),
             passed=bool(metric.get("passed")),
             cases=metric.get("n"),
             allowed_drop=metric.get("allowed_drop"),
+            against=metric.get("against"),
         )
         for metric in report.get("metrics", [])
     ]
@@ -252,6 +257,8 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
         verdicts=report.get("verdicts") or None,
         new_verdicts=report.get("new_verdicts"),
         forced_by=report.get("forced_by"),
+        reference=report.get("reference"),
+        drift_tolerance=report.get("drift_tolerance"),
         stage_seconds=_in_run_order(report.get("stage_seconds") or {}),
     )
 

@@ -186,6 +186,11 @@ SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default
 # A candidate may lose at most this much (absolute, 0.01 = one point) on any gate metric.
 SIAMWEB_GATE_TOLERANCE = env_float("SIAMWEB_GATE_TOLERANCE", default=0.01, minimum=0.0)
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
+# ... and at most this much on the frozen suite against the version a chain of gate promotions
+# started from, so that losses each within the tolerance cannot add up round after round.
+SIAMWEB_GATE_DRIFT_TOLERANCE = env_float(
+    "SIAMWEB_GATE_DRIFT_TOLERANCE", default=SIAMWEB_GATE_TOLERANCE, minimum=0.0
+)
 # A running training writes a heartbeat with its progress; silent this long, its worker died.
 SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int(
     "SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS", default=600, minimum=30

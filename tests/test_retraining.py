@@ -31,6 +31,8 @@ from models_app.services import (
     run_checkpoint_dir,
     training_run_execute,
 )
+from models_app.siamese.encoders import fit_encoder
+from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
 
@@ -418,3 +420,96 @@ def test_the_held_out_row_allows_a_standard_error_of_its_paired_difference(
     assert row["delta"] == pytest.approx((gained - lost) / 100)
     assert row["allowed_drop"] == pytest.approx(allowed_drop, abs=1e-4)
     assert row["passed"] is passed
+
+
+# --- the reference version: losses within the tolerance cannot add up -----------------------
+
+
+def promote_a_finetune(taxonomy, curator, text: str, code: str) -> TrainingRun:
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[text], source="api")
+    verdict = "confirm" if item.top_group_id == group(code).id else "reassign"
+    judgement_create(review_item=item, user=curator, verdict=verdict, group=group(code))
+    run = finetune(taxonomy, training={"max_steps": 100})
+    assert run.status == "promoted", run.gate_report
+    return run
+
+
+def test_the_reference_is_where_the_chain_of_gate_promotions_started(
+    taxonomy, curator, admin_user, settings
+):
+    settings.SIAMWEB_GATE_TOLERANCE = settings.SIAMWEB_GATE_DRIFT_TOLERANCE = 1.0
+    built = live_version(taxonomy)
+    assert retraining.gate_reference(built) == built  # built from scratch: its own reference
+    first = promote_a_finetune(taxonomy, curator, "Latte Artist", "35-3023")
+    second = promote_a_finetune(taxonomy, curator, "Bookkeeper", "13-2011")
+    assert retraining.gate_reference(first.model_version) == built
+    assert retraining.gate_reference(second.model_version) == built
+
+    # Round two measured the frozen suite against the built version as well as the live one;
+    # the members did not change, so the built version scores what it scored as live in round one.
+    report = second.gate_report
+    assert (report["reference"], report["drift_tolerance"]) == ("jobs/v1", 1.0)
+    live_rows = {row["name"]: row["live"] for row in first.gate_report["metrics"]}
+    drift_rows = [row for row in report["metrics"] if row["suite"] == "drift"]
+    assert [row["name"] for row in drift_rows] == [
+        "typos",
+        "composition",
+        "extra_words",
+        "mrr",
+        "p_at_10",
+    ]
+    for row in drift_rows:
+        assert row["against"] == "jobs/v1" and "live" not in row
+        assert row["reference"] == live_rows[row["name"]]
+    # Round one had nothing to add up: its reference was the live version itself.
+    assert "reference" not in first.gate_report
+    assert {row["suite"] for row in first.gate_report["metrics"]} == {"frozen"}
+
+    # An admin who promotes a candidate against the gate accepts what it lost: a new reference.
+    settings.SIAMWEB_GATE_TOLERANCE = 0.0
+    run_queued()
+    rejected = finetune(taxonomy, training={"max_steps": 1})  # no new verdicts: rejected
+    assert rejected.status == "rejected"
+    training_run_promote(run=rejected, actor=admin_user)
+    assert retraining.gate_reference(rejected.model_version) == rejected.model_version
+
+    # A rollback does not change where a version's chain started.
+    run_queued()
+    rollback = model_version_rollback(model_version=second.model_version, actor=admin_user)
+    training_run_execute(run_id=rollback.id)
+    assert retraining.gate_reference(live_version(taxonomy)) == built
+
+
+def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(taxonomy):
+    members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
+    good = fit_encoder(members, {"kind": "char_ngram_tfidf", "dim": 32, "min_df": 1})
+    # Every string squeezed onto a plane: far worse than the good encoder on every test.
+    squeezed = fit_encoder(members, {"kind": "char_ngram_tfidf", "dim": 2, "min_df": 1})
+    embedding_alone = SearchConfig(lexical_weight=0.0)
+    comparison = retraining._Comparison.build(taxonomy)
+    # Live and candidate are the same model, so nothing fell since the live version ...
+    comparison.add("live", squeezed, embedding_alone)
+    comparison.add("candidate", squeezed, embedding_alone)
+    comparison.add("reference", good, embedding_alone)
+
+    report = comparison.gate(tolerance=0.01, reference="jobs/v1", drift_tolerance=0.05)
+
+    frozen = [row for row in report["metrics"] if row["suite"] == "frozen"]
+    assert frozen and all(row["delta"] == 0 and row["passed"] for row in frozen)
+    # ... but everything the reference had is lost, and that is what the drift rows catch.
+    drift = {row["name"]: row for row in report["metrics"] if row["suite"] == "drift"}
+    assert set(drift) == {row["name"] for row in frozen}
+    for name, row in drift.items():
+        assert row["candidate"] == next(r["candidate"] for r in frozen if r["name"] == name)
+    for row in drift.values():
+        assert row["passed"] is (row["delta"] >= -0.05)
+    failed = [name for name, row in drift.items() if not row["passed"]]
+    assert failed, drift
+    for name in failed:
+        assert drift[name]["delta"] < -0.05
+        assert any(
+            reason.startswith(f"{name} fell by")
+            and "since jobs/v1 (drift tolerance 0.050)" in reason
+            for reason in report["reasons"]
+        )
+    assert report["decision"] == "reject"
