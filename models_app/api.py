@@ -181,11 +181,26 @@ class GateMetricSerializer(serializers.Serializer):
     name = serializers.CharField(
         help_text="typos, composition, extra_words, annotations, p_at_10, …"
     )
-    suite = serializers.CharField(help_text="frozen or feedback")
-    live = serializers.FloatField()
+    suite = serializers.CharField(
+        help_text="frozen, feedback, or drift: a frozen-suite metric against the reference "
+        "version instead of the live one"
+    )
+    live = serializers.FloatField(
+        required=False, help_text="The live model's score (not on drift rows)"
+    )
+    reference = serializers.FloatField(
+        required=False, help_text="A drift row: the reference version's score"
+    )
+    against = serializers.CharField(
+        required=False, help_text="A drift row: the reference version, e.g. onet/v1"
+    )
     candidate = serializers.FloatField()
-    delta = serializers.FloatField(help_text="candidate minus live")
+    delta = serializers.FloatField(help_text="candidate minus live (or minus reference)")
     passed = serializers.BooleanField()
+    n = serializers.IntegerField(required=False, help_text="Cases a small-sample row measured")
+    allowed_drop = serializers.FloatField(
+        required=False, help_text="A small-sample row: how far it may fall"
+    )
 
 
 class GateVerdictsSerializer(serializers.Serializer):
@@ -197,11 +212,24 @@ class GateVerdictsSerializer(serializers.Serializer):
 
 class GateReportSerializer(serializers.Serializer):
     tolerance = serializers.FloatField(help_text="How far below live a metric may fall")
+    reference_version = serializers.CharField(
+        required=False,
+        help_text="The version the chain of gate promotions behind the live one started from; "
+        "absent when that is the live version",
+    )
+    drift_tolerance = serializers.FloatField(
+        required=False, help_text="How far below the reference a frozen-suite metric may fall"
+    )
     decision = serializers.ChoiceField(choices=["promote", "reject"])
     reasons = serializers.ListField(child=serializers.CharField())
     metrics = GateMetricSerializer(many=True)
     verdicts = GateVerdictsSerializer(required=False)
     new_verdicts = serializers.IntegerField(required=False)
+    stage_seconds = serializers.DictField(
+        child=serializers.FloatField(),
+        required=False,
+        help_text="Seconds per stage of the run: learn, held_out, catch_up, index, gate, …",
+    )
     forced_by = serializers.CharField(
         required=False, help_text="The admin who promoted a candidate the gate rejected"
     )

@@ -110,20 +110,23 @@ def gate_reference(version: ModelVersion) -> ModelVersion:
     accepted what it lost, so it becomes the new reference). ``version`` itself when it did
     not go live through the gate.
     """
+    # The gate's own decision, stored before the version goes live: a run that failed after
+    # that still put its version live through the gate, and a forced one says "reject".
     gated = set(
         TrainingRun.objects.filter(
             taxonomy_id=version.taxonomy_id,
             kind=TrainingRun.Kind.FINETUNE,
-            status=TrainingRun.Status.PROMOTED,
-        )
-        .exclude(gate_report__has_key="forced_by")
-        .values_list("model_version_id", flat=True)
+            gate_report__decision="promote",
+        ).values_list("model_version_id", flat=True)
     )
-    reference, walked = version, {version.id}
-    while reference.id in gated and reference.parent_id not in (None, *walked):
-        reference = reference.parent
-        walked.add(reference.id)
-    return reference
+    parents = dict(
+        ModelVersion.objects.filter(taxonomy_id=version.taxonomy_id).values_list("id", "parent_id")
+    )
+    reference_id, walked = version.id, {version.id}
+    while reference_id in gated and parents.get(reference_id) not in (None, *walked):
+        reference_id = parents[reference_id]
+        walked.add(reference_id)
+    return version if reference_id == version.id else ModelVersion.objects.get(id=reference_id)
 
 
 def finetune_run_request(
@@ -361,7 +364,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     report = comparison.gate(
         tolerance=settings.SIAMWEB_GATE_TOLERANCE,
         held_out=held_out_row,
-        reference=reference.label,
+        reference_label=reference.label,
         drift_tolerance=settings.SIAMWEB_GATE_DRIFT_TOLERANCE,
     )
     if reference != parent:
@@ -546,7 +549,9 @@ class _Verdict:
 
 
 class _Comparison:
-    """Models over the same members, ready to answer the same cases: "live", "candidate"."""
+    """Models over the same members, ready to answer the same cases: "live", "candidate", and
+    while the gate needs them "learnt" (the phase-1 model) and "reference" (see
+    gate_reference)."""
 
     def __init__(self, taxonomy, texts, labels, verdicts) -> None:
         self.taxonomy = taxonomy
@@ -603,11 +608,15 @@ class _Comparison:
         *,
         tolerance: float,
         held_out: dict | None = None,
-        reference: str | None = None,
+        reference_label: str | None = None,
         drift_tolerance: float | None = None,
     ) -> dict[str, Any]:
         """Live against candidate on every metric; where a "reference" matcher was added (the
-        version named ``reference``), also reference against candidate on the frozen suite."""
+        version labelled ``reference_label``), also reference against candidate on the frozen
+        suite, within ``drift_tolerance`` (the tolerance when not given)."""
+        if "reference" in self.matchers and not reference_label:
+            raise ValueError("a reference matcher needs the label of its version")
+        drift_allowed = tolerance if drift_tolerance is None else drift_tolerance
         taxonomy_members = list(
             Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
             .order_by("id")
@@ -621,9 +630,8 @@ class _Comparison:
             for name in frozen["live"]
         ]
         if "reference" in frozen:
-            allowed = tolerance if drift_tolerance is None else drift_tolerance
             rows += [
-                _drift_row(name, reference, value, frozen["candidate"][name], allowed)
+                _drift_row(name, reference_label, value, frozen["candidate"][name], drift_allowed)
                 for name, value in frozen["reference"].items()
             ]
 
@@ -638,7 +646,7 @@ class _Comparison:
         }
         verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
 
-        reasons = [_failure(row, tolerance, drift_tolerance) for row in rows if not row["passed"]]
+        reasons = [_failure(row, tolerance, drift_allowed) for row in rows if not row["passed"]]
         if not judged:
             reasons.append("there are no verdicts to learn from")
         elif not verdicts["rose"]:
@@ -649,7 +657,7 @@ class _Comparison:
         return {
             "tolerance": tolerance,
             **(
-                {"reference": reference, "drift_tolerance": drift_tolerance}
+                {"reference_version": reference_label, "drift_tolerance": drift_allowed}
                 if "reference" in frozen
                 else {}
             ),
@@ -757,12 +765,11 @@ def _frozen_scores(scores: dict[str, dict[str, float]]) -> dict[str, dict[str, f
     return frozen
 
 
-def _failure(row: dict, tolerance: float, drift_tolerance: float | None) -> str:
+def _failure(row: dict, tolerance: float, drift_tolerance: float) -> str:
     """Why a gate row failed, in words."""
     fell = f"{row['name']} fell by {-row['delta']:.3f}"
     if "against" in row:
-        allowed = tolerance if drift_tolerance is None else drift_tolerance
-        return f"{fell} since {row['against']} (drift tolerance {allowed:.3f})"
+        return f"{fell} since {row['against']} (drift tolerance {drift_tolerance:.3f})"
     if "allowed_drop" in row:
         return f"{fell} (allowed {row['allowed_drop']:.3f})"
     return f"{fell} (tolerance {tolerance:.3f})"

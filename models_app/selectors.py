@@ -257,7 +257,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
         verdicts=report.get("verdicts") or None,
         new_verdicts=report.get("new_verdicts"),
         forced_by=report.get("forced_by"),
-        reference=report.get("reference"),
+        reference=report.get("reference_version"),
         drift_tolerance=report.get("drift_tolerance"),
         stage_seconds=_in_run_order(report.get("stage_seconds") or {}),
     )

@@ -191,6 +191,13 @@ SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minim
 SIAMWEB_GATE_DRIFT_TOLERANCE = env_float(
     "SIAMWEB_GATE_DRIFT_TOLERANCE", default=SIAMWEB_GATE_TOLERANCE, minimum=0.0
 )
+if SIAMWEB_GATE_DRIFT_TOLERANCE < SIAMWEB_GATE_TOLERANCE:
+    # The first promotion after the reference is compared with the live version alone.
+    raise ImproperlyConfigured(
+        f"SIAMWEB_GATE_DRIFT_TOLERANCE ({SIAMWEB_GATE_DRIFT_TOLERANCE}) must be at least "
+        f"SIAMWEB_GATE_TOLERANCE ({SIAMWEB_GATE_TOLERANCE}): what several promotions lose "
+        "together is bounded by no less than what one may lose"
+    )
 # A running training writes a heartbeat with its progress; silent this long, its worker died.
 SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int(
     "SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS", default=600, minimum=30

@@ -448,7 +448,7 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
     # Round two measured the frozen suite against the built version as well as the live one;
     # the members did not change, so the built version scores what it scored as live in round one.
     report = second.gate_report
-    assert (report["reference"], report["drift_tolerance"]) == ("jobs/v1", 1.0)
+    assert (report["reference_version"], report["drift_tolerance"]) == ("jobs/v1", 1.0)
     live_rows = {row["name"]: row["live"] for row in first.gate_report["metrics"]}
     drift_rows = [row for row in report["metrics"] if row["suite"] == "drift"]
     assert [row["name"] for row in drift_rows] == [
@@ -462,16 +462,27 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
         assert row["against"] == "jobs/v1" and "live" not in row
         assert row["reference"] == live_rows[row["name"]]
     # Round one had nothing to add up: its reference was the live version itself.
-    assert "reference" not in first.gate_report
+    assert "reference_version" not in first.gate_report
     assert {row["suite"] for row in first.gate_report["metrics"]} == {"frozen"}
+    # A run that failed after its version went live (say, predicting pending inputs again)
+    # still promoted it through the gate: the chain goes on through it.
+    TrainingRun.objects.filter(id=first.id).update(status="failed")
+    assert retraining.gate_reference(second.model_version) == built
 
-    # An admin who promotes a candidate against the gate accepts what it lost: a new reference.
-    settings.SIAMWEB_GATE_TOLERANCE = 0.0
+    # An admin who promotes a candidate against the gate accepts what it lost: a new reference,
+    # and the gate's promotions after it start from it.
+    settings.SIAMWEB_GATE_TOLERANCE = settings.SIAMWEB_GATE_DRIFT_TOLERANCE = 0.0
     run_queued()
-    rejected = finetune(taxonomy, training={"max_steps": 1})  # no new verdicts: rejected
+    # Nothing new was judged, so the share of verdicts right cannot rise: rejected.
+    rejected = finetune(taxonomy, training={"max_steps": 1})
     assert rejected.status == "rejected"
     training_run_promote(run=rejected, actor=admin_user)
-    assert retraining.gate_reference(rejected.model_version) == rejected.model_version
+    forced = rejected.model_version
+    assert retraining.gate_reference(forced) == forced
+    settings.SIAMWEB_GATE_TOLERANCE = settings.SIAMWEB_GATE_DRIFT_TOLERANCE = 1.0
+    third = promote_a_finetune(taxonomy, curator, "Midwife", "29-1141")
+    assert retraining.gate_reference(third.model_version) == forced
+    assert third.gate_report.get("reference_version") is None  # its reference was live
 
     # A rollback does not change where a version's chain started.
     run_queued()
@@ -492,7 +503,8 @@ def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(
     comparison.add("candidate", squeezed, embedding_alone)
     comparison.add("reference", good, embedding_alone)
 
-    report = comparison.gate(tolerance=0.01, reference="jobs/v1", drift_tolerance=0.05)
+    # A drift tolerance tighter than the tolerance, so a row judged by the wrong one shows.
+    report = comparison.gate(tolerance=0.5, reference_label="jobs/v1", drift_tolerance=0.05)
 
     frozen = [row for row in report["metrics"] if row["suite"] == "frozen"]
     assert frozen and all(row["delta"] == 0 and row["passed"] for row in frozen)
@@ -504,12 +516,19 @@ def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(
     for row in drift.values():
         assert row["passed"] is (row["delta"] >= -0.05)
     failed = [name for name, row in drift.items() if not row["passed"]]
-    assert failed, drift
-    for name in failed:
-        assert drift[name]["delta"] < -0.05
-        assert any(
-            reason.startswith(f"{name} fell by")
-            and "since jobs/v1 (drift tolerance 0.050)" in reason
-            for reason in report["reasons"]
-        )
+    # Typos lose less than the tolerance (0.5) but more than the drift tolerance.
+    assert "typos" in failed and -0.5 < drift["typos"]["delta"] < -0.05
+    assert report["reasons"] == [
+        f"{name} fell by {-drift[name]['delta']:.3f} since jobs/v1 (drift tolerance 0.050)"
+        for name in failed
+    ] + ["there are no verdicts to learn from"]  # this comparison has no curator verdicts
+    assert (report["reference_version"], report["drift_tolerance"]) == ("jobs/v1", 0.05)
     assert report["decision"] == "reject"
+
+
+def test_a_reference_model_without_its_label_is_refused(taxonomy):
+    comparison = retraining._Comparison.build(taxonomy)
+    for name in ("live", "candidate", "reference"):
+        comparison.add(name, live_engine(taxonomy).encoder, SearchConfig())
+    with pytest.raises(ValueError, match="needs the label of its version"):
+        comparison.gate(tolerance=0.01)

@@ -67,6 +67,10 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
         ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be"),
         ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
+        (
+            {"SIAMWEB_GATE_TOLERANCE": "0.02", "SIAMWEB_GATE_DRIFT_TOLERANCE": "0.01"},
+            "SIAMWEB_GATE_DRIFT_TOLERANCE (0.01) must be at least SIAMWEB_GATE_TOLERANCE (0.02)",
+        ),
     ],
 )
 def test_malformed_values_stop_start_up_naming_the_variable(tmp_path, env, message):
