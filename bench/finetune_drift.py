@@ -30,11 +30,15 @@ only, on the same data, so that recipes can be compared over several seeds:
      starting model → candidate. The trigram window is a fixed cosine distance, so a wider
      spread leaves it fewer members to lift;
    - with ``--windows``: Typos, Extra Words and corrected again for each trigram window given,
-     starting model and candidate.
+     starting model and candidate;
+   - with ``--blends``: every measure again for models whose weights are ``a`` x the
+     candidate's plus ``1 - a`` x the starting model's, for each share ``a`` given (weight-space
+     interpolation of a fine-tune with its parent, as WiSE-FT does): does a candidate that
+     spends less of the gate's drift budget keep the corrections?
 
     .venv/bin/python bench/finetune_drift.py [--recipes verbatim,augmented] [--seeds 0,1]
         [--minutes 3] [--start-minutes 5] [--cache /tmp/siamweb-finetune-drift]
-        [--windows 0.06,0.09] [--out bench/results/finetune_drift.json]
+        [--windows 0.06,0.09] [--blends 0.5,0.75] [--out bench/results/finetune_drift.json]
 
 Prints a table and writes bench/results/finetune_drift.json. About 5 minutes for the starting
 model and 4 per recipe and seed on 2 CPU cores.
@@ -43,6 +47,7 @@ model and 4 per recipe and seed on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -193,6 +198,20 @@ def window_scores(encoder, taxonomy, everyone, suite, corrected, window: float) 
     }
 
 
+def blend(parent, candidate, share: float):
+    """A copy of ``candidate`` whose every weight is ``share`` of its own plus ``1 - share`` of
+    ``parent``'s (same architecture: a fine-tune of it)."""
+    blended = copy.deepcopy(candidate)
+    mine, theirs = candidate.state_dict(), parent.state_dict()
+    blended.load_state_dict(
+        {
+            name: share * mine[name] + (1 - share) * theirs[name].to(mine[name].dtype)
+            for name in mine
+        }
+    )
+    return blended
+
+
 def starting_model(taxonomy: Taxonomy, *, cache: Path, minutes: float):
     if (cache / "manifest.json").exists():
         print(f"starting model from {cache}")
@@ -217,6 +236,9 @@ def main() -> None:
     parser.add_argument(
         "--windows", default="", help="trigram windows to score each model with, e.g. 0.06,0.09"
     )
+    parser.add_argument(
+        "--blends", default="", help="shares of the candidate's weights to blend, e.g. 0.5,0.75"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     recipes = args.recipes.split(",")
@@ -233,6 +255,12 @@ def main() -> None:
         parser.error(f"--windows must be numbers separated by commas, got {args.windows!r}")
     if any(not 0 <= window <= 2 for window in windows):
         parser.error("every window must be in [0, 2]")
+    try:
+        blends = [float(share) for share in args.blends.split(",") if share]
+    except ValueError:
+        parser.error(f"--blends must be numbers separated by commas, got {args.blends!r}")
+    if any(not 0 < share < 1 for share in blends):
+        parser.error("every blend share must be between 0 and 1 (exclusive)")
 
     held_out = corrigibility.held_out_titles(
         count=args.rounds * ROUND_SIZE + NEVER_SEEN, min_titles=5, seed=13
@@ -270,6 +298,13 @@ def main() -> None:
             after = scores(
                 result.encoder, taxonomy, everyone, suite, corrected, never_seen, windows
             )
+            blended = {
+                share: scores(
+                    blend(parent, result.encoder, share),
+                    taxonomy, everyone, suite, corrected, never_seen,
+                )
+                for share in blends
+            }  # fmt: skip
             row = {
                 "recipe": recipe,
                 "seed": seed,
@@ -283,6 +318,11 @@ def main() -> None:
                 "spread": [round(before["spread"], 4), round(after["spread"], 4)],
                 "windows": {window: {"before": before["windows"][window],
                                      "after": after["windows"][window]} for window in windows},
+                "blends": {share: {**{f"{name}_delta_points":
+                                      round(100 * (found[name] - before[name]), 1)
+                                      for name in (*FROZEN, "never_seen")},
+                                   "corrected": found["corrected"]}
+                           for share, found in blended.items()},
             }  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -302,6 +342,15 @@ def main() -> None:
             f"{row['never_seen_delta_points']:>+6.1f} "
             f"{row['spread'][0]:>7.4f}→{row['spread'][1]:<7.4f}"
         )
+    for row in rows:
+        for share, found in row["blends"].items():
+            print(
+                f"{row['recipe']} seed {row['seed']} blend {share}: "
+                f"Typos {found['typos_delta_points']:+.1f} "
+                f"Comp {found['composition_delta_points']:+.1f} "
+                f"Extra {found['extra_words_delta_points']:+.1f} "
+                f"corrected {found['corrected']:.3f} never {found['never_seen_delta_points']:+.1f}"
+            )
     for row in rows:
         for window, measured in row["windows"].items():
             shown = {
