@@ -72,6 +72,12 @@ FINETUNE_REPLAY_SHARE = 0.5
 # words): learnt only as typed, 500 verdicts cost the frozen Extra Words test 1.3-1.7 points
 # and the gate rejected the candidate; augmented, +0.7 (bench/finetune_drift.py).
 FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
+# A fine-tune's weights keep this share of the live version's (TrainConfig.keep_parent_share).
+# Each promotion's loss on the frozen suite counts against the gate's drift budget; blended,
+# two seeds lost nothing on Typos and Extra Words (0.0/0.0 and +0.7/+0.5 points against
+# -0.4/-0.1 and +0.2/0.0 unblended) and kept 0.922/0.938 of the corrections against
+# 0.946/0.960 (bench/finetune_drift.py --blends, docs/benchmarks.md).
+FINETUNE_KEEP_PARENT_SHARE = 0.25
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -272,6 +278,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
        ones weighted to half of the feedback drawn, so that a correction is learnt by the run
        that follows it and not one run later. Verdicts held out in an earlier run were
        measured then and are trained on.
+    Each phase's result keeps ``FINETUNE_KEEP_PARENT_SHARE`` of the live version's weights, so
+    the held-out verdicts are measured on the model the catch-up phase then starts from.
     """
     taxonomy = run.taxonomy
     parent = run.parent_version or live_version(taxonomy)
@@ -333,6 +341,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
                 feedback_examples(taxonomy, until=until, keep=lambda text: True), held_out
             ),
             parent=learnt.result.encoder,
+            # Blended back toward the live version, as the learnt model was.
+            anchor=encoder_for(parent),
             checkpoint_dir=checkpoints / "catch_up",
             discard_stale_checkpoint=True,
             progress=progress,
@@ -534,6 +544,7 @@ def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
     training["replay_share"] = FINETUNE_REPLAY_SHARE
     training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
+    training["keep_parent_share"] = FINETUNE_KEEP_PARENT_SHARE
     training.update(overrides.get("training", {}))
     return spec
 

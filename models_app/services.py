@@ -124,13 +124,15 @@ def encoder_fit(
     training: TrainConfig,
     feedback: list[FeedbackExample],
     parent: Encoder | None = None,
+    anchor: Encoder | None = None,
     left_out_members: frozenset[str] = frozenset(),
     checkpoint_dir: Path | None = None,
     discard_stale_checkpoint: bool = False,
     progress: Progress = _no_progress,
 ) -> EncoderFit:
     """Train an encoder on the taxonomy's members (less curator members whose normalized text
-    is in ``left_out_members``) and ``feedback``; with ``parent``, fine-tune its weights."""
+    is in ``left_out_members``) and ``feedback``; with ``parent``, fine-tune its weights (and
+    keep ``training.keep_parent_share`` of ``anchor``'s, by default the parent's)."""
     members = [
         (group_id, text)
         for group_id, text, key, source in Member.objects.filter(taxonomy=taxonomy)
@@ -147,6 +149,7 @@ def encoder_fit(
         encoder_config,
         training,
         parent=parent,
+        anchor=anchor,
         checkpoint_dir=checkpoint_dir,
         discard_stale_checkpoint=discard_stale_checkpoint,
         progress=progress,

@@ -125,6 +125,39 @@ def test_a_fine_tune_without_best_selection_keeps_its_last_weights_and_runs_to_t
     assert not np.allclose(before, after)
 
 
+def weights(encoder) -> dict[str, np.ndarray]:
+    return {name: value.numpy().copy() for name, value in encoder.state_dict().items()}
+
+
+def test_a_fine_tune_keeps_the_configured_share_of_its_parents_weights():
+    cfg = config(max_steps=20)
+    parent = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg).encoder
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]
+    plain_cfg = config(max_steps=20, select_best=False, replay_share=0.5)
+    blended_cfg = config(max_steps=20, select_best=False, replay_share=0.5, keep_parent_share=0.25)
+    data = prepare_data(MEMBERS, feedback, config=plain_cfg)
+    plain = weights(train_encoder(data, ENCODER, plain_cfg, parent=parent).encoder)
+    blended = weights(train_encoder(data, ENCODER, blended_cfg, parent=parent).encoder)
+    before = weights(parent)
+    assert not np.allclose(plain["dense.weight"], before["dense.weight"])  # it did learn
+    for name, value in blended.items():
+        np.testing.assert_allclose(value, 0.75 * plain[name] + 0.25 * before[name], atol=1e-6)
+
+
+def test_a_second_phase_blends_toward_the_anchor_not_the_model_it_started_from():
+    cfg = config(max_steps=20)
+    live = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg).encoder
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]
+    phase = config(max_steps=10, select_best=False, replay_share=0.5)
+    data = prepare_data(MEMBERS, feedback, config=phase)
+    learnt = train_encoder(data, ENCODER, phase, parent=live).encoder
+    plain = weights(train_encoder(data, ENCODER, phase, parent=learnt).encoder)
+    kept = config(max_steps=10, select_best=False, replay_share=0.5, keep_parent_share=0.5)
+    caught_up = train_encoder(data, ENCODER, kept, parent=learnt, anchor=live).encoder
+    for name, value in weights(caught_up).items():
+        np.testing.assert_allclose(value, 0.5 * plain[name] + 0.5 * weights(live)[name], atol=1e-6)
+
+
 def test_fine_tuning_refuses_a_parent_of_another_config():
     cfg = config(max_steps=5, eval_every=5)
     data = prepare_data(MEMBERS, config=cfg)
@@ -151,6 +184,7 @@ def test_cuda_is_refused_clearly_where_there_is_none(monkeypatch):
         ({"encoder": {"kind": "gpt"}}, "unknown encoder kind 'gpt'"),
         ({"model": {}}, "unknown key"),
         ({"training": {"feedback_augment_share": 2}}, "feedback_augment_share must be in"),
+        ({"training": {"keep_parent_share": 1}}, r"keep_parent_share must be in \[0, 1\)"),
         ([], "must be a JSON object"),
     ],
 )

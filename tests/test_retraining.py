@@ -106,8 +106,10 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert {row["suite"] for row in report["metrics"]} >= {"frozen"}
     assert run.feedback_until == run.model_version.feedback_until > 0
     training = run.model_version.config["training"]
-    # Replay beside the verdicts, curator inputs augmented, the last weights kept.
+    # Replay beside the verdicts, curator inputs augmented, the last weights kept, blended with
+    # a quarter of the live version's.
     assert (training["replay_share"], training["feedback_augment_share"]) == (0.5, 1.0)
+    assert training["keep_parent_share"] == 0.25
     assert training["select_best"] is False
     assert run.flip_report["counts"]["fixed"] >= 1
     stages = report["stage_seconds"]
@@ -297,6 +299,8 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
             {
                 "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
                 "left_out": kwargs.get("left_out_members", frozenset()),
+                "parent": kwargs.get("parent"),
+                "anchor": kwargs.get("anchor"),
             }
         )
         return real_fit(**kwargs)
@@ -314,6 +318,10 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
     assert row["n"] == 1 and row["suite"] == "feedback"
     assert key in catch_up["feedback"] and not catch_up["left_out"]
+    # Both phases' results keep a share of the live version's weights, not of phase 1's.
+    live_encoder = learn["parent"]
+    assert learn["anchor"] is None and catch_up["anchor"] is live_encoder
+    assert catch_up["parent"] is not live_encoder
     # ... drawn as often as all the other new verdicts together: the catch-up phase is short.
     held = catch_up["feedback"].count(key)
     others = len(catch_up["feedback"]) - held
@@ -480,7 +488,7 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
     forced = rejected.model_version
     assert retraining.gate_reference(forced) == forced
     settings.SIAMWEB_GATE_TOLERANCE = settings.SIAMWEB_GATE_DRIFT_TOLERANCE = 1.0
-    third = promote_a_finetune(taxonomy, curator, "Midwife", "29-1141")
+    third = promote_a_finetune(taxonomy, curator, "Forklift Operator", "53-3032")
     assert retraining.gate_reference(third.model_version) == forced
     assert third.gate_report.get("reference_version") is None  # its reference was live
 
