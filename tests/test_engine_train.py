@@ -10,9 +10,11 @@ from models_app.siamese.train import (
     CHECKPOINT,
     FeedbackExample,
     TrainConfig,
+    blend_weights,
     parse_model_spec,
     prepare_data,
     train_encoder,
+    validation_accuracy,
 )
 
 GROUPS = {
@@ -133,15 +135,22 @@ def test_a_fine_tune_keeps_the_configured_share_of_its_parents_weights():
     cfg = config(max_steps=20)
     parent = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg).encoder
     feedback = [FeedbackExample("java barista", 2, True, "barista")]
-    plain_cfg = config(max_steps=20, select_best=False, replay_share=0.5)
-    blended_cfg = config(max_steps=20, select_best=False, replay_share=0.5, keep_parent_share=0.25)
+    common = {"max_steps": 20, "select_best": False, "replay_share": 0.5, "validation_share": 0.25}
+    plain_cfg = config(**common)
+    blended_cfg = config(**common, keep_parent_share=0.25)
     data = prepare_data(MEMBERS, feedback, config=plain_cfg)
-    plain = weights(train_encoder(data, ENCODER, plain_cfg, parent=parent).encoder)
-    blended = weights(train_encoder(data, ENCODER, blended_cfg, parent=parent).encoder)
+    assert data.validation
     before = weights(parent)
+    plain = weights(train_encoder(data, ENCODER, plain_cfg, parent=parent).encoder)
+    result = train_encoder(data, ENCODER, blended_cfg, parent=parent)
+    blended = weights(result.encoder)
     assert not np.allclose(plain["dense.weight"], before["dense.weight"])  # it did learn
     for name, value in blended.items():
         np.testing.assert_allclose(value, 0.75 * plain[name] + 0.25 * before[name], atol=1e-6)
+    for name, value in weights(parent).items():  # the parent (a served model) is untouched
+        np.testing.assert_array_equal(value, before[name])
+    # The accuracy it reports is the blended model's own.
+    assert result.metrics["validation_accuracy"] == validation_accuracy(result.encoder, data)
 
 
 def test_a_second_phase_blends_toward_the_anchor_not_the_model_it_started_from():
@@ -151,11 +160,23 @@ def test_a_second_phase_blends_toward_the_anchor_not_the_model_it_started_from()
     phase = config(max_steps=10, select_best=False, replay_share=0.5)
     data = prepare_data(MEMBERS, feedback, config=phase)
     learnt = train_encoder(data, ENCODER, phase, parent=live).encoder
+    assert not np.allclose(weights(learnt)["dense.weight"], weights(live)["dense.weight"])
     plain = weights(train_encoder(data, ENCODER, phase, parent=learnt).encoder)
     kept = config(max_steps=10, select_best=False, replay_share=0.5, keep_parent_share=0.5)
     caught_up = train_encoder(data, ENCODER, kept, parent=learnt, anchor=live).encoder
     for name, value in weights(caught_up).items():
         np.testing.assert_allclose(value, 0.5 * plain[name] + 0.5 * weights(live)[name], atol=1e-6)
+
+
+def test_blending_refuses_what_cannot_be_blended():
+    cfg = config(max_steps=5, eval_every=5)
+    data = prepare_data(MEMBERS, config=cfg)
+    model = train_encoder(data, ENCODER, cfg).encoder
+    with pytest.raises(ConfigError, match="needs a parent"):
+        train_encoder(data, ENCODER, cfg, anchor=model)
+    narrower = train_encoder(data, {**ENCODER, "output_dim": 8}, cfg).encoder
+    with pytest.raises(ConfigError, match="same architecture"):
+        blend_weights(model, narrower, keep=0.5)
 
 
 def test_fine_tuning_refuses_a_parent_of_another_config():

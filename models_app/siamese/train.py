@@ -85,8 +85,9 @@ class TrainConfig:
     feedback_augment_share: float = 0.0
     # Fine-tuning: the share of the parent's (or the anchor's, see train_encoder) weights mixed
     # back into the result, weight by weight (weight-space interpolation, as in WiSE-FT). What
-    # a fine-tune loses on the frozen suite shrinks faster than what it learnt: at 0.25, no
-    # loss on Typos and Extra Words for 1-2 points of the corrections (bench/finetune_drift.py).
+    # a fine-tune loses on the frozen suite shrinks faster than what it learnt: at 0.25, Typos
+    # -0.4/-0.1 became 0.0-+0.1 and Extra Words rose, for 1.2-2.4 points of the corrections
+    # (bench/finetune_drift.py --blends). No effect without a parent.
     keep_parent_share: float = 0.0
     seed: int = 0
     device: str = "auto"
@@ -525,6 +526,8 @@ def train_encoder(
     device = choose_device(config.device)
     if device.type == "cpu":
         _set_threads(config.threads)
+    if anchor is not None and parent is None:
+        raise ConfigError("an anchor to blend toward needs a parent to fine-tune")
     if parent is not None:
         if not isinstance(parent, NeuralEncoder) or parent.config != parsed:
             raise ConfigError(
@@ -636,11 +639,14 @@ def train_encoder(
     if best_state is not None and config.select_best:
         encoder.load_state_dict(best_state)
     encoder.to("cpu")
-    if parent is not None and config.keep_parent_share > 0:
+    blended = parent is not None and config.keep_parent_share > 0
+    if blended:
         blend_weights(encoder, anchor or parent, keep=config.keep_parent_share)
     encoder.after_training([t for _, t in data.train + data.validation])
     encoder.eval()
-    if best_metric == -math.inf:  # stopped before its first evaluation: measure what it has
+    # Stopped before its first evaluation, or blended into weights no evaluation saw: the
+    # figure reported is the returned model's.
+    if best_metric == -math.inf or blended:
         best_metric = validation_accuracy(encoder, data)
     return TrainResult(
         encoder=encoder,
@@ -660,12 +666,19 @@ def train_encoder(
 def blend_weights(encoder: NeuralEncoder, other: Encoder, *, keep: float) -> None:
     """Set each of ``encoder``'s weights to ``1 - keep`` of its own plus ``keep`` of
     ``other``'s, in place. ``other`` has the same architecture (an ancestor of it)."""
-    if not isinstance(other, NeuralEncoder) or other.config != encoder.config:
-        raise ConfigError("weights can only be blended with a model of the same encoder config")
-    theirs = other.state_dict()
+    theirs = other.state_dict() if isinstance(other, NeuralEncoder) else {}
+    mine = encoder.state_dict()
+    # Same config is not enough where a vocabulary comes from the data (conv_words, s2net).
+    if (
+        getattr(other, "config", None) != encoder.config
+        or theirs.keys() != mine.keys()
+        or any(theirs[name].shape != value.shape for name, value in mine.items())
+    ):
+        raise ConfigError("weights can only be blended with a model of the same architecture")
     with torch.no_grad():
-        for name, mine in encoder.state_dict().items():
-            mine.mul_(1 - keep).add_(theirs[name].to(mine.device, mine.dtype), alpha=keep)
+        for name, value in mine.items():
+            if value.is_floating_point():  # counters, if an encoder ever has one, stay its own
+                value.mul_(1 - keep).add_(theirs[name].to(value.device, value.dtype), alpha=keep)
 
 
 # A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.
