@@ -69,6 +69,7 @@ from models_app.siamese.text import normalize_text  # noqa: E402
 from models_app.siamese.train import (  # noqa: E402
     FeedbackExample,
     TrainConfig,
+    blend_weights,
     prepare_data,
     train_encoder,
 )
@@ -200,15 +201,9 @@ def window_scores(encoder, taxonomy, everyone, suite, corrected, window: float) 
 
 def blend(parent, candidate, share: float):
     """A copy of ``candidate`` whose every weight is ``share`` of its own plus ``1 - share`` of
-    ``parent``'s (same architecture: a fine-tune of it)."""
+    ``parent``'s (same architecture: a fine-tune of it), as the product blends a fine-tune."""
     blended = copy.deepcopy(candidate)
-    mine, theirs = candidate.state_dict(), parent.state_dict()
-    blended.load_state_dict(
-        {
-            name: share * mine[name] + (1 - share) * theirs[name].to(mine[name].dtype)
-            for name in mine
-        }
-    )
+    blend_weights(blended, parent, keep=1 - share)
     return blended
 
 

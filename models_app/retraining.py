@@ -303,6 +303,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     catch_up = FINETUNE_CATCH_UP_SHARE if held_out else 0.0
     started = time.monotonic()
     laps = _Laps()
+    live_encoder = encoder_for(parent)
 
     learnt = encoder_fit(
         taxonomy=taxonomy,
@@ -317,7 +318,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             if normalize_text(example.member_text or "") not in held_out
         ],
         left_out_members=held_out,
-        parent=encoder_for(parent),
+        parent=live_encoder,
         checkpoint_dir=checkpoints / "learn",
         # Members change with every verdict: a retry's data may differ from the first attempt's.
         discard_stale_checkpoint=True,
@@ -325,7 +326,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     )
     laps.lap("learn")
     comparison = _Comparison.build(taxonomy)
-    comparison.add("live", encoder_for(parent), parse_search_config(parent.config))
+    comparison.add("live", live_encoder, parse_search_config(parent.config))
     held_out_row = None
     final = learnt
     if held_out:
@@ -343,7 +344,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             ),
             parent=learnt.result.encoder,
             # Blended back toward the live version, as the learnt model was.
-            anchor=encoder_for(parent),
+            anchor=live_encoder,
             checkpoint_dir=checkpoints / "catch_up",
             discard_stale_checkpoint=True,
             progress=progress,
@@ -643,7 +644,17 @@ class _Comparison:
         ]
         if "reference" in frozen:
             rows += [
-                _drift_row(name, reference_label, value, frozen["candidate"][name], drift_allowed)
+                {
+                    **_row(
+                        name,
+                        "drift",
+                        value,
+                        frozen["candidate"][name],
+                        drift_allowed,
+                        baseline_key="reference",
+                    ),
+                    "against": reference_label,
+                }
                 for name, value in frozen["reference"].items()
             ]
 
@@ -787,22 +798,25 @@ def _failure(row: dict, tolerance: float, drift_tolerance: float) -> str:
     return f"{fell} (tolerance {tolerance:.3f})"
 
 
-def _row(name: str, suite: str, live: float, candidate: float, tolerance: float) -> dict:
+def _row(
+    name: str,
+    suite: str,
+    live: float,
+    candidate: float,
+    tolerance: float,
+    *,
+    baseline_key: str = "live",
+) -> dict:
+    """One gate row; a drift row names its baseline "reference" instead of "live"."""
     delta = candidate - live
     return {
         "name": name,
         "suite": suite,
-        "live": round(live, 4),
+        baseline_key: round(live, 4),
         "candidate": round(candidate, 4),
         "delta": round(delta, 4),
         "passed": delta >= -tolerance - 1e-9,
     }
-
-
-def _drift_row(name: str, against: str, reference: float, candidate: float, allowed: float) -> dict:
-    """A frozen-suite row against the reference version (named ``against``) instead of live."""
-    row = _row(name, "drift", reference, candidate, allowed)
-    return {"name": name, "suite": "drift", "against": against, "reference": row.pop("live"), **row}
 
 
 def paired_row(
