@@ -279,8 +279,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
        ones weighted to half of the feedback drawn, so that a correction is learnt by the run
        that follows it and not one run later. Verdicts held out in an earlier run were
        measured then and are trained on.
-    Each phase's result keeps ``FINETUNE_KEEP_PARENT_SHARE`` of the live version's weights, so
-    the held-out verdicts are measured on the model the catch-up phase then starts from.
+    Each phase's result keeps ``FINETUNE_KEEP_PARENT_SHARE`` of the live version's weights: the
+    held-out verdicts are measured on phase 1's blend, and the catch-up phase continues from
+    phase 1's weights before that blend, so the candidate keeps the share once, not twice.
     """
     taxonomy = run.taxonomy
     parent = run.parent_version or live_version(taxonomy)
@@ -342,8 +343,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             feedback=_catch_up_feedback(
                 feedback_examples(taxonomy, until=until, keep=lambda text: True), held_out
             ),
-            parent=learnt.result.encoder,
-            # Blended back toward the live version, as the learnt model was.
+            # Phase 1's weights as trained, not its blend (which the held-out row measured):
+            # the result is blended toward the live version once, as a one-phase run is.
+            parent=learnt.result.trained_encoder,
             anchor=live_encoder,
             checkpoint_dir=checkpoints / "catch_up",
             discard_stale_checkpoint=True,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -151,6 +152,18 @@ def test_a_fine_tune_keeps_the_configured_share_of_its_parents_weights():
         np.testing.assert_array_equal(value, before[name])
     # The accuracy it reports is the blended model's own.
     assert result.metrics["validation_accuracy"] == validation_accuracy(result.encoder, data)
+    # The weights as trained stay at hand for a second phase to continue from: before the
+    # blend, and before the rows of n-grams no member has are zeroed.
+    trained = copy.deepcopy(result.trained_encoder)
+    trained.after_training([text for _, text in data.train + data.validation])
+    for name, value in weights(trained).items():
+        np.testing.assert_allclose(value, plain[name], atol=1e-6)
+
+
+def test_without_a_blend_the_trained_weights_are_the_result():
+    cfg = config(max_steps=5, eval_every=5)
+    result = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
+    assert result.trained_encoder is result.encoder
 
 
 def test_a_second_phase_blends_toward_the_anchor_not_the_model_it_started_from():

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import redis
+import torch
 
 from annotations.models import AuditEvent, Group, Member, ReviewItem, Taxonomy
 from annotations.normalization import normalize_texts
@@ -295,15 +296,15 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     real_fit = retraining.encoder_fit
 
     def recording_fit(**kwargs):  # the real training, with what each phase was given noted
-        phases.append(
-            {
-                "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
-                "left_out": kwargs.get("left_out_members", frozenset()),
-                "parent": kwargs.get("parent"),
-                "anchor": kwargs.get("anchor"),
-            }
-        )
-        return real_fit(**kwargs)
+        phase = {
+            "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
+            "left_out": kwargs.get("left_out_members", frozenset()),
+            "parent": kwargs.get("parent"),
+            "anchor": kwargs.get("anchor"),
+        }
+        phases.append(phase)
+        phase["fit"] = real_fit(**kwargs)
+        return phase["fit"]
 
     monkeypatch.setattr(retraining, "encoder_fit", recording_fit)
 
@@ -318,10 +319,18 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
     assert row["n"] == 1 and row["suite"] == "feedback"
     assert key in catch_up["feedback"] and not catch_up["left_out"]
-    # Both phases' results keep a share of the live version's weights, not of phase 1's.
+    # Both phases' results keep a share of the live version's weights, not of phase 1's ...
     live_encoder = learn["parent"]
     assert learn["anchor"] is None and catch_up["anchor"] is live_encoder
-    assert catch_up["parent"] is not live_encoder
+    # ... once: the catch-up phase continues from phase 1's weights before its blend.
+    assert retraining.FINETUNE_KEEP_PARENT_SHARE > 0
+    learnt = learn["fit"].result
+    assert catch_up["parent"] is learnt.trained_encoder
+    assert learnt.trained_encoder is not learnt.encoder
+    assert not torch.equal(
+        learnt.trained_encoder.state_dict()["dense.weight"],
+        learnt.encoder.state_dict()["dense.weight"],
+    )
     # ... drawn as often as all the other new verdicts together: the catch-up phase is short.
     held = catch_up["feedback"].count(key)
     others = len(catch_up["feedback"]) - held

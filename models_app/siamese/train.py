@@ -205,6 +205,14 @@ class TrainResult:
     stopped_because: str
     device: str
     seconds: float
+    # The weights as training left them, before a fine-tune's blend with its parent (``encoder``
+    # itself when nothing was blended). A later phase continues from these: continuing from the
+    # blended model and blending again would keep the parent's share twice over.
+    trained_encoder: Encoder | None = None
+
+    def __post_init__(self) -> None:
+        if self.trained_encoder is None:
+            self.trained_encoder = self.encoder
 
 
 class BatchSampler:
@@ -499,8 +507,9 @@ def train_encoder(
     """Train (or, with ``parent``, fine-tune) an encoder; returns the best one seen.
 
     A fine-tune's result keeps ``config.keep_parent_share`` of the weights of ``anchor``
-    (default: ``parent``, the model it started from; a second phase passes the first phase's
-    parent, so the result is measured against the version it will replace).
+    (default: ``parent``, the model it started from). A second phase starts from the first
+    phase's ``trained_encoder`` (its weights before the blend) and passes the first phase's
+    parent as ``anchor``, so the result keeps that share of the version it will replace, once.
 
     With ``checkpoint_dir``, the state is saved at every evaluation and a later call with the
     same data and configs resumes from it. A checkpoint written for other data or configs is
@@ -640,7 +649,9 @@ def train_encoder(
         encoder.load_state_dict(best_state)
     encoder.to("cpu")
     blended = parent is not None and config.keep_parent_share > 0
+    trained_encoder = encoder
     if blended:
+        trained_encoder = copy.deepcopy(encoder).eval()
         blend_weights(encoder, anchor or parent, keep=config.keep_parent_share)
     encoder.after_training([t for _, t in data.train + data.validation])
     encoder.eval()
@@ -660,6 +671,7 @@ def train_encoder(
         stopped_because=stopped_because,
         device=device.type,
         seconds=time.monotonic() - started,
+        trained_encoder=trained_encoder,
     )
 
 
