@@ -272,7 +272,11 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     """Fine-tune the live version in two phases, gate the candidate, promote or reject it.
 
     1. *Learn*: every verdict but the held-out fifth of the new ones (those since the live
-       version's feedback), with replay; their curator members are left out too.
+       version's feedback), with replay; their curator members are left out too. The new
+       verdicts are drawn as often as all earlier ones together: the live version learnt the
+       earlier ones, and a fixed budget spread evenly over a growing pile of verdicts learnt
+       each round's corrections less well (0.93 of round 1's right by the model alone, 0.83
+       of round 4's; docs/benchmarks.md).
     2. The held-out verdicts are answered by the phase-1 model and by the live one: the gate's
        test of verdicts neither has seen.
     3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every verdict, the held-out
@@ -306,18 +310,27 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     laps = _Laps()
     live_encoder = encoder_for(parent)
 
+    def learnable(after: int, before: int) -> list[FeedbackExample]:
+        return [
+            example
+            for example in feedback_examples(
+                taxonomy,
+                after=after,
+                until=before,
+                keep=lambda text: normalize_text(text) not in held_out,
+            )
+            # A later verdict's evidence may be a held-out text's curator member.
+            if normalize_text(example.member_text or "") not in held_out
+        ]
+
     learnt = encoder_fit(
         taxonomy=taxonomy,
         encoder_config=encoder_config,
         training=_share_of_budget(training, 1 - catch_up),
-        feedback=[
-            example
-            for example in feedback_examples(
-                taxonomy, until=until, keep=lambda text: normalize_text(text) not in held_out
-            )
-            # A later verdict's evidence may be a held-out text's curator member.
-            if normalize_text(example.member_text or "") not in held_out
-        ],
+        feedback=_half_fresh(
+            fresh=learnable(parent.feedback_until, until),
+            rest=learnable(0, min(parent.feedback_until, until)),
+        ),
         left_out_members=held_out,
         parent=live_encoder,
         checkpoint_dir=checkpoints / "learn",
@@ -418,16 +431,24 @@ def _share_of_budget(training: TrainConfig, share: float) -> TrainConfig:
     )
 
 
+def _half_fresh(
+    *, fresh: list[FeedbackExample], rest: list[FeedbackExample]
+) -> list[FeedbackExample]:
+    """Every pair, the ``fresh`` ones repeated until they are about half of them (never fewer
+    than once). The rest stay in, or training would wear off what they taught."""
+    repeats = max(1, round(len(rest) / len(fresh))) if fresh else 1
+    return fresh * repeats + rest
+
+
 def _catch_up_feedback(
     feedback: list[FeedbackExample], held_out: frozenset[str]
 ) -> list[FeedbackExample]:
-    """Every pair, the held-out verdicts' repeated until they are half of them: the catch-up
-    phase is short, and the others were learnt in the first phase already. The others stay
-    in, or the phase would wear off what earlier rounds taught."""
-    fresh = [f for f in feedback if normalize_text(f.text) in held_out]
-    learnt = [f for f in feedback if normalize_text(f.text) not in held_out]
-    repeats = max(1, round(len(learnt) / len(fresh))) if fresh else 1
-    return fresh * repeats + learnt
+    """Every pair, the held-out verdicts' half of them: the catch-up phase is short, and the
+    others were learnt in the first phase already."""
+    return _half_fresh(
+        fresh=[f for f in feedback if normalize_text(f.text) in held_out],
+        rest=[f for f in feedback if normalize_text(f.text) not in held_out],
+    )
 
 
 def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:

@@ -341,6 +341,37 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     assert (metrics["steps"], metrics["catch_up_steps"]) == (200, 50)
 
 
+def test_the_first_phase_draws_new_verdicts_as_often_as_all_earlier_ones(
+    taxonomy, curator, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    correct_everything(taxonomy, curator)
+    assert finetune(taxonomy, training={"max_steps": 200}).status == "promoted"
+    new_text = "Coffee Artist"
+    assert not feedback_is_held_out(new_text)
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[new_text], source="api")
+    gold = group("35-3023")
+    verdict = "confirm" if item.top_group_id == gold.id else "reassign"
+    judgement_create(review_item=item, user=curator, verdict=verdict, group=gold)
+    feedback_seen = []
+    real_fit = retraining.encoder_fit
+
+    def recording_fit(**kwargs):
+        feedback_seen.append([normalize_text(f.text) for f in kwargs["feedback"]])
+        return real_fit(**kwargs)
+
+    monkeypatch.setattr(retraining, "encoder_fit", recording_fit)
+    finetune(taxonomy, training={"max_steps": 20})
+
+    (learn,) = feedback_seen  # nothing new is held out: one phase
+    fresh = learn.count(normalize_text(new_text))
+    earlier = len(learn) - fresh
+    # Every earlier verdict is still in, the one new verdict's pairs repeated to about as many.
+    assert {normalize_text(text) for text in CORRECTIONS} == set(learn) - {normalize_text(new_text)}
+    assert earlier >= len(CORRECTIONS) and fresh > 1
+    assert abs(fresh - earlier) <= fresh // 2 + 1
+
+
 def test_a_finetune_with_nothing_held_out_learns_in_one_phase(taxonomy, curator, settings):
     settings.SIAMWEB_GATE_TOLERANCE = 1.0
     correct_everything(taxonomy, curator)
