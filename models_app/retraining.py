@@ -4,8 +4,9 @@ the live model, promote it (model and index together) or reject it, and report w
 The gate compares both models on the same cases:
 - the frozen suite, the paper's tests generated from the taxonomy's own strings with a fixed
   seed, so every run sees the same cases;
-- the held-out fifth of the verdicts new since the live version, answered by the candidate
-  before it learns them (the run trains on them after that measurement, see finetune_execute);
+- the held-out fifth of the verdicts new since the live version, answered by the run's
+  phase-1 model before the run learns them (it trains on them after that measurement, see
+  finetune_execute);
 - every past verdict as a regression suite, answered by the model by itself: a verdict's own
   curator member is left out of the search, or the model would only be finding the answer it
   was given.
@@ -79,6 +80,10 @@ FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
 # (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility.py,
 # docs/benchmarks.md). A manual fine-tune from a version inherits its spec, this share too.
 FINETUNE_KEEP_PARENT_SHARE = 0.25
+# A fine-tune's first phase repeats the verdicts since the live version until they are about
+# as many as all earlier ones, but at most this many times: a run started by the clock on a
+# handful of new verdicts must not spend half its feedback on them.
+FINETUNE_FRESH_MAX_REPEATS = 8
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -299,7 +304,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     TrainingRun.objects.filter(id=run.id).update(feedback_until=until)
     if run.retry_of_id is not None:
         # Phase 1 resumes from its checkpoint and runs to its budget again: a catch-up
-        # checkpoint grew from the earlier phase-1 model, not from the one measured now.
+        # checkpoint grew from the earlier attempt's phase-1 weights, not from this attempt's.
         shutil.rmtree(checkpoints / "catch_up", ignore_errors=True)
     new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
     spec = _finetune_spec(parent, run.config)
@@ -310,13 +315,13 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     laps = _Laps()
     live_encoder = encoder_for(parent)
 
-    def learnable(after: int, before: int) -> list[FeedbackExample]:
+    def learnable(after: int, up_to: int) -> list[FeedbackExample]:
         return [
             example
             for example in feedback_examples(
                 taxonomy,
                 after=after,
-                until=before,
+                until=up_to,
                 keep=lambda text: normalize_text(text) not in held_out,
             )
             # A later verdict's evidence may be a held-out text's curator member.
@@ -330,6 +335,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         feedback=_half_fresh(
             fresh=learnable(parent.feedback_until, until),
             rest=learnable(0, min(parent.feedback_until, until)),
+            max_repeats=FINETUNE_FRESH_MAX_REPEATS,
         ),
         left_out_members=held_out,
         parent=live_encoder,
@@ -339,6 +345,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         progress=progress,
     )
     laps.lap("learn")
+    learn_steps = learnt.result.steps
+    resumed_from_step = learnt.result.metrics.get("resumed_from_step", 0.0)
     comparison = _Comparison.build(taxonomy)
     comparison.add("live", live_encoder, parse_search_config(parent.config))
     held_out_row = None
@@ -364,6 +372,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             discard_stale_checkpoint=True,
             progress=progress,
         )
+        del learnt  # phase 1's two models, blended and as trained, are not needed any more
         laps.lap("catch_up")
     candidate = model_version_store(
         taxonomy=taxonomy,
@@ -373,10 +382,10 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         feedback_until=until,
         seconds=time.monotonic() - started,
         metrics={
-            "steps": float(learnt.result.steps + (final.result.steps if held_out else 0)),
+            "steps": float(learn_steps + (final.result.steps if held_out else 0)),
             "catch_up_steps": float(final.result.steps if held_out else 0),
             "held_out_verdicts": float(len(held_out)),
-            "resumed_from_step": learnt.result.metrics.get("resumed_from_step", 0.0),
+            "resumed_from_step": resumed_from_step,
         },
     )
     build = index_build_create(model_version=candidate, progress=progress)
@@ -432,19 +441,28 @@ def _share_of_budget(training: TrainConfig, share: float) -> TrainConfig:
 
 
 def _half_fresh(
-    *, fresh: list[FeedbackExample], rest: list[FeedbackExample]
+    *,
+    fresh: list[FeedbackExample],
+    rest: list[FeedbackExample],
+    max_repeats: int | None = None,
 ) -> list[FeedbackExample]:
-    """Every pair, the ``fresh`` ones repeated until they are about half of them (never fewer
-    than once). The rest stay in, or training would wear off what they taught."""
-    repeats = max(1, round(len(rest) / len(fresh))) if fresh else 1
+    """Every pair, the ``fresh`` ones repeated until their judged texts are about as many as
+    the rest's (at least once, at most ``max_repeats`` times). Texts, not pairs: a reassign
+    gives two pairs and a confirm one, and the sampler draws a text's rejections through its
+    positive pair. The rest stay in, or training would wear off what they taught."""
+    fresh_texts = len({normalize_text(f.text) for f in fresh})
+    rest_texts = len({normalize_text(f.text) for f in rest})
+    repeats = max(1, round(rest_texts / fresh_texts)) if fresh_texts else 1
+    if max_repeats is not None:
+        repeats = min(repeats, max_repeats)
     return fresh * repeats + rest
 
 
 def _catch_up_feedback(
     feedback: list[FeedbackExample], held_out: frozenset[str]
 ) -> list[FeedbackExample]:
-    """Every pair, the held-out verdicts' half of them: the catch-up phase is short, and the
-    others were learnt in the first phase already."""
+    """Every pair, the held-out verdicts' repeated to about half of them: the catch-up phase
+    is short, and the others were learnt in the first phase already."""
     return _half_fresh(
         fresh=[f for f in feedback if normalize_text(f.text) in held_out],
         rest=[f for f in feedback if normalize_text(f.text) not in held_out],

@@ -158,12 +158,19 @@ def test_a_fine_tune_keeps_the_configured_share_of_its_parents_weights():
     trained.after_training([text for _, text in data.train + data.validation])
     for name, value in weights(trained).items():
         np.testing.assert_allclose(value, plain[name], atol=1e-6)
+    assert not np.array_equal(
+        weights(result.trained_encoder)["bag.weight"], weights(trained)["bag.weight"]
+    )
 
 
 def test_without_a_blend_the_trained_weights_are_the_result():
     cfg = config(max_steps=5, eval_every=5)
-    result = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
-    assert result.trained_encoder is result.encoder
+    data = prepare_data(MEMBERS, config=cfg)
+    built = train_encoder(data, ENCODER, cfg)
+    assert built.trained_encoder is built.encoder
+    unblended = config(max_steps=5, eval_every=5, select_best=False, keep_parent_share=0.0)
+    tuned = train_encoder(data, ENCODER, unblended, parent=built.encoder)
+    assert tuned.trained_encoder is tuned.encoder
 
 
 def test_a_second_phase_blends_toward_the_anchor_not_the_model_it_started_from():

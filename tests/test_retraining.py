@@ -8,7 +8,7 @@ import pytest
 import redis
 import torch
 
-from annotations.models import AuditEvent, Group, Member, ReviewItem, Taxonomy
+from annotations.models import AuditEvent, FeedbackPair, Group, Member, ReviewItem, Taxonomy
 from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
@@ -17,6 +17,7 @@ from models_app.live import live_engine
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import (
     RunStateError,
+    _half_fresh,
     finetune_run_request,
     live_version,
     model_version_rollback,
@@ -35,6 +36,7 @@ from models_app.services import (
 from models_app.siamese.encoders import fit_encoder
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
+from models_app.siamese.train import FeedbackExample
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.
@@ -364,12 +366,29 @@ def test_the_first_phase_draws_new_verdicts_as_often_as_all_earlier_ones(
     finetune(taxonomy, training={"max_steps": 20})
 
     (learn,) = feedback_seen  # nothing new is held out: one phase
-    fresh = learn.count(normalize_text(new_text))
-    earlier = len(learn) - fresh
-    # Every earlier verdict is still in, the one new verdict's pairs repeated to about as many.
-    assert {normalize_text(text) for text in CORRECTIONS} == set(learn) - {normalize_text(new_text)}
-    assert earlier >= len(CORRECTIONS) and fresh > 1
-    assert abs(fresh - earlier) <= fresh // 2 + 1
+    pairs = FeedbackPair.objects.filter(taxonomy=taxonomy)
+    # Every earlier verdict's pairs once each ...
+    for text in CORRECTIONS:
+        assert learn.count(normalize_text(text)) == pairs.filter(text_a=text).count()
+    # ... and the one new verdict's repeated as many times as there are earlier judged texts.
+    assert learn.count(normalize_text(new_text)) == 4 * pairs.filter(text_a=new_text).count()
+    assert len(learn) == pairs.count() + 3 * pairs.filter(text_a=new_text).count()
+
+
+def example(text: str, label: bool = True) -> FeedbackExample:
+    return FeedbackExample(text=text, group_id=1, label=label, member_text="m")
+
+
+def test_fresh_verdicts_are_repeated_to_as_many_judged_texts_as_the_rest():
+    # Counted in judged texts: a reassign's two pairs are one verdict.
+    rest = [example("a"), example("a", False), example("b"), example("c"), example("d")]
+    fresh = [example("new")]
+    assert _half_fresh(fresh=fresh, rest=rest) == fresh * 4 + rest
+    assert _half_fresh(fresh=fresh, rest=rest, max_repeats=2) == fresh * 2 + rest
+    three = [example("x"), example("y"), example("z")]
+    assert _half_fresh(fresh=three, rest=rest) == three + rest  # 4 texts against 3: once
+    assert _half_fresh(fresh=fresh, rest=[]) == fresh
+    assert _half_fresh(fresh=[], rest=rest) == rest
 
 
 def test_a_finetune_with_nothing_held_out_learns_in_one_phase(taxonomy, curator, settings):

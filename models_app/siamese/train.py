@@ -208,11 +208,7 @@ class TrainResult:
     # The weights as training left them, before a fine-tune's blend with its parent (``encoder``
     # itself when nothing was blended). A later phase continues from these: continuing from the
     # blended model and blending again would keep the parent's share twice over.
-    trained_encoder: Encoder | None = None
-
-    def __post_init__(self) -> None:
-        if self.trained_encoder is None:
-            self.trained_encoder = self.encoder
+    trained_encoder: Encoder
 
 
 class BatchSampler:
@@ -529,7 +525,7 @@ def train_encoder(
         progress("train", 1.0, 0.0)
         return TrainResult(
             encoder, {"validation_accuracy": accuracy}, [], 0, "fitted", "cpu",
-            time.monotonic() - started,
+            time.monotonic() - started, trained_encoder=encoder,
         )  # fmt: skip
 
     device = choose_device(config.device)
