@@ -285,19 +285,13 @@ def test_a_running_run_keeps_its_slot_and_a_waiting_reindex_its_place(taxonomy, 
 HELD_OUT_TEXT = "Espresso Barista"
 
 
-def test_held_out_verdicts_are_measured_before_the_run_learns_them(
-    taxonomy, curator, settings, monkeypatch
-):
-    settings.SIAMWEB_GATE_TOLERANCE = 1.0
-    assert feedback_is_held_out(HELD_OUT_TEXT)
-    assert not any(feedback_is_held_out(text) for text in CORRECTIONS)
-    correct_everything(taxonomy, curator)
-    (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
-    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+@pytest.fixture
+def fit_phases(monkeypatch) -> list[dict]:
+    """The real training, with what each phase of a fine-tune was given and gave noted."""
     phases = []
     real_fit = retraining.encoder_fit
 
-    def recording_fit(**kwargs):  # the real training, with what each phase was given noted
+    def recording_fit(**kwargs):
         phase = {
             "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
             "left_out": kwargs.get("left_out_members", frozenset()),
@@ -309,11 +303,22 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
         return phase["fit"]
 
     monkeypatch.setattr(retraining, "encoder_fit", recording_fit)
+    return phases
 
+
+def test_held_out_verdicts_are_measured_before_the_run_learns_them(
+    taxonomy, curator, settings, fit_phases
+):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    assert feedback_is_held_out(HELD_OUT_TEXT)
+    assert not any(feedback_is_held_out(text) for text in CORRECTIONS)
+    correct_everything(taxonomy, curator)
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
     run = finetune(taxonomy, training={"max_steps": 200})
 
     key = normalize_text(HELD_OUT_TEXT)
-    learn, catch_up = phases
+    learn, catch_up = fit_phases
     # Phase 1 sees neither the held-out verdict's pairs nor its curator member ...
     assert key not in learn["feedback"] and key in learn["left_out"]
     assert {normalize_text(text) for text in CORRECTIONS} <= set(learn["feedback"])
@@ -344,7 +349,7 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
 
 
 def test_the_first_phase_draws_new_verdicts_as_often_as_all_earlier_ones(
-    taxonomy, curator, settings, monkeypatch
+    taxonomy, curator, settings, fit_phases
 ):
     settings.SIAMWEB_GATE_TOLERANCE = 1.0
     correct_everything(taxonomy, curator)
@@ -355,17 +360,11 @@ def test_the_first_phase_draws_new_verdicts_as_often_as_all_earlier_ones(
     gold = group("35-3023")
     verdict = "confirm" if item.top_group_id == gold.id else "reassign"
     judgement_create(review_item=item, user=curator, verdict=verdict, group=gold)
-    feedback_seen = []
-    real_fit = retraining.encoder_fit
-
-    def recording_fit(**kwargs):
-        feedback_seen.append([normalize_text(f.text) for f in kwargs["feedback"]])
-        return real_fit(**kwargs)
-
-    monkeypatch.setattr(retraining, "encoder_fit", recording_fit)
+    fit_phases.clear()  # the first fine-tune's
     finetune(taxonomy, training={"max_steps": 20})
 
-    (learn,) = feedback_seen  # nothing new is held out: one phase
+    (phase,) = fit_phases  # nothing new is held out: one phase
+    learn = phase["feedback"]
     pairs = FeedbackPair.objects.filter(taxonomy=taxonomy)
     # Every earlier verdict's pairs once each ...
     for text in CORRECTIONS:
