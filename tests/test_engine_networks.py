@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
-from models_app.siamese.encoders import ConfigError, encoder_class, load_encoder, parse_config
+from models_app.siamese.encoders import (
+    ConfigError,
+    char_ngrams,
+    encoder_class,
+    load_encoder,
+    parse_config,
+)
+from models_app.siamese.networks import _ngram_bag_ids, ngram_bag_ids, stable_hash
+from models_app.siamese.text import normalize_text
 
 TITLES = [
     "Java Developer",
@@ -99,6 +109,50 @@ def test_conv_words_hashes_unknown_words_instead_of_dropping_them():
     assert 0 not in known[:2]
     assert unknown[0] > len(encoder.vocabulary)  # a hashed bucket, not padding
     assert unknown[1] == known[1]
+
+
+@pytest.mark.parametrize(
+    "text", ["Java Developer", "  SENIOR   java-dev (m/w/d) ", "ﬁle Clerk Straße", "", "!!"]
+)
+def test_ngram_bag_ids_are_the_distinct_char_ngrams_then_the_words_hashed(text):
+    config = parse_config({"kind": "ngram_bag", **SMALL["ngram_bag"]})
+    key = normalize_text(text)
+    tokens = list(char_ngrams(key, config.ngram_min, config.ngram_max))
+    tokens += [f"w:{word}" for word in re.findall(r"\w+", key)]
+    expected = [stable_hash(token) % config.buckets for token in tokens] or [0]
+
+    ids = ngram_bag_ids(text, config)
+
+    assert ids.tolist() == expected  # a saved model's buckets stay where they were
+    assert ids.dtype == np.int32
+    with pytest.raises(ValueError, match="read-only"):
+        ids[0] = 1  # kept in the cache: a caller writing to it would change every later text
+
+
+def test_ngram_bag_featurizes_the_same_from_the_cache_and_cold():
+    encoder = build("ngram_bag")
+    texts = ["Java Developer", "Barista", "", "Java Developer"]
+    _ngram_bag_ids.cache_clear()
+    cold = encoder.featurize(texts)
+    warm = encoder.featurize(texts)
+    assert _ngram_bag_ids.cache_info().hits >= len(texts)
+    for name in ("ids", "offsets"):
+        assert torch.equal(cold[name], warm[name])
+        assert cold[name].dtype == torch.long
+    lengths = [len(ngram_bag_ids(t, encoder.config)) for t in texts]
+    assert cold["offsets"].tolist() == np.cumsum([0, *lengths[:-1]]).tolist()
+    assert len(cold["ids"]) == sum(lengths)
+
+
+def test_ngram_bag_keeps_only_rows_some_training_string_reaches():
+    encoder = build("ngram_bag")
+    encoder.after_training(["Barista", "Truck Driver"])
+    reached = {
+        *ngram_bag_ids("Barista", encoder.config),
+        *ngram_bag_ids("Truck Driver", encoder.config),
+    }
+    nonzero = set(encoder.bag.weight.abs().sum(dim=1).nonzero().squeeze(1).tolist())
+    assert nonzero == reached
 
 
 @pytest.mark.parametrize(

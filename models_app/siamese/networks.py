@@ -10,6 +10,7 @@ and every matcher use.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -285,12 +286,43 @@ class NgramBagConfig:
         _check(0 <= self.dropout < 1, "dropout must be in [0, 1)")
 
 
-def ngram_bag_ids(text: str, config: NgramBagConfig) -> list[int]:
+# Texts whose bucket ids are kept (per config, least recently used dropped first): a training
+# step draws its positives among the member strings and the gate encodes the same members with
+# every model it compares. Hashing n-grams in Python was a third of a fine-tune's time
+# (docs/benchmarks.md, "Fine-tune throughput"). At about 70 ids a text, 2^17 texts hold some
+# 40 MB.
+NGRAM_IDS_CACHED = 2**17
+
+
+def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
+    """The bucket of each distinct character n-gram of ``text`` (in order of first
+    occurrence), then of each word, or ``[0]`` for a text with neither; read-only int32."""
+    return _ngram_bag_ids(text, config.buckets, config.ngram_min, config.ngram_max, config.words)
+
+
+@functools.lru_cache(maxsize=NGRAM_IDS_CACHED)
+def _ngram_bag_ids(
+    text: str, buckets: int, ngram_min: int, ngram_max: int, words: bool
+) -> np.ndarray:
     key = normalize_text(text)
-    tokens = list(char_ngrams(key, config.ngram_min, config.ngram_max))
-    if config.words:
+    # Normalized twice, as ``char_ngrams(key, ...)`` did before: casefolding can leave a few
+    # characters that NFKC changes again, and a saved model's buckets must not move.
+    padded = f" {normalize_text(key)} "
+    # dict.fromkeys: the distinct n-grams in order of first occurrence, without counting them
+    tokens = list(
+        dict.fromkeys(
+            padded[i : i + n]
+            for n in range(ngram_min, ngram_max + 1)
+            for i in range(len(padded) - n + 1)
+        )
+    )
+    if words:
         tokens.extend(f"w:{word}" for word in _WORD.findall(key))
-    return [stable_hash(token) % config.buckets for token in tokens] or [0]
+    ids = np.fromiter((stable_hash(token) % buckets for token in tokens), np.int32, len(tokens))
+    if not len(ids):
+        ids = np.zeros(1, np.int32)
+    ids.flags.writeable = False  # shared by every caller through the cache
+    return ids
 
 
 class NgramBagEncoder(NeuralEncoder):
@@ -332,16 +364,18 @@ class NgramBagEncoder(NeuralEncoder):
 
     def featurize(self, texts, *, train=False, rng=None):
         ids = [ngram_bag_ids(text, self.config) for text in texts]
-        offsets = np.cumsum([0] + [len(row) for row in ids[:-1]])
+        offsets = np.cumsum([0] + [len(row) for row in ids[:-1]], dtype=np.int64)
+        flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
         return {
-            "ids": torch.tensor([i for row in ids for i in row], dtype=torch.long),
-            "offsets": torch.from_numpy(offsets.astype(np.int64)),
+            "ids": torch.from_numpy(flat.astype(np.int64)),
+            "offsets": torch.from_numpy(offsets),
         }
 
     def after_training(self, texts: Sequence[str]) -> None:
         used = torch.zeros(self.config.buckets, dtype=torch.bool)
-        for text in texts:
-            used[ngram_bag_ids(text, self.config)] = True
+        if texts:
+            rows = np.unique(np.concatenate([ngram_bag_ids(text, self.config) for text in texts]))
+            used[torch.from_numpy(rows.astype(np.int64))] = True
         with torch.no_grad():
             self.bag.weight[~used.to(self.bag.weight.device)] = 0.0
 

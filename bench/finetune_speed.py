@@ -1,0 +1,142 @@
+"""Fine-tune throughput: training steps a second, and members encoded a second, on O*NET.
+
+A fine-tune runs on a time budget (``SIAMWEB_FINETUNE_MAX_MINUTES``), so every step it loses to
+overhead is a step of curator feedback not learnt: the corrigibility benchmark's round learnt
+0.916 of its corrections in 779 steps and 0.948 in 1,293 (docs/benchmarks.md). This measures
+the loop alone, on the corrigibility benchmark's encoder and training settings with the
+fine-tune's overrides (replay, augmented curator inputs, blend), from a parent of the same
+architecture:
+
+- *steps/s*: training steps between the 20th and the last, so the sampler's set-up (synonym
+  induction) and the first encoding are left out; each step draws a batch, embeds it, and
+  updates the weights;
+- *set-up*: seconds from the call to the 20th step;
+- *encode, first / again*: every O*NET member encoded by the parent, once with no n-gram ids
+  kept from before and once more (what the gate's second and third model, or the next index
+  build, pay).
+
+    .venv/bin/python bench/finetune_speed.py [--steps 300] [--repeat 3]
+
+Prints a table and writes bench/results/finetune_speed.json. About 5 minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from bench._pg import load_average, machine, print_table, write_results  # noqa: E402
+from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
+from models_app.siamese import networks  # noqa: E402
+from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402
+from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
+
+# bench/corrigibility.py's starting model
+ENCODER = {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 128, "output_dim": 128}
+TRAINING = {"batch_size": 512, "typo_share": 0.3, "extra_words_share": 0.3, "synonym_share": 0.2}
+# As models_app.retraining._finetune_spec sets them (the engine may not import Django).
+FINETUNE = {
+    "replay_share": 0.5,
+    "feedback_augment_share": 1.0,
+    "keep_parent_share": 0.25,
+    "select_best": False,
+}
+TIMED_FROM_STEP = 20  # the loop reports progress every 20 steps
+
+
+def clear_ngram_cache() -> None:
+    cached = getattr(networks, "_ngram_bag_ids", None)  # absent before the cache existed
+    if cached is not None:
+        cached.cache_clear()
+
+
+def one_fine_tune(data, parent, steps: int) -> dict[str, float]:
+    marks: dict[int, float] = {}
+    started = time.perf_counter()
+
+    def progress(stage: str, fraction: float, eta: float | None) -> None:
+        if stage == "train":
+            marks[round(fraction * steps)] = time.perf_counter()
+
+    config = TrainConfig(
+        **TRAINING, **FINETUNE, max_steps=steps, eval_every=10 * steps, max_minutes=60.0
+    )
+    result = train_encoder(data, ENCODER, config, parent=parent, progress=progress)
+    last = max(marks)
+    return {
+        "steps": result.steps,
+        "setup_seconds": marks[TIMED_FROM_STEP] - started,
+        "steps_per_second": (last - TIMED_FROM_STEP) / (marks[last] - marks[TIMED_FROM_STEP]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if args.steps < 2 * TIMED_FROM_STEP:
+        parser.error(f"--steps must be at least {2 * TIMED_FROM_STEP}")
+    load_before = load_average()
+    members, _ = onet_members()
+    feedback, _ = simulated_feedback(members)
+    texts = [text for _, text in members]
+    parsed = parse_config(ENCODER)
+    torch.manual_seed(0)
+    parent = encoder_class(parsed.kind).create(texts, parsed).eval()
+    data = prepare_data(members, feedback, config=TrainConfig(**TRAINING))
+
+    runs, encodes = [], []
+    for _ in range(args.repeat):
+        clear_ngram_cache()
+        started = time.perf_counter()
+        parent.encode(texts)
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        parent.encode(texts)
+        again = time.perf_counter() - started
+        encodes.append(
+            {"first_per_second": len(texts) / first, "again_per_second": len(texts) / again}
+        )
+        clear_ngram_cache()
+        runs.append(one_fine_tune(data, parent, args.steps))
+
+    def median(rows, key):
+        return statistics.median(row[key] for row in rows)
+
+    row = {
+        "members": len(texts),
+        "feedback": len(feedback),
+        "steps/s": median(runs, "steps_per_second"),
+        "set-up s": median(runs, "setup_seconds"),
+        "encode first /s": median(encodes, "first_per_second"),
+        "encode again /s": median(encodes, "again_per_second"),
+    }
+    print_table([row], list(row))
+    write_results(
+        "finetune_speed",
+        {
+            "machine": machine(),
+            "load_average_before": load_before,
+            "load_average_after": load_average(),
+            "command": " ".join(sys.argv),
+            "torch_threads": torch.get_num_threads(),
+            "encoder": ENCODER,
+            "training": {**TRAINING, **FINETUNE, "max_steps": args.steps},
+            "summary": row,
+            "runs": runs,
+            "encodes": encodes,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
