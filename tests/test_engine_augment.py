@@ -12,6 +12,7 @@ from models_app.siamese.augment import (
     ExtraWords,
     GroupSynonyms,
     SynonymReplacer,
+    _group_candidates,
     add_typos,
     add_typos_exact,
     apply_synonym,
@@ -131,6 +132,29 @@ def test_induced_synonyms_stay_with_the_group_they_came_from():
         "sales": [("manager", "team leader")],
         "machines": [("buzz saw", "general")],
     }
+
+
+def test_induction_kept_per_group_answers_as_a_fresh_one_when_the_taxonomy_changes():
+    induce_synonyms_by_group(TAXONOMY)  # every group's candidates now kept
+    # One group gains a title that yields a pair; another gains the title "Programmer", which
+    # makes the software group's pair a part that is a title on its own, so it must go.
+    changed = {
+        **TAXONOMY,
+        "sales": [*TAXONOMY["sales"], "Sales Coordinator"],
+        "machines": [*TAXONOMY["machines"], "Programmer"],
+    }
+    warm = induce_synonyms_by_group(changed)
+    _group_candidates.cache_clear()
+    assert warm == induce_synonyms_by_group(changed)
+    assert "software" not in warm
+    assert ("coordinator", "manager") in warm["sales"]
+
+
+def test_runs_that_induce_the_same_pairs_share_one_compiled_table():
+    first = GroupSynonyms.from_taxonomy(TAXONOMY)
+    again = GroupSynonyms.from_taxonomy(TAXONOMY)
+    assert again._induced["software"] is first._induced["software"]
+    assert again.apply("Java Developer", "software", random.Random(0)) == "Java Programmer"
 
 
 def test_parts_that_are_titles_on_their_own_are_accepted_only_when_asked():

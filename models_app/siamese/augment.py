@@ -8,6 +8,7 @@ its seed alone, independent of global state or of the order other code draws ran
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
@@ -191,6 +192,55 @@ def _complement(words: list[str], shared: set[str]) -> tuple[int, int] | None:
     return positions[0], positions[-1] + 1
 
 
+# Groups whose candidates are kept, keyed by their titles: every training run induces synonyms
+# over the whole taxonomy again, and between two runs (or a fine-tune's two phases) only the
+# groups a curator added to change. Inducing them was 5-10 s of each run's set-up
+# (bench/finetune_speed.py).
+GROUPS_CACHED = 2**14
+
+
+@functools.lru_cache(maxsize=GROUPS_CACHED)
+def _group_candidates(
+    titles: tuple[str, ...],
+    min_shared_words: int,
+    max_shared_words: int,
+    max_part_words: int,
+    aligned: bool,
+) -> tuple[SynonymPair, ...]:
+    """The candidates one group's distinct normalized ``titles`` yield, one per title pair
+    (a candidate two pairs yield is there twice: support counts pairs), before the filters
+    that look at the whole taxonomy."""
+    tokenised = [t.split() for t in titles]
+    word_sets = [set(words) for words in tokenised]
+    candidates = []
+    for i, j in itertools.combinations(range(len(tokenised)), 2):
+        shared = word_sets[i] & word_sets[j]
+        if not min_shared_words <= len(shared) <= max_shared_words:
+            continue
+        left_span = _complement(tokenised[i], shared)
+        right_span = _complement(tokenised[j], shared)
+        if left_span is None or right_span is None:
+            continue
+        (i0, i1), (j0, j1) = left_span, right_span
+        if aligned and (
+            tokenised[i][:i0] != tokenised[j][:j0] or tokenised[i][i1:] != tokenised[j][j1:]
+        ):
+            continue
+        left, right = tokenised[i][i0:i1], tokenised[j][j0:j1]
+        if left == right or len(left) > max_part_words or len(right) > max_part_words:
+            continue
+        if not all(_is_plain(word) for word in left + right):
+            continue
+        a, b = sorted((" ".join(left), " ".join(right)))
+        candidates.append((a, b))
+    return tuple(candidates)
+
+
+@functools.lru_cache(maxsize=2**16)
+def _is_plain(word: str) -> bool:
+    return _PLAIN_WORD.fullmatch(word) is not None
+
+
 def induce_synonyms_by_group(
     groups: Mapping[K, Sequence[str]],
     *,
@@ -233,32 +283,13 @@ def induce_synonyms_by_group(
     if max_part_words < 1 or min_support < 1:
         raise ValueError("max_part_words and min_support must be at least 1")
     whole_titles = {normalize_text(title) for titles in groups.values() for title in titles}
-    plain: dict[str, bool] = {}
     support: Counter[SynonymPair] = Counter()
     found: dict[K, set[SynonymPair]] = defaultdict(set)
     for key, titles in groups.items():
-        tokenised = [t.split() for t in dict.fromkeys(normalize_text(t) for t in titles) if t]
-        word_sets = [set(words) for words in tokenised]
-        for i, j in itertools.combinations(range(len(tokenised)), 2):
-            shared = word_sets[i] & word_sets[j]
-            if not min_shared_words <= len(shared) <= max_shared_words:
-                continue
-            left_span = _complement(tokenised[i], shared)
-            right_span = _complement(tokenised[j], shared)
-            if left_span is None or right_span is None:
-                continue
-            (i0, i1), (j0, j1) = left_span, right_span
-            if aligned and (
-                tokenised[i][:i0] != tokenised[j][:j0] or tokenised[i][i1:] != tokenised[j][j1:]
-            ):
-                continue
-            left, right = tokenised[i][i0:i1], tokenised[j][j0:j1]
-            if left == right or len(left) > max_part_words or len(right) > max_part_words:
-                continue
-            words = left + right
-            if not all(plain.setdefault(w, _PLAIN_WORD.fullmatch(w) is not None) for w in words):
-                continue
-            a, b = sorted((" ".join(left), " ".join(right)))
+        normalized = tuple(t for t in dict.fromkeys(normalize_text(t) for t in titles) if t)
+        for a, b in _group_candidates(
+            normalized, min_shared_words, max_shared_words, max_part_words, aligned
+        ):
             if not allow_standalone_parts and (a in whole_titles or b in whole_titles):
                 continue
             support[(a, b)] += 1
@@ -372,8 +403,11 @@ class GroupSynonyms:
         manual: Iterable[SynonymPair] = (),
         induced: Mapping[Hashable, Iterable[SynonymPair]] | None = None,
     ) -> None:
-        self._manual = SynonymReplacer(manual)
-        self._induced = {key: SynonymReplacer(pairs) for key, pairs in (induced or {}).items()}
+        self._manual = _compiled(tuple(tuple(pair) for pair in manual))
+        self._induced = {
+            key: _compiled(tuple(tuple(pair) for pair in pairs))
+            for key, pairs in (induced or {}).items()
+        }
 
     @classmethod
     def from_taxonomy(
@@ -389,6 +423,13 @@ class GroupSynonyms:
             replacers.append(self._induced[group])
         variants = [v for v in (r.apply(text, rng) for r in replacers) if v is not None]
         return rng.choice(variants) if variants else None
+
+
+@functools.lru_cache(maxsize=GROUPS_CACHED)
+def _compiled(pairs: tuple[SynonymPair, ...]) -> SynonymReplacer:
+    """A group's table, compiled once for every run that induces the same pairs (a replacer is
+    never changed after it is built, so runs can share it)."""
+    return SynonymReplacer(pairs)
 
 
 def apply_synonym(
