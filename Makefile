@@ -65,6 +65,7 @@ bench: install-bench ## Run every benchmark (about an hour on 2 cores); figures 
 	$(PY) bench/index_recall.py
 	$(PY) bench/accuracy.py
 	$(PY) bench/quora.py
+	$(PY) bench/finetune_speed.py
 
 clean: ## Remove the virtualenv and local state (database, artifacts, broker folder)
 	rm -rf $(VENV) var
