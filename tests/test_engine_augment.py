@@ -150,6 +150,13 @@ def test_induction_kept_per_group_answers_as_a_fresh_one_when_the_taxonomy_chang
     assert ("coordinator", "manager") in warm["sales"]
 
 
+def test_kept_candidates_belong_to_the_options_they_were_induced_with():
+    induce_synonyms_by_group(TAXONOMY)
+    assert "machines" in induce_synonyms_by_group(TAXONOMY, max_part_words=3)
+    assert ("general", "turret punch press") in induce_synonyms(TAXONOMY, max_part_words=3)
+    assert ("general", "turret punch press") not in induce_synonyms(TAXONOMY)
+
+
 def test_runs_that_induce_the_same_pairs_share_one_compiled_table():
     first = GroupSynonyms.from_taxonomy(TAXONOMY)
     again = GroupSynonyms.from_taxonomy(TAXONOMY)

@@ -14,7 +14,7 @@ from models_app.siamese.encoders import (
     load_encoder,
     parse_config,
 )
-from models_app.siamese.networks import _ngram_bag_ids, ngram_bag_ids, stable_hash
+from models_app.siamese.networks import _training_ngram_bag_ids, ngram_bag_ids, stable_hash
 from models_app.siamese.text import normalize_text
 
 TITLES = [
@@ -129,23 +129,37 @@ def test_ngram_bag_ids_are_the_distinct_char_ngrams_then_the_words_hashed(text):
         ids[0] = 1  # kept in the cache: a caller writing to it would change every later text
 
 
-def test_ngram_bag_featurizes_the_same_from_the_cache_and_cold():
+def test_ngram_bag_featurizes_the_same_while_training_from_the_kept_ids_and_cold():
     encoder = build("ngram_bag")
     texts = ["Java Developer", "Barista", "", "Java Developer"]
-    _ngram_bag_ids.cache_clear()
-    cold = encoder.featurize(texts)
-    warm = encoder.featurize(texts)
-    assert _ngram_bag_ids.cache_info().hits >= len(texts)
+    _training_ngram_bag_ids.cache_clear()
+    cold = encoder.featurize(texts)  # inference keeps nothing
+    assert _training_ngram_bag_ids.cache_info().currsize == 0
+    first = encoder.featurize(texts, train=True)
+    kept = encoder.featurize(texts, train=True)
+    assert _training_ngram_bag_ids.cache_info().hits >= len(texts)
     for name in ("ids", "offsets"):
-        assert torch.equal(cold[name], warm[name])
+        assert torch.equal(cold[name], first[name])
+        assert torch.equal(cold[name], kept[name])
         assert cold[name].dtype == torch.long
     lengths = [len(ngram_bag_ids(t, encoder.config)) for t in texts]
     assert cold["offsets"].tolist() == np.cumsum([0, *lengths[:-1]]).tolist()
     assert len(cold["ids"]) == sum(lengths)
 
 
-def test_ngram_bag_keeps_only_rows_some_training_string_reaches():
+def test_kept_ids_belong_to_their_config():
+    small = build("ngram_bag")
+    config = parse_config({"kind": "ngram_bag", **SMALL["ngram_bag"], "buckets": 512})
+    other = encoder_class("ngram_bag").create(TITLES, config)
+    small.featurize(["Java Developer"], train=True)
+    ids = other.featurize(["Java Developer"], train=True)["ids"]
+    assert ids.tolist() == ngram_bag_ids("Java Developer", config).tolist()
+    assert int(ids.max()) < 512
+
+
+def test_ngram_bag_keeps_only_rows_some_training_string_reaches_and_frees_the_kept_ids():
     encoder = build("ngram_bag")
+    encoder.featurize(["Barista"], train=True)
     encoder.after_training(["Barista", "Truck Driver"])
     reached = {
         *ngram_bag_ids("Barista", encoder.config),
@@ -153,6 +167,7 @@ def test_ngram_bag_keeps_only_rows_some_training_string_reaches():
     }
     nonzero = set(encoder.bag.weight.abs().sum(dim=1).nonzero().squeeze(1).tolist())
     assert nonzero == reached
+    assert _training_ngram_bag_ids.cache_info().currsize == 0
 
 
 @pytest.mark.parametrize(

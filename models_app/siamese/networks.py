@@ -286,27 +286,18 @@ class NgramBagConfig:
         _check(0 <= self.dropout < 1, "dropout must be in [0, 1)")
 
 
-# Texts whose bucket ids are kept (per config, least recently used dropped first): a training
-# step draws its positives among the member strings and the gate encodes the same members with
-# every model it compares. Hashing n-grams in Python was a third of a fine-tune's time
-# (docs/benchmarks.md, "Fine-tune throughput"). At about 70 ids a text, 2^17 texts hold some
-# 40 MB.
-NGRAM_IDS_CACHED = 2**17
-
-
 def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
     """The bucket of each distinct character n-gram of ``text`` (in order of first
     occurrence), then of each word, or ``[0]`` for a text with neither; read-only int32."""
     return _ngram_bag_ids(text, config.buckets, config.ngram_min, config.ngram_max, config.words)
 
 
-@functools.lru_cache(maxsize=NGRAM_IDS_CACHED)
 def _ngram_bag_ids(
     text: str, buckets: int, ngram_min: int, ngram_max: int, words: bool
 ) -> np.ndarray:
     key = normalize_text(text)
-    # Normalized twice, as ``char_ngrams(key, ...)`` did before: casefolding can leave a few
-    # characters that NFKC changes again, and a saved model's buckets must not move.
+    # Normalized a second time, as ``char_ngrams(key, ...)`` does: the ids stay exactly those
+    # of that definition, which every saved model was trained with.
     padded = f" {normalize_text(key)} "
     # dict.fromkeys: the distinct n-grams in order of first occurrence, without counting them
     tokens = list(
@@ -321,8 +312,18 @@ def _ngram_bag_ids(
     ids = np.fromiter((stable_hash(token) % buckets for token in tokens), np.int32, len(tokens))
     if not len(ids):
         ids = np.zeros(1, np.int32)
-    ids.flags.writeable = False  # shared by every caller through the cache
+    ids.flags.writeable = False  # may be shared through the training cache below
     return ids
+
+
+# While training, the ids of the texts featurized last are kept (keyed by text, buckets,
+# n-gram sizes and words; least recently used dropped first): every step draws its positives
+# among the member strings again, and hashing n-grams in Python was a third of a fine-tune's
+# time (docs/benchmarks.md, "Fine-tune throughput"). About 600 B a text, some 80 MB full; freed
+# when training ends (``after_training``). Inference does not keep them: a web process would
+# fill the cache with queries it sees once.
+NGRAM_IDS_KEPT_WHILE_TRAINING = 2**17
+_training_ngram_bag_ids = functools.lru_cache(maxsize=NGRAM_IDS_KEPT_WHILE_TRAINING)(_ngram_bag_ids)
 
 
 class NgramBagEncoder(NeuralEncoder):
@@ -363,7 +364,9 @@ class NgramBagEncoder(NeuralEncoder):
         return {**state, "bag.weight": table}
 
     def featurize(self, texts, *, train=False, rng=None):
-        ids = [ngram_bag_ids(text, self.config) for text in texts]
+        ids_of = _training_ngram_bag_ids if train else _ngram_bag_ids
+        c = self.config
+        ids = [ids_of(text, c.buckets, c.ngram_min, c.ngram_max, c.words) for text in texts]
         offsets = np.cumsum([0] + [len(row) for row in ids[:-1]], dtype=np.int64)
         flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
         return {
@@ -378,6 +381,7 @@ class NgramBagEncoder(NeuralEncoder):
             used[torch.from_numpy(rows.astype(np.int64))] = True
         with torch.no_grad():
             self.bag.weight[~used.to(self.bag.weight.device)] = 0.0
+        _training_ngram_bag_ids.cache_clear()  # training is over: the kept ids are not needed
 
     def forward(self, features):
         bag = self.bag(features["ids"], features["offsets"])  # (B, E)
