@@ -11,7 +11,7 @@ import dataclasses
 import json
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -88,13 +88,18 @@ class CharNgramConfig:
             raise ConfigError("svd_iterations must not be negative")
 
 
-def char_ngrams(text: str, ngram_min: int, ngram_max: int) -> Counter[str]:
-    """Character n-grams of the normalized text, with a space marking both word edges."""
+def char_ngram_strings(text: str, ngram_min: int, ngram_max: int) -> Iterator[str]:
+    """Character n-grams of the normalized text, with a space marking both word edges, shortest
+    first and in reading order, repeats included."""
     padded = f" {normalize_text(text)} "
-    grams: Counter[str] = Counter()
     for n in range(ngram_min, ngram_max + 1):
-        grams.update(padded[i : i + n] for i in range(len(padded) - n + 1))
-    return grams
+        for i in range(len(padded) - n + 1):
+            yield padded[i : i + n]
+
+
+def char_ngrams(text: str, ngram_min: int, ngram_max: int) -> Counter[str]:
+    """Character n-grams of the normalized text, counted (in order of first occurrence)."""
+    return Counter(char_ngram_strings(text, ngram_min, ngram_max))
 
 
 class CharNgramTfidfEncoder:

@@ -32,6 +32,7 @@ from models_app.siamese.encoders import (
     CharNgramConfig,
     CharNgramTfidfEncoder,
     ConfigError,
+    char_ngram_strings,
     char_ngrams,
     check_field_types,
 )
@@ -289,41 +290,28 @@ class NgramBagConfig:
 def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
     """The bucket of each distinct character n-gram of ``text`` (in order of first
     occurrence), then of each word, or ``[0]`` for a text with neither; read-only int32."""
-    return _ngram_bag_ids(text, config.buckets, config.ngram_min, config.ngram_max, config.words)
-
-
-def _ngram_bag_ids(
-    text: str, buckets: int, ngram_min: int, ngram_max: int, words: bool
-) -> np.ndarray:
     key = normalize_text(text)
-    # Normalized a second time, as ``char_ngrams(key, ...)`` does: the ids stay exactly those
-    # of that definition, which every saved model was trained with.
-    padded = f" {normalize_text(key)} "
-    # dict.fromkeys: the distinct n-grams in order of first occurrence, without counting them
-    tokens = list(
-        dict.fromkeys(
-            padded[i : i + n]
-            for n in range(ngram_min, ngram_max + 1)
-            for i in range(len(padded) - n + 1)
-        )
-    )
-    if words:
+    # dict.fromkeys: the distinct n-grams, as ``char_ngrams`` lists them, without counting them
+    tokens = list(dict.fromkeys(char_ngram_strings(key, config.ngram_min, config.ngram_max)))
+    if config.words:
         tokens.extend(f"w:{word}" for word in _WORD.findall(key))
-    ids = np.fromiter((stable_hash(token) % buckets for token in tokens), np.int32, len(tokens))
+    ids = np.fromiter(
+        (stable_hash(token) % config.buckets for token in tokens), np.int32, len(tokens)
+    )
     if not len(ids):
         ids = np.zeros(1, np.int32)
     ids.flags.writeable = False  # may be shared through the training cache below
     return ids
 
 
-# While training, the ids of the texts featurized last are kept (keyed by text, buckets,
-# n-gram sizes and words; least recently used dropped first): every step draws its positives
-# among the member strings again, and hashing n-grams in Python was a third of a fine-tune's
-# time (docs/benchmarks.md, "Fine-tune throughput"). About 600 B a text, some 80 MB full; freed
-# when training ends (``after_training``). Inference does not keep them: a web process would
-# fill the cache with queries it sees once.
+# While training, the ids of the texts featurized last are kept (keyed by text and config;
+# least recently used dropped first): every step draws its positives among the member strings
+# again, and hashing n-grams in Python was a third of a fine-tune's time (docs/benchmarks.md,
+# "Fine-tune throughput"). About 600 B a text, some 80 MB full; freed when training ends
+# (``after_training``). Inference does not keep them: a web process would fill the cache with
+# queries it sees once.
 NGRAM_IDS_KEPT_WHILE_TRAINING = 2**17
-_training_ngram_bag_ids = functools.lru_cache(maxsize=NGRAM_IDS_KEPT_WHILE_TRAINING)(_ngram_bag_ids)
+_training_ngram_bag_ids = functools.lru_cache(maxsize=NGRAM_IDS_KEPT_WHILE_TRAINING)(ngram_bag_ids)
 
 
 class NgramBagEncoder(NeuralEncoder):
@@ -364,9 +352,8 @@ class NgramBagEncoder(NeuralEncoder):
         return {**state, "bag.weight": table}
 
     def featurize(self, texts, *, train=False, rng=None):
-        ids_of = _training_ngram_bag_ids if train else _ngram_bag_ids
-        c = self.config
-        ids = [ids_of(text, c.buckets, c.ngram_min, c.ngram_max, c.words) for text in texts]
+        ids_of = _training_ngram_bag_ids if train else ngram_bag_ids
+        ids = [ids_of(text, self.config) for text in texts]
         offsets = np.cumsum([0] + [len(row) for row in ids[:-1]], dtype=np.int64)
         flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
         return {
