@@ -33,14 +33,12 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench._pg import load_average, machine, print_table, write_results  # noqa: E402
+from bench.corrigibility import ENCODER, TRAINING  # noqa: E402  (its starting model's recipe)
 from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese import networks  # noqa: E402
 from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402
 from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
 
-# bench/corrigibility.py's starting model
-ENCODER = {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 128, "output_dim": 128}
-TRAINING = {"batch_size": 512, "typo_share": 0.3, "extra_words_share": 0.3, "synonym_share": 0.2}
 # As models_app.retraining._finetune_spec sets them (the engine may not import Django).
 FINETUNE = {
     "replay_share": 0.5,
@@ -67,7 +65,7 @@ def one_fine_tune(data, parent, steps: int) -> dict[str, float]:
             marks[round(fraction * steps)] = time.perf_counter()
 
     config = TrainConfig(
-        **TRAINING, **FINETUNE, max_steps=steps, eval_every=10 * steps, max_minutes=60.0
+        **{**TRAINING, **FINETUNE, "max_steps": steps, "eval_every": 10 * steps, "max_minutes": 60}
     )
     result = train_encoder(data, ENCODER, config, parent=parent, progress=progress)
     last = max(marks)
