@@ -282,11 +282,15 @@ def induce_synonyms_by_group(
         raise ValueError("need 1 <= min_shared_words <= max_shared_words")
     if max_part_words < 1 or min_support < 1:
         raise ValueError("max_part_words and min_support must be at least 1")
-    whole_titles = {normalize_text(title) for titles in groups.values() for title in titles}
+    # Each group's distinct normalized titles, normalized once for both uses below.
+    distinct = {
+        key: tuple(t for t in dict.fromkeys(normalize_text(t) for t in titles) if t)
+        for key, titles in groups.items()
+    }
+    whole_titles = {title for titles in distinct.values() for title in titles}
     support: Counter[SynonymPair] = Counter()
     found: dict[K, set[SynonymPair]] = defaultdict(set)
-    for key, titles in groups.items():
-        normalized = tuple(t for t in dict.fromkeys(normalize_text(t) for t in titles) if t)
+    for key, normalized in distinct.items():
         for a, b in _group_candidates(
             normalized, min_shared_words, max_shared_words, max_part_words, aligned
         ):
