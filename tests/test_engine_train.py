@@ -5,12 +5,15 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.encoders import ConfigError, encoder_class, parse_config
 from models_app.siamese.train import (
     CHECKPOINT,
     FeedbackExample,
+    RowSparseAdam,
     TrainConfig,
+    _Optimizer,
     blend_weights,
     parse_model_spec,
     prepare_data,
@@ -388,3 +391,89 @@ def test_a_false_match_pushes_its_text_away_from_the_rejected_member_under_an_in
         return float(text @ member)
 
     assert cosine_to_rejected(JAVA_BARISTA) < cosine_to_rejected(JAVA_BARISTA[:1]) - 0.2
+
+
+# --- the sparse optimizer ------------------------------------------------------------------------
+
+
+def _sparse_steps(optimizer_class, table, batches, *, state=None):
+    """Runs ``optimizer_class`` over ``batches`` of bag ids on a copy of ``table``; returns the
+    table, the optimizer's state dict and the optimizer."""
+    bag = torch.nn.EmbeddingBag(*table.shape, mode="mean", sparse=True)
+    with torch.no_grad():
+        bag.weight.copy_(table)
+    optimizer = optimizer_class(bag.parameters(), lr=0.01)
+    if state is not None:
+        optimizer.load_state_dict(copy.deepcopy(state))  # loading shares the tensors it is given
+    for ids, offsets in batches:
+        optimizer.zero_grad(set_to_none=True)
+        bag(ids, offsets).sin().sum().backward()
+        optimizer.step()
+    return bag.weight.detach().clone(), optimizer.state_dict(), optimizer
+
+
+def _bags(seed, steps, *, rows=2000, bag_size=6, bags=40):
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.arange(0, bags * bag_size, bag_size)
+    return [
+        (torch.randint(0, rows, (bags * bag_size,), generator=generator), offsets)
+        for _ in range(steps)
+    ]
+
+
+def test_row_sparse_adam_takes_sparse_adams_steps():
+    table = torch.randn(2000, 8, generator=torch.Generator().manual_seed(0))
+    batches = _bags(1, 40)  # 240 ids of 2,000 rows a step: a dozen rows drawn twice a batch
+    ours, our_state, _ = _sparse_steps(RowSparseAdam, table, batches)
+    theirs, their_state, _ = _sparse_steps(torch.optim.SparseAdam, table, batches)
+    assert not torch.equal(ours, table)
+    # Only the summing order of a row's duplicate gradients may differ.
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    for ours_state, theirs_state in zip(
+        our_state["state"].values(), their_state["state"].values(), strict=True
+    ):
+        assert ours_state["step"] == theirs_state["step"] == 40
+        torch.testing.assert_close(ours_state["exp_avg"], theirs_state["exp_avg"])
+        torch.testing.assert_close(ours_state["exp_avg_sq"], theirs_state["exp_avg_sq"])
+    untouched = torch.ones(2000, dtype=torch.bool)
+    untouched[torch.cat([ids for ids, _ in batches])] = False
+    assert untouched.any()
+    assert torch.equal(ours[untouched], table[untouched])  # rows no step touched stay as they were
+
+
+def test_row_sparse_adam_is_bit_for_bit_sparse_adam_when_no_row_repeats_in_a_batch():
+    table = torch.randn(500, 8, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(2)
+    batches = [
+        (torch.randperm(500, generator=generator)[:60], torch.arange(0, 60, 3)) for _ in range(25)
+    ]
+    ours, _, _ = _sparse_steps(RowSparseAdam, table, batches)
+    theirs, _, _ = _sparse_steps(torch.optim.SparseAdam, table, batches)
+    assert torch.equal(ours, theirs)
+
+
+def test_row_sparse_adam_resumes_from_a_sparse_adam_checkpoint():
+    table = torch.randn(2000, 8, generator=torch.Generator().manual_seed(0))
+    first, later = _bags(3, 10), _bags(4, 10)
+    middle, their_state, _ = _sparse_steps(torch.optim.SparseAdam, table, first)
+    resumed, _, _ = _sparse_steps(RowSparseAdam, middle, later, state=their_state)
+    straight, _, _ = _sparse_steps(torch.optim.SparseAdam, middle, later, state=their_state)
+    torch.testing.assert_close(resumed, straight, rtol=1e-5, atol=1e-6)
+
+
+def test_row_sparse_adam_refuses_a_dense_gradient():
+    weight = torch.nn.Parameter(torch.zeros(3, 2))
+    optimizer = RowSparseAdam([weight], lr=0.01)
+    weight.sum().backward()
+    with pytest.raises(RuntimeError, match="sparse gradients"):
+        optimizer.step()
+
+
+def test_the_training_optimizer_uses_row_sparse_adam_for_the_bucket_table():
+    encoder = encoder_class("ngram_bag").create([t for _, t in MEMBERS], parse_config(ENCODER))
+    optimizer = _Optimizer(encoder, torch.nn.Identity(), 0.01)
+    sparse_optimizers = [o for o in optimizer.optimizers if isinstance(o, RowSparseAdam)]
+    assert [p for o in sparse_optimizers for g in o.param_groups for p in g["params"]] == [
+        encoder.bag.weight
+    ]
+    assert all(p is not encoder.bag.weight for p in optimizer.dense)
