@@ -443,24 +443,32 @@ class RowSparseAdam(torch.optim.SparseAdam):
     through sparse tensors (two ``sparse_mask`` and three sparse additions). On the n-gram
     table's gradient of a 512-pair batch (about 84,000 rows, 21,000 of them distinct) that was
     44 ms of a step of about 100; summing the rows with ``index_add_`` and updating the gathered
-    rows is 18 ms (docs/benchmarks.md, "Fine-tune throughput"). The arithmetic is SparseAdam's,
-    operation for operation; only the order in which a row's duplicate gradients are summed
-    may differ. Same state (``step``, ``exp_avg``, ``exp_avg_sq``), so either's state dict
-    loads into the other: a checkpoint written before this class resumes with it.
+    rows is 18 ms (docs/benchmarks.md, "Fine-tune throughput"). With a float learning rate the
+    arithmetic is SparseAdam's, operation for operation; only the order in which a row's
+    duplicate gradients are summed may differ. Same state (``step`` an int, ``exp_avg``,
+    ``exp_avg_sq``), so either's state dict loads into the other: a checkpoint written before
+    this class resumes with it.
     """
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            # Checked before any update, so a bad gradient leaves every parameter as it was.
+            for param in group["params"]:
+                grad = param.grad
+                if grad is not None and not (grad.is_sparse and grad.sparse_dim() == 1):
+                    raise RuntimeError(
+                        "RowSparseAdam needs sparse gradients of whole rows (an embedding "
+                        "table's); use Adam for dense ones"
+                    )
+        for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is None:
                     continue
-                if not param.grad.is_sparse:
-                    raise RuntimeError("RowSparseAdam needs sparse gradients; use Adam for dense")
                 state = self.state[param]
                 if not state:
                     state["step"] = 0
@@ -472,7 +480,11 @@ class RowSparseAdam(torch.optim.SparseAdam):
         return loss
 
 
-def _row_adam_update(param: torch.Tensor, grad: torch.Tensor, state: dict, group: dict) -> None:
+def _row_adam_update(
+    param: torch.Tensor, grad: torch.Tensor, state: dict[str, Any], group: dict[str, Any]
+) -> None:
+    """One Adam step on the rows of ``param`` that ``grad`` (sparse, a row per occurrence,
+    repeats allowed) touches; ``state`` holds the moments, ``group`` the hyperparameters."""
     rows, position = torch.unique(grad._indices()[0], return_inverse=True)
     if rows.numel() == 0:
         return
@@ -489,10 +501,10 @@ def _row_adam_update(param: torch.Tensor, grad: torch.Tensor, state: dict, group
     new_exp_avg_sq = exp_avg_sq_update.add_(old_exp_avg_sq)
     exp_avg.index_copy_(0, rows, numer)
     exp_avg_sq.index_copy_(0, rows, new_exp_avg_sq)
+    # Both were copied above, so they may be overwritten in place from here on.
     denom = new_exp_avg_sq.sqrt_().add_(group["eps"])
     step = state["step"]
-    lr = float(group["lr"])
-    step_size = lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+    step_size = float(group["lr"]) * math.sqrt(1 - beta2**step) / (1 - beta1**step)
     param.index_add_(0, rows, numer.div_(denom).mul_(-step_size))
 
 
