@@ -27,14 +27,25 @@ def tensor(
     return torch.tensor(rows, dtype=dtype, requires_grad=grad)
 
 
-def numpy_sdml(a: np.ndarray, b: np.ndarray, usable: np.ndarray, eps: float, scale: float):
-    """Reference SDML, one row at a time over that row's usable columns (diagonal included)."""
+def numpy_sdml(
+    a: np.ndarray,
+    b: np.ndarray,
+    usable: np.ndarray,
+    eps: float,
+    scale: float,
+    margins: np.ndarray | None = None,
+):
+    """Reference SDML, one row at a time over that row's usable columns (diagonal included);
+    ``margins`` are added to each row's own squared distance."""
     losses = []
     for i in range(len(a)):
         cols = np.flatnonzero(usable[i])
         if len(cols) < 2:
             continue
-        logits = -scale * ((a[i] - b[cols]) ** 2).sum(axis=1)
+        distances = ((a[i] - b[cols]) ** 2).sum(axis=1)
+        if margins is not None:
+            distances[cols == i] += margins[i]
+        logits = -scale * distances
         log_p = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
         target = np.full(len(cols), eps / len(cols))
         target[cols == i] += 1.0 - eps
@@ -124,6 +135,42 @@ def test_sdml_is_the_kl_divergence_to_the_smoothed_targets():
     value = SDMLLoss(smoothing=0.3, scale=1.5)(torch.tensor(a), torch.tensor(b))
     expected = numpy_sdml(a, b, np.ones((3, 3), dtype=bool), eps=0.3, scale=1.5)
     assert value.item() == pytest.approx(expected)
+
+
+def test_sdml_with_a_positive_margin_is_the_loss_of_a_positive_that_much_farther():
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    margins = torch.tensor([0.0, 0.3, 0.0, 0.1], dtype=torch.float64)
+    value = SDMLLoss(smoothing=0.3, scale=2.0)(a, b, positive_margin=margins)
+    usable = np.ones((4, 4), dtype=bool)
+    expected = numpy_sdml(a.numpy(), b.numpy(), usable, eps=0.3, scale=2.0, margins=margins.numpy())
+    assert value.item() == pytest.approx(expected)
+    plain = SDMLLoss(smoothing=0.3, scale=2.0)(a, b)
+    assert value.item() > plain.item()
+    zero = SDMLLoss(smoothing=0.3, scale=2.0)(a, b, positive_margin=torch.zeros(4))
+    assert zero.item() == pytest.approx(plain.item())
+
+
+def test_sdml_keeps_pulling_a_row_that_is_ahead_by_less_than_its_margin():
+    # Row 0's positive is ahead of its negative by a little: without a margin its pull is
+    # weak; with one larger than the lead the pull grows.
+    a = tensor([[1.0, 0.0], [0.0, 1.0]], grad=True)
+    b = tensor([[0.95, 0.31], [0.8, 0.6]])
+    pulls = []
+    for margin in (0.0, 0.5):
+        a.grad = None
+        SDMLLoss(smoothing=0.0, scale=5.0)(
+            a, b, positive_margin=torch.tensor([margin, 0.0])
+        ).backward()
+        pulls.append(a.grad[0].norm().item())
+    assert pulls[1] > 2 * pulls[0]
+
+
+def test_sdml_refuses_margins_of_the_wrong_shape():
+    a, b = torch.zeros(3, 2), torch.ones(3, 2)
+    with pytest.raises(ValueError, match="positive_margin must have shape"):
+        SDMLLoss()(a, b, positive_margin=torch.zeros(2))
 
 
 def test_sdml_leaves_same_group_columns_out_of_the_softmax_and_the_smoothing():

@@ -315,6 +315,55 @@ JAVA_BARISTA = [
 ]
 
 
+def test_a_feedback_margin_marks_the_rows_of_curator_inputs_and_no_other():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    cfg = config(replay_share=0.5, batch_size=200, typo_share=0.0, feedback_margin=0.05)
+    data = prepare_data(MEMBERS, JAVA_BARISTA, config=cfg)
+    batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
+    marked = [m > 0 for m in batch["margins"]]
+    curator_rows = [anchor == "java barista" for anchor in batch["anchors"]]
+    assert marked == curator_rows
+    assert set(batch["margins"]) == {0.0, 0.05}
+    # The false match's rows (its rejected member as the positive) are not the curator's.
+    assert "java developer" in batch["positives"]
+    plain = config(replay_share=0.5, batch_size=200, typo_share=0.0)
+    assert (
+        "margins"
+        not in BatchSampler(
+            prepare_data(MEMBERS, JAVA_BARISTA, config=plain),
+            plain,
+            random.Random(0),
+            fine_tuning=True,
+        ).batch()
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"feedback_margin": -0.1}, "feedback_margin must be in"),
+        ({"feedback_margin": 1.5}, "feedback_margin must be in"),
+        ({"feedback_margin": 0.05, "loss": "contrastive"}, "feedback_margin needs an in-batch"),
+    ],
+)
+def test_impossible_feedback_margins_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        config(**overrides)
+
+
+def test_a_fine_tune_with_a_feedback_margin_trains_end_to_end():
+    cfg = config(max_steps=20, replay_share=0.5, feedback_margin=0.05, select_best=False)
+    parent = train_encoder(prepare_data(MEMBERS, config=config()), ENCODER, config()).encoder
+    result = train_encoder(
+        prepare_data(MEMBERS, JAVA_BARISTA, config=cfg), ENCODER, cfg, parent=parent
+    )
+    assert result.steps == 20
+    assert np.isfinite(result.metrics["validation_accuracy"])
+
+
 @pytest.mark.parametrize("loss", ["sdml", "triplet"])
 def test_in_batch_losses_see_a_false_match_as_a_negative_column_of_its_text(loss):
     import random

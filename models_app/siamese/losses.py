@@ -182,12 +182,27 @@ class SDMLLoss(nn.Module):
         per_column = self.smoothing / usable.sum(dim=1, keepdim=True)  # (B, 1)
         return usable * per_column + eye * (1.0 - self.smoothing)  # (B, B)
 
-    def forward(self, a: Tensor, b: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        a: Tensor,
+        b: Tensor,
+        group_ids: Tensor | None = None,
+        positive_margin: Tensor | None = None,
+    ) -> Tensor:
+        """``positive_margin`` (B,), squared distance added to row i's own pair: the row's loss
+        is as if its positive were that much farther, so it keeps pulling until the positive
+        is nearer than the negatives by about the margin (an additive margin, as in CosFace)."""
         batch = _check_pairs(a, b)
         negatives = _negative_mask(batch, group_ids, a.device)  # (B, B)
         eye = torch.eye(batch, dtype=torch.bool, device=a.device)  # (B, B)
         usable = negatives | eye  # (B, B)
-        logits = -self.scale * _squared_distances(a, b)  # (B, B)
+        distances = _squared_distances(a, b)  # (B, B)
+        if positive_margin is not None:
+            if positive_margin.shape != (batch,):
+                shape = tuple(positive_margin.shape)
+                raise ValueError(f"positive_margin must have shape ({batch},), got {shape}")
+            distances = distances + torch.diag(positive_margin.to(distances.dtype))
+        logits = -self.scale * distances  # (B, B)
         logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
         # Masked columns are -inf, so their probability is exactly 0; zero their log-probabilities
         # so that 0 * -inf does not turn into NaN in the sum below.

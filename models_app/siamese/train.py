@@ -43,6 +43,7 @@ from models_app.siamese.text import normalize_text
 Progress = Callable[[str, float, float | None], None]
 PAIRWISE_LOSSES = {"contrastive", "hybrid"}
 TRIPLE_LOSSES = {"s2net"}
+MARGIN_LOSSES = {"sdml"}  # those that take a per-row margin on the positive (feedback_margin)
 CHECKPOINT = "checkpoint.pt"
 # On unit vectors -||a-b||^2 = 2cos(a, b) - 2, so SDML's scale 10 is a softmax temperature of 0.05
 # over cosine similarities, the setting measured before this code was written (DESIGN.md).
@@ -89,6 +90,13 @@ class TrainConfig:
     # -0.4/-0.1 became 0.0-+0.1 and Extra Words rose, for 1.2-2.4 points of the corrections
     # (bench/finetune_drift.py --blends). No effect without a parent.
     keep_parent_share: float = 0.0
+    # Fine-tuning: a curator's input must be closer to its group's string than to any in-batch
+    # negative (the member it was wrongly matched to among them) by this much cosine before
+    # the loss lets go of it. The search lets the trigram term decide among members within
+    # ``SearchConfig.lexical_window`` of the best cosine, and a corrected input usually shares
+    # words with the wrong group: a correction learnt by less than the window is taken back.
+    # Only the in-batch softmax (sdml) takes it.
+    feedback_margin: float = 0.0
     seed: int = 0
     device: str = "auto"
     threads: int = 0  # 0: every core
@@ -110,6 +118,11 @@ class TrainConfig:
             (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
             (self.threads >= 0, "threads must not be negative"),
             (0 <= self.keep_parent_share < 1, "keep_parent_share must be in [0, 1)"),
+            (0 <= self.feedback_margin <= 1, "feedback_margin must be in [0, 1], a cosine"),
+            (
+                self.feedback_margin == 0 or self.loss in MARGIN_LOSSES,
+                f"feedback_margin needs an in-batch loss ({', '.join(sorted(MARGIN_LOSSES))})",
+            ),
         ]
         for name in (
             "hard_negative_share",
@@ -356,6 +369,13 @@ class BatchSampler:
             "anchors": [a for _, a, _ in pairs],
             "positives": [p for _, _, p in pairs],
         }
+        if self.config.feedback_margin > 0:
+            # A row is a curator's while its pair is still the one drawn with the curator's
+            # text (a rejected member's row replaced some).
+            batch["margins"] = [
+                self.config.feedback_margin if key is not None and pairs[i] is drawn[i][0] else 0.0
+                for i, (_, key) in enumerate(drawn)
+            ]
         if self.config.loss in PAIRWISE_LOSSES | TRIPLE_LOSSES:
             per = 1 if self.config.loss in TRIPLE_LOSSES else self.config.negatives_per_positive
             negatives = []
@@ -410,6 +430,10 @@ def loss_step(
         negatives = _embed(encoder, [b for _, b in batch["negatives"]], rng)
         return loss(anchors, positives, negatives)
     groups = torch.tensor(batch["groups"], device=encoder.device)
+    if "margins" in batch:
+        # Unit vectors: ||a - b||^2 = 2 - 2 cos, so a cosine margin is twice that in distance.
+        margins = 2.0 * torch.tensor(batch["margins"], device=encoder.device)
+        return loss(anchors, positives, groups, positive_margin=margins)
     if name == "triplet":
         generator = torch.Generator(device=encoder.device).manual_seed(rng.randrange(2**31))
         return loss(anchors, positives, groups, generator=generator)
