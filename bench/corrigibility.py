@@ -43,7 +43,8 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
 - *variants*: a new input around each corrected title (fresh job-ad words), served: does a
   verdict reach similar inputs?
 - *never-seen*: top-1 accuracy on the never-seen set, served as the API serves it
-  (``normalize_texts``), and by the embedding alone.
+  (``normalize_texts``), by the weights alone (the taxonomy's members, no curator member) and
+  by the embedding alone (no trigram term either).
 - *arrival*: top-1 accuracy of the round's inputs as predicted when they arrived (the model
   before the round's verdicts): more never-seen inputs, fresh each round.
 - *frozen suite*: as the gate scores it (Typos, Composition, Extra Words from the taxonomy's
@@ -573,6 +574,7 @@ COLUMNS = [
     "all_embedding",
     "variants",
     "never_seen",
+    "never_weights",
     "never_embedding",
     "typos",
     "composition",
@@ -600,6 +602,7 @@ def table_row(row: dict) -> dict:
         "all_embedding": fixed(row.get("all_embedding_alone")),
         "variants": fixed(row.get("variants")),
         "never_seen": fixed(row["never_seen"]),
+        "never_weights": fixed(row.get("never_seen_weights_alone")),
         "never_embedding": fixed(row.get("never_seen_embedding_alone")),
         **{name: fixed(row["frozen"][name]) for name in FROZEN},
         "run": run.get("status"),
@@ -823,6 +826,9 @@ def main() -> None:
             "model": version.label,
             **extra,
             "never_seen": share(served_top1(taxonomy, never_seen, gold)),
+            # Served less the curator members (the taxonomy's members only, trigram term on),
+            # then less the trigram term too: what each part of the served search adds.
+            "never_seen_weights_alone": share(alone.weights_alone(never_seen)),
             "never_seen_embedding_alone": share(alone.embedding_alone(never_seen)),
             # Fresh job-ad noise around the titles corrected so far: does a fix reach similar
             # inputs, as served (curator members included)?
