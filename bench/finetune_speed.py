@@ -45,6 +45,7 @@ FINETUNE = {
     "feedback_augment_share": 1.0,
     "keep_parent_share": 0.25,
     "select_best": False,
+    "feedback_margin": 0.05,
 }
 TIMED_FROM_STEP = 20  # the loop reports progress every 20 steps
 

@@ -56,6 +56,7 @@ from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
+    MARGIN_LOSSES,
     FeedbackExample,
     TrainConfig,
     parse_model_spec,
@@ -80,6 +81,11 @@ FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
 # (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility.py,
 # docs/benchmarks.md). A manual fine-tune from a version inherits its spec, this share too.
 FINETUNE_KEEP_PARENT_SHARE = 0.25
+# A curator's input must end nearer its group's string than the in-batch negatives (its false
+# match among them) by this much cosine (TrainConfig.feedback_margin): more than the search's
+# trigram window (SearchConfig.lexical_window, 0.03), inside which string overlap with the
+# wrong group would take the correction back. Fine-tunes of a loss without margins go without.
+FINETUNE_FEEDBACK_MARGIN = 0.05
 # A fine-tune's first phase repeats the verdicts since the live version until they are about
 # as many as all earlier ones, but at most this many times: a run started by the clock on a
 # handful of new verdicts must not spend half its feedback on them.
@@ -588,6 +594,8 @@ def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
     training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
     training["keep_parent_share"] = FINETUNE_KEEP_PARENT_SHARE
+    if training.get("loss", TrainConfig.loss) in MARGIN_LOSSES:
+        training["feedback_margin"] = FINETUNE_FEEDBACK_MARGIN
     training.update(overrides.get("training", {}))
     return spec
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ from models_app.live import live_engine
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import (
     RunStateError,
+    _finetune_spec,
     _half_fresh,
     finetune_run_request,
     live_version,
@@ -36,7 +38,7 @@ from models_app.services import (
 from models_app.siamese.encoders import fit_encoder
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import FeedbackExample
+from models_app.siamese.train import FeedbackExample, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.
@@ -113,6 +115,7 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     # a quarter of the live version's.
     assert (training["replay_share"], training["feedback_augment_share"]) == (0.5, 1.0)
     assert training["keep_parent_share"] == 0.25
+    assert training["feedback_margin"] == 0.05  # past the search's trigram window
     assert training["select_best"] is False
     assert run.flip_report["counts"]["fixed"] >= 1
     stages = report["stage_seconds"]
@@ -599,3 +602,13 @@ def test_a_reference_model_without_its_label_is_refused(taxonomy):
         comparison.add(name, live_engine(taxonomy).encoder, SearchConfig())
     with pytest.raises(ValueError, match="needs the label of its version"):
         comparison.gate(tolerance=0.01)
+
+
+@pytest.mark.parametrize("loss, margin", [("sdml", 0.05), (None, 0.05), ("contrastive", None)])
+def test_only_a_loss_that_takes_margins_gets_the_feedback_margin(loss, margin):
+    training = {"batch_size": 64} if loss is None else {"loss": loss}  # None: the default loss
+    parent = SimpleNamespace(config={"encoder": {"kind": "ngram_bag"}, "training": training})
+    spec = _finetune_spec(parent, {})
+    assert spec["training"].get("feedback_margin") == margin
+    parse_model_spec(spec)  # a valid spec either way
+    assert "feedback_margin" not in parent.config["training"]  # the parent's spec is not touched
