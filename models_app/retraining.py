@@ -594,9 +594,15 @@ def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
     training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
     training["keep_parent_share"] = FINETUNE_KEEP_PARENT_SHARE
-    if training.get("loss", TrainConfig.loss) in MARGIN_LOSSES:
-        training["feedback_margin"] = FINETUNE_FEEDBACK_MARGIN
-    training.update(overrides.get("training", {}))
+    requested = overrides.get("training", {})
+    training.update(requested)
+    if "feedback_margin" not in requested:
+        # By the loss the run will train with: an override may change it, and a parent
+        # fine-tuned under sdml carries a margin another loss cannot take.
+        if training.get("loss", TrainConfig.loss) in MARGIN_LOSSES:
+            training["feedback_margin"] = FINETUNE_FEEDBACK_MARGIN
+        else:
+            training.pop("feedback_margin", None)
     return spec
 
 

@@ -612,3 +612,17 @@ def test_only_a_loss_that_takes_margins_gets_the_feedback_margin(loss, margin):
     assert spec["training"].get("feedback_margin") == margin
     parse_model_spec(spec)  # a valid spec either way
     assert "feedback_margin" not in parent.config["training"]  # the parent's spec is not touched
+
+
+def test_a_fine_tune_that_changes_the_loss_drops_a_margin_the_new_loss_cannot_take():
+    parent = SimpleNamespace(
+        config={
+            "encoder": {"kind": "ngram_bag"},
+            "training": {"loss": "sdml", "feedback_margin": 0.05},  # a fine-tune's own spec
+        }
+    )
+    spec = _finetune_spec(parent, {"training": {"loss": "contrastive"}})
+    assert "feedback_margin" not in spec["training"]
+    parse_model_spec(spec)
+    asked = _finetune_spec(parent, {"training": {"feedback_margin": 0.1}})
+    assert asked["training"]["feedback_margin"] == 0.1  # an admin's own value is kept
