@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 
 import numpy as np
 import pytest
@@ -90,6 +91,23 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
     assert resumed.steps == 20  # nothing left to do: it picked up at step 20, not at 0
     assert (first.metrics["resumed_from_step"], resumed.metrics["resumed_from_step"]) == (0, 20)
     assert [h["step"] for h in resumed.history] == [10, 20]
+
+
+def test_a_checkpoint_from_before_the_feedback_margin_existed_still_resumes(tmp_path):
+    cfg = config(max_steps=20)
+    data = prepare_data(MEMBERS, config=cfg)
+    train_encoder(data, ENCODER, cfg, checkpoint_dir=tmp_path)
+    # Rewrite the fingerprint as code from before the option wrote it: no such field at all.
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    saved["fingerprint"]["train_config"].pop("feedback_margin", None)
+    torch.save(saved, tmp_path / CHECKPOINT)
+    resumed = train_encoder(data, ENCODER, cfg, checkpoint_dir=tmp_path)
+    assert resumed.metrics["resumed_from_step"] == 20
+    # A run that does use a margin is another config: the old checkpoint does not fit it.
+    with pytest.raises(ConfigError, match="written for other data or configs"):
+        train_encoder(
+            data, ENCODER, config(max_steps=20, feedback_margin=0.05), checkpoint_dir=tmp_path
+        )
 
 
 def test_a_checkpoint_for_other_data_can_be_discarded_instead_of_refused(tmp_path):
@@ -341,12 +359,73 @@ def test_a_feedback_margin_marks_the_rows_of_curator_inputs_and_no_other():
     )
 
 
+def test_a_text_curators_only_rejected_carries_the_margin_too():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    rejected_only = [FeedbackExample("java barista", 0, False, "java developer")]
+    cfg = config(replay_share=0.5, batch_size=200, typo_share=0.0, feedback_margin=0.05)
+    data = prepare_data(MEMBERS, rejected_only, config=cfg)
+    batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
+    own_rows = [i for i, group in enumerate(batch["groups"]) if group < 0]  # its own group
+    assert own_rows
+    assert all(batch["margins"][i] == 0.05 for i in own_rows)
+    assert all(m == 0.0 for i, m in enumerate(batch["margins"]) if i not in own_rows)
+
+
+def test_a_curator_row_replaced_by_a_related_groups_pair_loses_its_margin():
+    import random
+
+    from models_app.siamese.train import BatchSampler
+
+    feedback = [FeedbackExample("java barista", 2, True, "barista")]  # no false match
+    cfg = config(
+        replay_share=0.0, batch_size=200, typo_share=0.0, feedback_margin=0.05,
+        hard_negative_share=1.0,
+    )  # fmt: skip
+    data = prepare_data(MEMBERS, feedback, config=cfg)
+    sampler = BatchSampler(data, cfg, random.Random(0), fine_tuning=True)
+    sampler.confusable = {2: [0]}  # every odd row becomes a pair of group 0
+    batch = sampler.batch()
+    assert batch["anchors"][0::2] == ["java barista"] * 100
+    assert batch["margins"][0::2] == [0.05] * 100
+    assert set(batch["groups"][1::2]) == {0} and batch["margins"][1::2] == [0.0] * 100
+
+
+def test_the_loss_step_turns_a_cosine_margin_into_twice_that_in_squared_distance():
+    from models_app.siamese.losses import SDMLLoss
+    from models_app.siamese.train import loss_step
+
+    encoder = encoder_class("ngram_bag").create([t for _, t in MEMBERS], parse_config(ENCODER))
+    encoder.eval()  # no dropout: the same embeddings for both calls
+    seen = {}
+
+    class Recording(SDMLLoss):
+        def forward(self, a, b, group_ids=None, positive_margin=None):
+            seen["margin"] = positive_margin
+            return super().forward(a, b, group_ids, positive_margin)
+
+    batch = {
+        "groups": [0, 1],
+        "anchors": ["java dev", "nurse"],
+        "positives": ["java developer", "staff nurse"],
+    }
+    loss_step(encoder, Recording(), "sdml", {**batch, "margins": [0.05, 0.0]}, random.Random(0))
+    assert seen["margin"].tolist() == pytest.approx([0.1, 0.0])
+    loss_step(encoder, Recording(), "sdml", batch, random.Random(0))
+    assert seen["margin"] is None
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
         ({"feedback_margin": -0.1}, "feedback_margin must be in"),
         ({"feedback_margin": 1.5}, "feedback_margin must be in"),
-        ({"feedback_margin": 0.05, "loss": "contrastive"}, "feedback_margin needs an in-batch"),
+        (
+            {"feedback_margin": 0.05, "loss": "contrastive"},
+            "feedback_margin needs a loss that takes one",
+        ),
     ],
 )
 def test_impossible_feedback_margins_are_refused(overrides, message):

@@ -121,7 +121,7 @@ class TrainConfig:
             (0 <= self.feedback_margin <= 1, "feedback_margin must be in [0, 1], a cosine"),
             (
                 self.feedback_margin == 0 or self.loss in MARGIN_LOSSES,
-                f"feedback_margin needs an in-batch loss ({', '.join(sorted(MARGIN_LOSSES))})",
+                f"feedback_margin needs a loss that takes one ({', '.join(sorted(MARGIN_LOSSES))})",
             ),
         ]
         for name in (
@@ -430,7 +430,7 @@ def loss_step(
         negatives = _embed(encoder, [b for _, b in batch["negatives"]], rng)
         return loss(anchors, positives, negatives)
     groups = torch.tensor(batch["groups"], device=encoder.device)
-    if "margins" in batch:
+    if name in MARGIN_LOSSES and "margins" in batch:
         # Unit vectors: ||a - b||^2 = 2 - 2 cos, so a cosine margin is twice that in distance.
         margins = 2.0 * torch.tensor(batch["margins"], device=encoder.device)
         return loss(anchors, positives, groups, positive_margin=margins)
@@ -579,6 +579,20 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
 
 
+# Options added after checkpoints were first written, with the value that means "as before": a
+# checkpoint written before an option existed still resumes while the run leaves it at that.
+_OPTIONS_ADDED_LATER = {"feedback_margin": 0.0}
+
+
+def _checkpoint_train_config(config: TrainConfig) -> dict[str, Any]:
+    """The training config as a checkpoint's fingerprint records it."""
+    return {
+        name: value
+        for name, value in dataclasses.asdict(config).items()
+        if not (name in _OPTIONS_ADDED_LATER and value == _OPTIONS_ADDED_LATER[name])
+    }
+
+
 def _save_checkpoint(folder: Path, state: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     scratch = folder / f".{CHECKPOINT}.tmp"
@@ -649,7 +663,7 @@ def train_encoder(
     fingerprint = {
         "data_sha256": data.sha256,
         "encoder_config": dataclasses.asdict(parsed),
-        "train_config": dataclasses.asdict(config),
+        "train_config": _checkpoint_train_config(config),
     }
     checkpoint_path = checkpoint_dir / CHECKPOINT if checkpoint_dir else None
     saved = None
