@@ -52,6 +52,7 @@ from models_app.services import (
     training_run_request,
     version_config,
 )
+from models_app.siamese.encoders import as_stored
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.text import normalize_text
@@ -359,7 +360,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     final = learnt
     if held_out:
         progress("evaluate", 0.0, None)
-        comparison.add("learnt", learnt.result.encoder, parse_search_config(spec))
+        # As it would be served (stored smaller than it trains), as the live one is.
+        comparison.add("learnt", as_stored(learnt.result.encoder), parse_search_config(spec))
         held_out_row = comparison.held_out_row(held_out, tolerance=settings.SIAMWEB_GATE_TOLERANCE)
         comparison.drop("learnt")
         laps.lap("held_out")
@@ -399,7 +401,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     laps.lap("index")
 
     progress("evaluate", 0.5, None)
-    comparison.add("candidate", final.result.encoder, parse_search_config(candidate.config))
+    # The candidate as stored and served (its index was just built with it), not as trained: the
+    # gate compares what would go live with what is live.
+    comparison.add("candidate", encoder_for(candidate), parse_search_config(candidate.config))
     reference = gate_reference(parent)
     if reference != parent:
         comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))

@@ -9,6 +9,7 @@ import torch
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.encoders import (
     ConfigError,
+    as_stored,
     char_ngrams,
     encoder_class,
     load_encoder,
@@ -72,6 +73,24 @@ def test_every_encoder_round_trips_through_disk_in_half_precision(kind, tmp_path
     assert cosines.min() > 0.999
     # The nearest title of every title is unchanged by float16 storage.
     assert ((before @ before.T).argsort(1)[:, -2] == (after @ after.T).argsort(1)[:, -2]).all()
+
+
+@pytest.mark.parametrize("kind", ["ngram_bag", "char_bilstm"])
+def test_as_stored_answers_as_the_saved_and_loaded_encoder_does(kind, tmp_path, monkeypatch):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    encoder = build(kind)
+    with atomic_directory(tmp_path / "m") as folder:
+        encoder.save(folder)
+    loaded = load_encoder(tmp_path / "m")
+    stored = as_stored(encoder)
+    assert stored is not encoder
+    np.testing.assert_array_equal(stored.encode(TITLES), loaded.encode(TITLES))
+    assert not np.array_equal(stored.encode(TITLES), encoder.encode(TITLES))  # stored smaller
+    assert list(scratch.iterdir()) == []  # its scratch folder is gone
 
 
 def test_the_bilstm_encodes_a_string_the_same_alone_or_beside_longer_ones():

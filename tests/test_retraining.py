@@ -14,7 +14,7 @@ from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app import retraining
-from models_app.live import live_engine
+from models_app.live import artifact_path, encoder_for, live_engine
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import (
     RunStateError,
@@ -35,7 +35,7 @@ from models_app.services import (
     run_checkpoint_dir,
     training_run_execute,
 )
-from models_app.siamese.encoders import fit_encoder
+from models_app.siamese.encoders import fit_encoder, load_encoder
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import FeedbackExample, parse_model_spec
@@ -91,6 +91,36 @@ def finetune(taxonomy, **config) -> TrainingRun:
     run_queued()
     run = finetune_run_request(taxonomy=taxonomy, trigger="manual", config=config, enqueue=False)
     return training_run_execute(run_id=run.id)
+
+
+def test_the_gate_measures_the_candidate_and_the_first_phase_as_they_would_be_served(
+    taxonomy, curator, settings, monkeypatch
+):
+    # A model is stored smaller than it trains (int8 table rows, float16 weights) and the live
+    # one is measured as loaded: the candidate must be too, or the gate compares unlike things.
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    correct_everything(taxonomy, curator)
+    measured = {}
+    add = retraining._Comparison.add
+
+    def recording_add(self, name, encoder, search):
+        measured[name] = encoder
+        return add(self, name, encoder, search)
+
+    monkeypatch.setattr(retraining._Comparison, "add", recording_add)
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    run = finetune(taxonomy, training={"max_steps": 40})
+    assert measured["candidate"] is encoder_for(run.model_version)  # loaded from its files
+    stored = load_encoder(artifact_path(run.model_version.artifact_path))
+    texts = list(CORRECTIONS)
+    assert measured["candidate"].encode(texts).tolist() == stored.encode(texts).tolist()
+    # Phase 1's model is never stored: it is measured through a save and a load, so its table
+    # rows are int8 steps of their own scale, as a stored model's are.
+    table = measured["learnt"].bag.weight.detach()
+    rows = table[table.abs().sum(dim=1) > 0]
+    steps = rows / (rows.abs().amax(dim=1, keepdim=True) / 127.0)
+    assert len(rows) and torch.allclose(steps, steps.round(), atol=1e-3)
 
 
 def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, settings):

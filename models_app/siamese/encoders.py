@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -269,3 +270,13 @@ def load_encoder(folder: Path) -> Encoder:
     except (KeyError, ConfigError) as exc:
         raise ArtifactError(f"encoder in {folder} has an unusable config: {exc}") from None
     return encoder_class(config.kind).load(folder, config)
+
+
+def as_stored(encoder: Encoder) -> Encoder:
+    """``encoder`` as saving and loading it gives it back: what it answers once served. A
+    neural encoder is stored smaller than it trains (the n-gram table as int8 rows, other
+    weights as float16), which moves near ties; a model measured before it is stored, or never
+    stored, is measured this way to be compared fairly with one loaded from disk."""
+    with tempfile.TemporaryDirectory(prefix="siamweb-as-stored-") as folder:
+        encoder.save(Path(folder))
+        return load_encoder(Path(folder))
