@@ -82,10 +82,11 @@ FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
 # (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility.py,
 # docs/benchmarks.md). A manual fine-tune from a version inherits its spec, this share too.
 FINETUNE_KEEP_PARENT_SHARE = 0.25
-# A curator's input must end nearer its group's string than the in-batch negatives (its false
-# match among them) by this much cosine (TrainConfig.feedback_margin): more than the search's
-# trigram window (SearchConfig.lexical_window, 0.03), inside which string overlap with the
-# wrong group would take the correction back. Fine-tunes of a loss without margins go without.
+# A curator's input is pulled until it is nearer its group's string than the in-batch negatives
+# (its false match among them when the batch carries it) by about this much cosine
+# (TrainConfig.feedback_margin): more than the search's trigram window
+# (SearchConfig.lexical_window, 0.03), inside which string overlap with the wrong group would
+# take the correction back. Fine-tunes of a loss without margins go without.
 FINETUNE_FEEDBACK_MARGIN = 0.05
 # A fine-tune's first phase repeats the verdicts since the live version until they are about
 # as many as all earlier ones, but at most this many times: a run started by the clock on a
