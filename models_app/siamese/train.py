@@ -90,9 +90,9 @@ class TrainConfig:
     # -0.4/-0.1 became 0.0-+0.1 and Extra Words rose, for 1.2-2.4 points of the corrections
     # (bench/finetune_drift.py --blends). No effect without a parent.
     keep_parent_share: float = 0.0
-    # Fine-tuning: a curator's input must be closer to its group's string than to any in-batch
-    # negative (the member it was wrongly matched to among them) by this much cosine before
-    # the loss lets go of it. The search lets the trigram term decide among members within
+    # Fine-tuning: the loss keeps pulling a curator's input toward its group's string until it
+    # is about this much cosine nearer than the in-batch negatives (its false match among them
+    # when the batch carries it). The search lets the trigram term decide among members within
     # ``SearchConfig.lexical_window`` of the best cosine, and a corrected input usually shares
     # words with the wrong group: a correction learnt by less than the window is taken back.
     # Only the in-batch softmax (sdml) takes it.
@@ -350,6 +350,8 @@ class BatchSampler:
         size = self.config.batch_size
         drawn = [self._positive_pair() for _ in range(size)]
         pairs = [row for row, _ in drawn]
+        # Whether each row is a curator's text; a row replaced below is not any more.
+        curator = [key is not None for _, key in drawn]
         if self.in_batch:
             for i in range(1, size, 2):
                 rejected = self.rejected.get(drawn[i - 1][1])
@@ -358,24 +360,21 @@ class BatchSampler:
                     # positive, so it is a negative column of row i - 1: a false match as a
                     # hard negative for in-batch losses. The row counts in the feedback share.
                     pairs[i] = self._rejected_member_pair(*self.rng.choice(rejected))
+                    curator[i] = False
                     continue
                 # Else put groups the model confuses in one batch, so that the other rows are
                 # hard negatives for each other.
                 neighbours = self.confusable.get(pairs[i - 1][0])
                 if neighbours and self.rng.random() < self.config.hard_negative_share:
                     pairs[i] = self._positive_pair(self.rng.choice(neighbours))[0]
+                    curator[i] = False
         batch: dict[str, Any] = {
             "groups": [g for g, _, _ in pairs],
             "anchors": [a for _, a, _ in pairs],
             "positives": [p for _, _, p in pairs],
         }
         if self.config.feedback_margin > 0:
-            # A row is a curator's while its pair is still the one drawn with the curator's
-            # text (a rejected member's row replaced some).
-            batch["margins"] = [
-                self.config.feedback_margin if key is not None and pairs[i] is drawn[i][0] else 0.0
-                for i, (_, key) in enumerate(drawn)
-            ]
+            batch["margins"] = [self.config.feedback_margin if c else 0.0 for c in curator]
         if self.config.loss in PAIRWISE_LOSSES | TRIPLE_LOSSES:
             per = 1 if self.config.loss in TRIPLE_LOSSES else self.config.negatives_per_positive
             negatives = []
