@@ -24,7 +24,7 @@ only, on the same data, so that recipes can be compared over several seeds:
      member, candidate minus starting model, in points;
    - *Extra Words, embedding alone*: the same set with no trigram term;
    - *corrected*: the corrected inputs right by the candidate's weights alone (searched over the
-     taxonomy's members only, no curator member);
+     taxonomy's members only, no curator member); *emb.*, the same with no trigram term;
    - *never-seen*: served over every member, candidate minus starting model, in points;
    - *spread*: mean cosine gap between the best and the 10th best member of a corrected input,
      starting model → candidate. The trigram window is a fixed cosine distance, so a wider
@@ -86,6 +86,16 @@ RECIPES = {
     "augmented": {"feedback_augment_share": 1.0},  # the product's fine-tune
     "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
     "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
+    # models_app.retraining's fine-tune today: augmented curator inputs, a quarter of the
+    # parent's weights kept, a cosine margin on curator inputs; and the same with twice the
+    # margin, whose lead over a false match would clear the search's trigram window
+    # (SearchConfig.lexical_window, 0.03) more often.
+    "product": {"feedback_augment_share": 1.0, "keep_parent_share": 0.25, "feedback_margin": 0.05},
+    "margin_0.10": {
+        "feedback_augment_share": 1.0,
+        "keep_parent_share": 0.25,
+        "feedback_margin": 0.10,
+    },
 }
 OUT = ROOT / "bench" / "results" / "finetune_drift.json"
 
@@ -177,6 +187,9 @@ def scores(encoder, taxonomy: Taxonomy, everyone, suite, corrected, never_seen, 
         **{name: on_suite[f"{name}/accuracy"] for name in FROZEN},
         "extra_words_embedding": embedding["extra_words/accuracy"],
         "corrected": right_share(taxonomy_only, corrected),
+        "corrected_embedding": right_share(
+            matcher(encoder, taxonomy.members, SearchConfig(lexical_weight=0.0)), corrected
+        ),
         "never_seen": right_share(served, never_seen),
         "spread": spread(taxonomy_only, [text for text, _ in corrected]),
         "windows": {window: window_scores(encoder, taxonomy, everyone, suite, corrected, window)
@@ -310,6 +323,7 @@ def main() -> None:
                 "extra_words_embedding": [before["extra_words_embedding"],
                                           after["extra_words_embedding"]],
                 "corrected": after["corrected"],
+                "corrected_embedding": after["corrected_embedding"],
                 "spread": [round(before["spread"], 4), round(after["spread"], 4)],
                 "windows": {window: {"before": before["windows"][window],
                                      "after": after["windows"][window]} for window in windows},
@@ -324,7 +338,7 @@ def main() -> None:
 
     header = (
         f"{'recipe':<25} {'seed':>4} {'steps':>5} {'Typos':>6} {'Comp':>6} {'Extra':>6} "
-        f"{'Extra emb.':>13} {'corrected':>9} {'never':>6} {'spread':>15}"
+        f"{'Extra emb.':>13} {'corrected':>9} {'emb.':>6} {'never':>6} {'spread':>15}"
     )
     print(header)
     for row in rows:
@@ -334,6 +348,7 @@ def main() -> None:
             f"{row['typos_delta_points']:>+6.1f} {row['composition_delta_points']:>+6.1f} "
             f"{row['extra_words_delta_points']:>+6.1f} "
             f"{embedding[0]:>6.3f}→{embedding[1]:<6.3f} {row['corrected']:>9.3f} "
+            f"{row['corrected_embedding']:>6.3f} "
             f"{row['never_seen_delta_points']:>+6.1f} "
             f"{row['spread'][0]:>7.4f}→{row['spread'][1]:<7.4f}"
         )
