@@ -69,6 +69,52 @@ def test_members_added_since_the_build_are_scored_the_same_way(encoder):
     assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
 
 
+# One title under two groups (ids 305 and 201), as O*NET lists many alternate titles under
+# several occupations: both members score exactly alike for any query.
+SHARED_TEXTS = ["Ship Rigger", "Welder", "Ship Rigger", "Rigger Helper", "Java Developer", "Nurse"]
+SHARED_IDS = np.array([305, 104, 201, 150, 111, 122])
+
+
+@pytest.fixture(scope="module")
+def shared_encoder():
+    return fit_encoder(SHARED_TEXTS, {"dim": 4, "min_df": 1})
+
+
+def shared_search(encoder, rows: list[int], weight: float) -> MemberSearch:
+    vectors = encoder.encode([SHARED_TEXTS[i] for i in rows])
+    index = MemberIndex.build(vectors, SHARED_IDS[rows], kind="flat")
+    return MemberSearch(index, [SHARED_TEXTS[i] for i in rows], SearchConfig(lexical_weight=weight))
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3])
+def test_members_that_score_alike_come_lowest_id_first_whatever_the_index_holds(
+    shared_encoder, weight
+):
+    query = ["ship rigger wanted (m/f/d)"]
+    vector = shared_encoder.encode(query)
+    as_built = shared_search(shared_encoder, [0, 1, 2, 3, 4, 5], weight)
+    reversed_rows = shared_search(shared_encoder, [5, 4, 3, 2, 1, 0], weight)
+    # 201 added since the build, scored beside the index.
+    added_later = shared_search(shared_encoder, [0, 1, 3, 4, 5], weight)
+    found = [
+        as_built.search(query, vector, 6)[0],
+        reversed_rows.search(query, vector, 6)[0],
+        added_later.search(
+            query, vector, 6,
+            extra_ids=SHARED_IDS[[2]], extra_texts=[SHARED_TEXTS[2]],
+            extra_vectors=shared_encoder.encode([SHARED_TEXTS[2]]),
+        )[0],
+    ]  # fmt: skip
+    (first, second), score = [m for m, _ in found[0][:2]], found[0][0][1]
+    assert (first, second) == (201, 305) and found[0][1][1] == score  # a tie, lower id first
+    assert found[1] == found[0]
+    assert [m for m, _ in found[2]] == [m for m, _ in found[0]]
+    assert [s for _, s in found[2]] == pytest.approx([s for _, s in found[0]], abs=1e-6)
+    # A depth that keeps one of the tied members keeps the same one, whatever the order.
+    for search in (as_built, reversed_rows):
+        assert [m for m, _ in search.search(query, vector, 1)[0]] == [201]
+
+
 def test_an_ivf_index_reranks_its_candidates_with_the_lexical_term(encoder):
     query = "coffee shop barista"
     flat = build(encoder, 0.3).search([query], encoder.encode([query]), 3)[0]

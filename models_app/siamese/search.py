@@ -48,6 +48,20 @@ Hits = list[tuple[int, float]]  # (member id, score), best first
 COSINE_CHUNK = 256
 
 
+def best_first(hit: tuple[int, float]) -> tuple[float, int]:
+    """Sort key of hits: higher score first, then lower member id.
+
+    A title shared by several groups (O*NET lists many alternate titles under more than one
+    occupation) is a member of each, so those members score exactly alike, and the first of
+    them decides the group (``rank_groups``). Without the member id that was whichever the
+    index or the list of members added since its build yielded first, which changes with every
+    rebuild: the same model then answered such an input with one group on arrival and another
+    after a reindex, about 4% of realistic inputs (bench/corrigibility.py, docs/benchmarks.md).
+    """
+    member_id, score = hit
+    return -score, member_id
+
+
 class MemberSearch:
     """Scores members of one index; ``texts`` are the indexed members' strings, in id order of
     ``index.member_ids()``, needed only when the lexical term is on."""
@@ -88,22 +102,34 @@ class MemberSearch:
                 hits = self._hybrid(
                     query, vector, cosine, depth, extra_ids, extra_texts, extra_vectors
                 )
-                hits.sort(key=lambda hit: -hit[1])
+                hits.sort(key=best_first)
                 results.append(hits[:depth])
         return results
 
     def _embedding_only(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
-        """One FAISS call for every query of the batch, then the extra members merged in."""
-        scores, ids = self.index.search(vectors, max(1, min(depth, len(self.ids))))
+        """One FAISS call for every query of the batch, then the extra members merged in.
+
+        FAISS is asked for one member more than ``depth``: where that one ties with the
+        depth-th, FAISS chose among tied members, so that query looks at every member and
+        ``best_first`` chooses instead.
+        """
+        total = len(self.ids)
+        keep = max(1, min(depth, total))
+        fetch = min(total, keep + 1)
+        scores, ids = self.index.search(vectors, fetch)
+        found = [(ids[row], scores[row]) for row in range(len(vectors))]
+        if fetch > keep:
+            edge_tied = (ids[:, keep] >= 0) & (scores[:, keep] == scores[:, keep - 1])
+            for row in np.flatnonzero(edge_tied):
+                every_scores, every_ids = self.index.search(vectors[row : row + 1], total)
+                found[row] = (every_ids[0], every_scores[0])
         extra = extra_vectors @ vectors.T if len(extra_ids) else None  # (E, Q)
         results = []
-        for row in range(len(vectors)):
-            hits = [
-                (int(m), float(s)) for m, s in zip(ids[row], scores[row], strict=True) if m >= 0
-            ]
+        for row, (row_ids, row_scores) in enumerate(found):
+            hits = [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
             if extra is not None:
                 hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra[:, row], strict=True)]
-            hits.sort(key=lambda hit: -hit[1])
+            hits.sort(key=best_first)
             results.append(hits[:depth])
         return results
 
@@ -138,7 +164,13 @@ class MemberSearch:
         scale = 1.0 / best if best > 0 else 0.0
         combined = (1 - w) * cosine + w * np.clip(lexical * scale, 0, 1) * eligible
         take = min(depth, len(candidates))
-        top = np.argpartition(-combined, take - 1)[:take] if take else np.zeros(0, np.int64)
+        if take:
+            # The depth's best and every member tied with the last of them: which of tied
+            # members a partition keeps is arbitrary, so ``best_first`` chooses instead.
+            edge = np.partition(-combined, take - 1)[take - 1]
+            top = np.flatnonzero(-combined <= edge)
+        else:
+            top = np.zeros(0, np.int64)
         hits = [(int(self.ids[candidates[i]]), float(combined[i])) for i in top]
         if len(extra_ids):
             extra = (1 - w) * extra_cosine + w * np.clip(
