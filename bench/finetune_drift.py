@@ -83,7 +83,7 @@ FROZEN = ("typos", "composition", "extra_words")
 FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
 RECIPES = {
     "verbatim": {"feedback_augment_share": 0.0},
-    "augmented": {"feedback_augment_share": 1.0},  # the product's fine-tune
+    "augmented": {"feedback_augment_share": 1.0},  # the product's, before the blend and margin
     "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
     "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
     # models_app.retraining's fine-tune today: augmented curator inputs, a quarter of the
