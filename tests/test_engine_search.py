@@ -113,6 +113,7 @@ def test_members_that_score_alike_come_lowest_id_first_whatever_the_index_holds(
     # A depth that keeps one of the tied members keeps the same one, whatever the order.
     for search in (as_built, reversed_rows):
         assert [m for m, _ in search.search(query, vector, 1)[0]] == [201]
+    assert as_built.search(query, vector, 0) == [[]]
 
 
 def test_an_ivf_index_reranks_its_candidates_with_the_lexical_term(encoder):

@@ -59,7 +59,9 @@ def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     reindex than on arrival; 1 with this order (docs/benchmarks.md, "Ties").
     """
     member_id, score = hit
-    return -score, member_id
+    # Rounded: an indexed member and one added since the build are scored through different
+    # products (FAISS or a matrix product against one vector), which can differ in the last bit.
+    return -round(score, 6), member_id
 
 
 class MemberSearch:
@@ -114,6 +116,8 @@ class MemberSearch:
         ``best_first`` chooses instead.
         """
         total = len(self.ids)
+        if depth <= 0:
+            return [[] for _ in range(len(vectors))]
         keep = max(1, min(depth, total))
         fetch = min(total, keep + 1)
         scores, ids = self.index.search(vectors, fetch)
@@ -122,7 +126,8 @@ class MemberSearch:
             edge_tied = (ids[:, keep] >= 0) & (scores[:, keep] == scores[:, keep - 1])
             for row in np.flatnonzero(edge_tied):
                 every_scores, every_ids = self.index.search(vectors[row : row + 1], total)
-                found[row] = (every_ids[0], every_scores[0])
+                tied_or_better = int((every_scores[0] >= scores[row, keep - 1]).sum())
+                found[row] = (every_ids[0][:tied_or_better], every_scores[0][:tied_or_better])
         extra = extra_vectors @ vectors.T if len(extra_ids) else None  # (E, Q)
         results = []
         for row, (row_ids, row_scores) in enumerate(found):
@@ -146,7 +151,7 @@ class MemberSearch:
         else:  # IVF: rerank what the index proposes, plus the best lexical candidates
             _, found = self.index.search(vector[None, :], depth * 4)
             position = {int(m): i for i, m in enumerate(self.ids)}
-            lexical_top = np.argsort(-lexical)[: depth * 4]
+            lexical_top = np.argsort(-lexical, kind="stable")[: depth * 4]
             candidates = np.unique(
                 np.concatenate([[position[int(m)] for m in found[0] if m >= 0], lexical_top])
             ).astype(np.int64)
