@@ -197,3 +197,19 @@ def test_the_trigram_term_breaks_a_near_tie_of_the_embedding():
 def test_a_lexical_window_outside_its_range_is_refused(window):
     with pytest.raises(ConfigError, match="lexical_window"):
         SearchConfig(lexical_window=window)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3])
+def test_an_empty_index_finds_only_the_members_added_since_its_build(shared_encoder, weight):
+    empty = MemberIndex.build(
+        np.zeros((0, shared_encoder.dim), np.float32), np.zeros(0, np.int64), kind="flat"
+    )
+    search = MemberSearch(empty, [], SearchConfig(lexical_weight=weight))
+    query = ["welder"]
+    found = search.search(
+        query, shared_encoder.encode(query), 3,
+        extra_ids=np.array([104]), extra_texts=["Welder"],
+        extra_vectors=shared_encoder.encode(["Welder"]),
+    )  # fmt: skip
+    assert [[m for m, _ in hits] for hits in found] == [[104]]
+    assert search.search(query, shared_encoder.encode(query), 3) == [[]]

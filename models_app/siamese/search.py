@@ -119,7 +119,7 @@ class MemberSearch:
         if depth <= 0:
             return [[] for _ in range(len(vectors))]
         keep = max(1, min(depth, total))
-        fetch = min(total, keep + 1)
+        fetch = max(1, min(total, keep + 1))
         scores, ids = self.index.search(vectors, fetch)
         found = [(ids[row], scores[row]) for row in range(len(vectors))]
         if fetch > keep:
