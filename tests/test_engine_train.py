@@ -9,13 +9,16 @@ import pytest
 import torch
 
 from models_app.siamese.encoders import ConfigError, encoder_class, parse_config
+from models_app.siamese.losses import SDMLLoss
 from models_app.siamese.train import (
     CHECKPOINT,
+    BatchSampler,
     FeedbackExample,
     RowSparseAdam,
     TrainConfig,
     _Optimizer,
     blend_weights,
+    loss_step,
     parse_model_spec,
     prepare_data,
     train_encoder,
@@ -261,10 +264,6 @@ def test_training_needs_two_groups():
 
 
 def test_fine_tuning_mixes_feedback_and_replayed_taxonomy_pairs_as_configured():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     feedback = [FeedbackExample("java barista", 2, True, "barista")]
     anchors = {}
     for replay in (0.0, 0.5):
@@ -277,10 +276,6 @@ def test_fine_tuning_mixes_feedback_and_replayed_taxonomy_pairs_as_configured():
 
 
 def test_feedback_anchors_are_augmented_as_often_as_configured():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     feedback = [FeedbackExample("java barista", 2, True, "barista")]
     anchors = {}
     for share in (0.0, 1.0):
@@ -295,10 +290,6 @@ def test_feedback_anchors_are_augmented_as_often_as_configured():
 
 
 def test_related_groups_are_hard_negatives_from_the_first_step():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     cfg = config(loss="contrastive", hard_negative_share=1.0, typo_share=0.0)
     data = prepare_data(MEMBERS, config=cfg, related=[(0, 3)])
     assert data.related == {0: [3], 3: [0]}
@@ -334,10 +325,6 @@ JAVA_BARISTA = [
 
 
 def test_a_feedback_margin_marks_the_rows_of_curator_inputs_and_no_other():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     cfg = config(replay_share=0.5, batch_size=200, typo_share=0.0, feedback_margin=0.05)
     data = prepare_data(MEMBERS, JAVA_BARISTA, config=cfg)
     batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
@@ -360,10 +347,6 @@ def test_a_feedback_margin_marks_the_rows_of_curator_inputs_and_no_other():
 
 
 def test_a_text_curators_only_rejected_carries_the_margin_too():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     rejected_only = [FeedbackExample("java barista", 0, False, "java developer")]
     cfg = config(replay_share=0.5, batch_size=200, typo_share=0.0, feedback_margin=0.05)
     data = prepare_data(MEMBERS, rejected_only, config=cfg)
@@ -375,10 +358,6 @@ def test_a_text_curators_only_rejected_carries_the_margin_too():
 
 
 def test_a_curator_row_replaced_by_a_related_groups_pair_loses_its_margin():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     feedback = [FeedbackExample("java barista", 2, True, "barista")]  # no false match
     cfg = config(
         replay_share=0.0, batch_size=200, typo_share=0.0, feedback_margin=0.05,
@@ -394,9 +373,6 @@ def test_a_curator_row_replaced_by_a_related_groups_pair_loses_its_margin():
 
 
 def test_the_loss_step_turns_a_cosine_margin_into_twice_that_in_squared_distance():
-    from models_app.siamese.losses import SDMLLoss
-    from models_app.siamese.train import loss_step
-
     encoder = encoder_class("ngram_bag").create([t for _, t in MEMBERS], parse_config(ENCODER))
     encoder.eval()  # no dropout: the same embeddings for both calls
     seen = {}
@@ -445,10 +421,6 @@ def test_a_fine_tune_with_a_feedback_margin_trains_end_to_end():
 
 @pytest.mark.parametrize("loss", ["sdml", "triplet"])
 def test_in_batch_losses_see_a_false_match_as_a_negative_column_of_its_text(loss):
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     cfg = config(
         loss=loss,
         replay_share=0.0,
@@ -470,10 +442,6 @@ def test_in_batch_losses_see_a_false_match_as_a_negative_column_of_its_text(loss
 
 
 def test_a_text_curators_only_rejected_gets_rows_of_its_own_beside_the_member():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     cfg = config(loss="sdml", replay_share=0.0, batch_size=400, typo_share=0.0)
     data = prepare_data(MEMBERS, JAVA_BARISTA[1:], config=cfg)
     batch = BatchSampler(data, cfg, random.Random(0), fine_tuning=True).batch()
@@ -487,10 +455,6 @@ def test_a_text_curators_only_rejected_gets_rows_of_its_own_beside_the_member():
 
 
 def test_a_false_match_on_a_member_the_training_data_lacks_is_not_learnt():
-    import random
-
-    from models_app.siamese.train import BatchSampler
-
     # A held-out curator member is left out of the training data; its verdicts must not
     # bring it back as a positive.
     held_out = FeedbackExample("java barista", 0, False, "java coffee developer")
