@@ -172,8 +172,9 @@ class MemberSearch:
         if take:
             # The depth's best and every member tied with the last of them: which of tied
             # members a partition keeps is arbitrary, so ``best_first`` chooses instead.
-            edge = np.partition(-combined, take - 1)[take - 1]
-            top = np.flatnonzero(-combined <= edge)
+            negated = -combined  # ascending order of it is best first
+            edge = np.partition(negated, take - 1)[take - 1]
+            top = np.flatnonzero(negated <= edge)
         else:
             top = np.zeros(0, np.int64)
         hits = [(int(self.ids[candidates[i]]), float(combined[i])) for i in top]
