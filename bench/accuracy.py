@@ -119,7 +119,7 @@ def main() -> None:
         metrics = evaluate(matcher, suite)
         rows.append(row(name, metrics, time.perf_counter() - started))
         print(json.dumps(rows[-1]), flush=True)
-        save(rows)
+        save(rows, size=args.size)
 
     if "baselines" in parts:
         measure("trigram baseline (paper)", lambda: TrigramMatcher(texts, labels))
@@ -182,18 +182,9 @@ def main() -> None:
             lambda: HybridMatcher(load_encoder(SHIPPED), texts, labels, config=search),
         )
 
-    out = ROOT / "bench" / "results" / "accuracy.json"
-    out.parent.mkdir(exist_ok=True)
-    earlier = json.loads(out.read_text())["rows"] if out.exists() else []
-    fresh = {r["name"] for r in rows}
-    order = [r["name"] for r in earlier] + [r["name"] for r in rows if r["name"] not in
-                                              {e["name"] for e in earlier}]  # fmt: skip
-    merged = {r["name"]: r for r in earlier if r["name"] not in fresh} | {
-        r["name"]: r for r in rows
-    }
-    rows = [merged[name] for name in order]
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"\nmachine: {machine}; {args.size} queries per test set, seed 0")
+    # This run's rows merged into the earlier ones, as each measure saved them.
+    rows = save(rows, size=args.size)
+    print(f"\nmachine: {MACHINE}; {args.size} queries per test set, seed 0")
     header = f"{'':44}{'Typos':>8}{'Compos.':>9}{'Extra':>8}{'Annot.':>8}{'MRR':>7}"
     print(header)
     for r in rows:
@@ -209,7 +200,7 @@ MACHINE = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.pytho
 OUT = ROOT / "bench" / "results" / "accuracy.json"
 
 
-def save(rows: list[dict]) -> list[dict]:
+def save(rows: list[dict], *, size: int) -> list[dict]:
     """Merge ``rows`` into the results file by name (earlier rows kept, in their order); every
     measured row is written at once, so a later failure loses nothing."""
     OUT.parent.mkdir(exist_ok=True)
@@ -219,7 +210,7 @@ def save(rows: list[dict]) -> list[dict]:
         r["name"] for r in rows if r["name"] not in {e["name"] for e in earlier}
     ]
     result = [merged[name] for name in order]
-    OUT.write_text(json.dumps({"machine": MACHINE, "size": 1000, "rows": result}, indent=2))
+    OUT.write_text(json.dumps({"machine": MACHINE, "size": size, "rows": result}, indent=2))
     return result
 
 
