@@ -80,13 +80,14 @@ class MiniLMEncoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def row(name: str, metrics: dict[str, float], seconds: float) -> dict:
+def row(name: str, metrics: dict[str, float], seconds: float, *, size: int) -> dict:
     present = [s for s in SETS if f"{s}/accuracy" in metrics]
     return {
         "name": name,
         **{s: metrics.get(f"{s}/accuracy") for s in SETS},
         "mrr": float(np.mean([metrics[f"{s}/mrr"] for s in present])),
         "seconds": round(seconds, 1),
+        "size": size,  # queries per test set: rows of runs with other sizes are merged
     }
 
 
@@ -117,9 +118,9 @@ def main() -> None:
             print(f"skipped {name}: {exc} (pip install -e .[bench])")
             return
         metrics = evaluate(matcher, suite)
-        rows.append(row(name, metrics, time.perf_counter() - started))
+        rows.append(row(name, metrics, time.perf_counter() - started, size=args.size))
         print(json.dumps(rows[-1]), flush=True)
-        save(rows, size=args.size)
+        save(rows)
 
     if "baselines" in parts:
         measure("trigram baseline (paper)", lambda: TrigramMatcher(texts, labels))
@@ -183,16 +184,16 @@ def main() -> None:
         )
 
     # This run's rows merged into the earlier ones, as each measure saved them.
-    rows = save(rows, size=args.size)
-    print(f"\nmachine: {MACHINE}; {args.size} queries per test set, seed 0")
-    header = f"{'':44}{'Typos':>8}{'Compos.':>9}{'Extra':>8}{'Annot.':>8}{'MRR':>7}"
+    rows = save(rows)
+    print(f"\nmachine: {MACHINE}; test sets of seed 0, of each row's size (queries per set)")
+    header = f"{'':44}{'Typos':>8}{'Compos.':>9}{'Extra':>8}{'Annot.':>8}{'MRR':>7}{'size':>7}"
     print(header)
     for r in rows:
         cells = "".join(
             f"{(r[s] if r[s] is not None else float('nan')):>{w}.3f}"
             for s, w in zip(SETS, (8, 9, 8, 8), strict=True)
         )
-        print(f"{r['name']:<44}{cells}{r['mrr']:>7.3f}")
+        print(f"{r['name']:<44}{cells}{r['mrr']:>7.3f}{r['size'] or '?':>7}")
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 
@@ -200,17 +201,21 @@ MACHINE = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.pytho
 OUT = ROOT / "bench" / "results" / "accuracy.json"
 
 
-def save(rows: list[dict], *, size: int) -> list[dict]:
+def save(rows: list[dict]) -> list[dict]:
     """Merge ``rows`` into the results file by name (earlier rows kept, in their order); every
-    measured row is written at once, so a later failure loses nothing."""
+    measured row is written at once, so a later failure loses nothing. With no row measured the
+    file is left as it is."""
     OUT.parent.mkdir(exist_ok=True)
-    earlier = json.loads(OUT.read_text())["rows"] if OUT.exists() else []
+    found = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
+    # Files written before rows carried their size had one size for every row.
+    earlier = [{"size": found.get("size"), **r} for r in found["rows"]]
     merged = {r["name"]: r for r in earlier} | {r["name"]: r for r in rows}
     order = [r["name"] for r in earlier] + [
         r["name"] for r in rows if r["name"] not in {e["name"] for e in earlier}
     ]
     result = [merged[name] for name in order]
-    OUT.write_text(json.dumps({"machine": MACHINE, "size": size, "rows": result}, indent=2))
+    if rows:
+        OUT.write_text(json.dumps({"machine": MACHINE, "rows": result}, indent=2))
     return result
 
 

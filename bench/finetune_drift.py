@@ -133,6 +133,25 @@ class Taxonomy:
         ]
 
 
+def benchmark_data(rounds: int) -> tuple[list, Taxonomy]:
+    """The corrigibility benchmark's realistic inputs (``rounds`` x 500 for the curators, then
+    1,000 never-seen; seed 13, as its defaults) and the reduced taxonomy they were taken from."""
+    held_out = corrigibility.held_out_titles(
+        count=rounds * ROUND_SIZE + NEVER_SEEN, min_titles=5, seed=13
+    )
+    return corrigibility.realistic_examples(held_out, seed=13), Taxonomy(held_out)
+
+
+def parse_seeds(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    try:
+        seeds = [int(seed) for seed in text.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be integers separated by commas, got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds names a seed twice: {text!r}")
+    return seeds
+
+
 def matcher(encoder, members, config: SearchConfig | None = None) -> HybridMatcher:
     return HybridMatcher(
         encoder,
@@ -253,10 +272,7 @@ def main() -> None:
     unknown = sorted(set(recipes) - set(RECIPES))
     if unknown:
         parser.error(f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
+    seeds = parse_seeds(parser, args.seeds)
     try:
         windows = [float(window) for window in args.windows.split(",") if window]
     except ValueError:
@@ -270,11 +286,7 @@ def main() -> None:
     if any(not 0 < share < 1 for share in blends):
         parser.error("every blend share must be between 0 and 1 (exclusive)")
 
-    held_out = corrigibility.held_out_titles(
-        count=args.rounds * ROUND_SIZE + NEVER_SEEN, min_titles=5, seed=13
-    )
-    examples = corrigibility.realistic_examples(held_out, seed=13)
-    taxonomy = Taxonomy(held_out)
+    examples, taxonomy = benchmark_data(args.rounds)
     round_one, never = examples[:ROUND_SIZE], examples[args.rounds * ROUND_SIZE :]
     gold = taxonomy.group_of_code
     corrected = [(e.text, gold[e.code]) for e in round_one]
