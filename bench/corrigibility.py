@@ -622,7 +622,12 @@ SERIES = (
     ("all_embedding_alone", "corrected so far, embedding alone", "#ff7f0e", "6 3"),
     ("variants", "new variants of corrected titles", "#17becf", ""),
     ("variants_every_title", "variants of every pool title", "#bcbd22", ""),
-    ("variants_every_title_weights_alone", "same, weights alone", "#bcbd22", "6 3"),
+    (
+        "variants_every_title_weights_alone",
+        "every title's variant, weights alone",
+        "#bcbd22",
+        "6 3",
+    ),
     ("never_seen", "never-seen inputs (served)", "#d62728", ""),
     ("never_seen_embedding_alone", "never-seen, embedding alone", "#e377c2", "6 3"),
     ("typos", "frozen: Typos", "#2ca02c", "2 3"),
@@ -754,7 +759,7 @@ def targets(rows: list[dict]) -> dict:
             "met": all(b > a for a, b in itertools.pairwise(never_seen)),
         },
         # Never-seen inputs whose titles come back (one fixed set, see the module docstring):
-        # reported beside the target, which is read on the never-seen titles above.
+        # reported beside the target, which is read on the never-seen inputs above.
         "for_information_variants_of_every_title_rising_round_over_round": {
             "values": variants_every_title,
             "met": all(b > a for a, b in itertools.pairwise(variants_every_title)),
