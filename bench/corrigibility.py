@@ -624,7 +624,7 @@ SERIES = (
     ("variants_every_title", "variants of every pool title", "#bcbd22", ""),
     (
         "variants_every_title_weights_alone",
-        "every title's variant, weights alone",
+        "pool variants, weights alone",
         "#bcbd22",
         "6 3",
     ),
