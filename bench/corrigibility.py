@@ -622,12 +622,7 @@ SERIES = (
     ("all_embedding_alone", "corrected so far, embedding alone", "#ff7f0e", "6 3"),
     ("variants", "new variants of corrected titles", "#17becf", ""),
     ("variants_every_title", "variants of every pool title", "#bcbd22", ""),
-    (
-        "variants_every_title_weights_alone",
-        "pool variants, weights alone",
-        "#bcbd22",
-        "6 3",
-    ),
+    ("variants_every_title_weights_alone", "pool variants, weights alone", "#bcbd22", "6 3"),
     ("never_seen", "never-seen inputs (served)", "#d62728", ""),
     ("never_seen_embedding_alone", "never-seen, embedding alone", "#e377c2", "6 3"),
     ("typos", "frozen: Typos", "#2ca02c", "2 3"),
