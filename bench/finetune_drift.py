@@ -380,21 +380,22 @@ def main() -> None:
                 for name in ("typos", "extra_words", "corrected")
             }
             print(f"{row['recipe']} seed {row['seed']} window {window}: {shown}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-                f"Python {platform.python_version()}",
-                "command": " ".join(sys.argv),
-                "before": before,
-                "rows": rows,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_results(
+        args.out,
+        {
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}",
+            "command": " ".join(sys.argv),
+            "before": before,
+            "rows": rows,
+        },
     )
-    print(f"wrote {args.out}")
+
+
+def write_results(path: Path, results: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

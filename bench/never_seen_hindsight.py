@@ -57,6 +57,7 @@ from bench.finetune_drift import (  # noqa: E402
     matcher,
     parse_seeds,
     right_share,
+    write_results,
 )
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
@@ -179,20 +180,15 @@ def main() -> None:
             f"{row['model']:<10} {row['seed']:>4} {row['steps']:>5} "
             + " ".join(f"{row[key]:>12.3f}" for key, _ in COLUMNS)
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "machine": machine(),
-                "command": " ".join(sys.argv),
-                "sizes": {name: len(found) for name, found in cases.items()},
-                "rows": rows,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_results(
+        args.out,
+        {
+            "machine": machine(),
+            "command": " ".join(sys.argv),
+            "sizes": {name: len(found) for name, found in cases.items()},
+            "rows": rows,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
