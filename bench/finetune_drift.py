@@ -239,6 +239,12 @@ def blend(parent, candidate, share: float):
     return blended
 
 
+def write_results(path: Path, results: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
 def starting_model(taxonomy: Taxonomy, *, cache: Path, minutes: float):
     if (cache / "manifest.json").exists():
         print(f"starting model from {cache}")
@@ -390,12 +396,6 @@ def main() -> None:
             "rows": rows,
         },
     )
-
-
-def write_results(path: Path, results: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

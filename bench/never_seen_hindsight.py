@@ -106,7 +106,8 @@ def measure(encoder, taxonomy: Taxonomy, cases: dict[str, Cases], pool_titles) -
     for size in MEMORY_SIZES:
         found = matcher(encoder, members + [(group, text) for text, group in corrected[:size]])
         row[f"never_seen_with_{size}_inputs"] = right_share(found, cases["never_seen"])
-    row["variants_with_every_input"] = right_share(found, cases["variants"])
+        if size == len(corrected):
+            row["variants_with_every_input"] = right_share(found, cases["variants"])
     return row
 
 
