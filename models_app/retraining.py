@@ -92,6 +92,13 @@ FINETUNE_FEEDBACK_MARGIN = 0.05
 # as many as all earlier ones, but at most this many times: a run started by the clock on a
 # handful of new verdicts must not spend half its feedback on them.
 FINETUNE_FRESH_MAX_REPEATS = 8
+# A fine-tune on more new verdicts than settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS trains
+# proportionally longer, up to this factor. On a fixed budget each new verdict is drawn less
+# often the more there are: after a rejected round the next run learns two rounds' verdicts, and
+# on a 2-core AMD EPYC VM (1,297 steps) got 0.934 of a round's corrections right by itself where
+# 1,858 steps on a faster VM got 0.972 (docs/benchmarks.md). The cap bounds how long a backlog
+# keeps the training worker busy.
+FINETUNE_BUDGET_GROWTH_CAP = 1.5
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -315,7 +322,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         # checkpoint grew from the earlier attempt's phase-1 weights, not from this attempt's.
         shutil.rmtree(checkpoints / "catch_up", ignore_errors=True)
     new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
-    spec = _finetune_spec(parent, run.config)
+    spec = _finetune_spec(parent, run.config, new_verdicts=new_verdicts)
     encoder_config, training = parse_model_spec(spec)
     held_out = held_out_texts(taxonomy, after=parent.feedback_until, until=until)
     catch_up = FINETUNE_CATCH_UP_SHARE if held_out else 0.0
@@ -590,11 +597,20 @@ def _go_live(*, build: IndexBuild, actor) -> None:
     deployment_activate(index_build=build, actor=actor)
 
 
-def _finetune_spec(parent: ModelVersion, overrides: dict) -> dict:
-    """The parent's spec with a short training budget; ``overrides`` may change its training."""
+def finetune_minutes(new_verdicts: int) -> float:
+    """A fine-tune's time budget: ``SIAMWEB_FINETUNE_MAX_MINUTES`` for up to
+    ``SIAMWEB_FINETUNE_BUDGET_VERDICTS`` new verdicts, in proportion beyond that, at most
+    ``FINETUNE_BUDGET_GROWTH_CAP`` times as long."""
+    growth = new_verdicts / settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS
+    return settings.SIAMWEB_FINETUNE_MAX_MINUTES * min(FINETUNE_BUDGET_GROWTH_CAP, max(1.0, growth))
+
+
+def _finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int = 0) -> dict:
+    """The parent's spec with a short training budget for ``new_verdicts`` (see
+    ``finetune_minutes``); ``overrides`` may change its training, the budget too."""
     spec = {key: dict(value) for key, value in parent.config.items()}
     training = spec.setdefault("training", {})
-    training["max_minutes"] = settings.SIAMWEB_FINETUNE_MAX_MINUTES
+    training["max_minutes"] = finetune_minutes(new_verdicts)
     training["replay_share"] = FINETUNE_REPLAY_SHARE
     training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False

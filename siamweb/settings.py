@@ -183,6 +183,11 @@ SIAMWEB_RETRAIN_MIN_VERDICTS = env_int("SIAMWEB_RETRAIN_MIN_VERDICTS", default=5
 SIAMWEB_RETRAIN_MAX_AGE_HOURS = env_int("SIAMWEB_RETRAIN_MAX_AGE_HOURS", default=24, minimum=1)
 SIAMWEB_RETRAIN_CHECK_SECONDS = env_int("SIAMWEB_RETRAIN_CHECK_SECONDS", default=300, minimum=5)
 SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.0, minimum=0.01)
+# The budget above is for this many new verdicts; a run with more (the verdicts of two rounds after
+# a rejection, say) trains proportionally longer, up to retraining.FINETUNE_BUDGET_GROWTH_CAP times.
+SIAMWEB_FINETUNE_BUDGET_VERDICTS = env_int(
+    "SIAMWEB_FINETUNE_BUDGET_VERDICTS", default=500, minimum=1
+)
 # A candidate may lose at most this much (absolute, 0.01 = one point) on any gate metric.
 SIAMWEB_GATE_TOLERANCE = env_float("SIAMWEB_GATE_TOLERANCE", default=0.01, minimum=0.0)
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)

@@ -20,6 +20,7 @@ from models_app.retraining import (
     RunStateError,
     _finetune_spec,
     _half_fresh,
+    finetune_minutes,
     finetune_run_request,
     live_version,
     model_version_rollback,
@@ -676,3 +677,31 @@ def test_a_fine_tune_that_changes_the_loss_drops_a_margin_the_new_loss_cannot_ta
     parse_model_spec(spec)
     asked = _finetune_spec(parent, {"training": {"feedback_margin": 0.1}})
     assert asked["training"]["feedback_margin"] == 0.1  # an admin's own value is kept
+
+
+@pytest.mark.parametrize(
+    "new_verdicts, minutes",
+    [(0, 2.0), (1, 2.0), (500, 2.0), (600, 2.4), (750, 3.0), (1000, 3.0), (10_000, 3.0)],
+)
+def test_a_fine_tune_on_more_new_verdicts_than_its_budget_is_for_trains_longer(
+    new_verdicts, minutes, settings
+):
+    settings.SIAMWEB_FINETUNE_MAX_MINUTES = 2.0
+    settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS = 500
+    assert finetune_minutes(new_verdicts) == pytest.approx(minutes)
+    assert retraining.FINETUNE_BUDGET_GROWTH_CAP == 1.5  # the 3.0 above is 2.0 x the cap
+
+
+def test_a_run_trains_on_the_budget_of_its_new_verdicts_unless_it_asks_for_its_own(
+    taxonomy, curator, settings
+):
+    settings.SIAMWEB_GATE_TOLERANCE = 1.0
+    settings.SIAMWEB_FINETUNE_MAX_MINUTES = 2.0
+    settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS = 2
+    correct_everything(taxonomy, curator)  # four new verdicts: twice the budget's, capped at 1.5
+    run = finetune(taxonomy, training={"max_steps": 30})
+    assert run.gate_report["new_verdicts"] == len(CORRECTIONS)
+    assert run.model_version.config["training"]["max_minutes"] == pytest.approx(3.0)
+    parent = SimpleNamespace(config={"encoder": {"kind": "ngram_bag"}, "training": {}})
+    asked = _finetune_spec(parent, {"training": {"max_minutes": 0.5}}, new_verdicts=1000)
+    assert asked["training"]["max_minutes"] == 0.5  # a run's own budget is not scaled
