@@ -66,6 +66,10 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
         ({"SIAMWEB_ENV": "production"}, "SECRET_KEY must be set"),
         ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be"),
+        (
+            {"SIAMWEB_FINETUNE_BUDGET_VERDICTS": "0"},
+            "SIAMWEB_FINETUNE_BUDGET_VERDICTS must be at least 1",
+        ),
         ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
         (
             {"SIAMWEB_GATE_TOLERANCE": "0.02", "SIAMWEB_GATE_DRIFT_TOLERANCE": "0.01"},
