@@ -66,7 +66,7 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   the fine-tune run itself.
 
     .venv/bin/python bench/corrigibility.py [--rounds 4] [--round-size 500] [--never-seen 1000]
-        [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts]
+        [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts] [--skip-retrain 1,3]
 
 Runs against a scratch PostgreSQL database (siamweb_bench_<pid>, dropped at exit; the server is
 BENCH_POSTGRES_URL, default the local postgres superuser) with Celery's in-memory broker and
@@ -733,7 +733,7 @@ def write_svg(rows: list[dict], path: Path, title: str) -> None:
 
 def targets(rows: list[dict]) -> dict:
     """Each target of the issue against the figures, met or not."""
-    retrained = [row for row in rows if row["round"] > 0]
+    retrained = [row for row in rows if row["round"] > 0 and row.get("retrain")]
     first = rows[0]
     drops = {
         name: round(
@@ -831,8 +831,20 @@ def main() -> None:
         action="store_true",
         help="verdicts only, no fine-tune (measures what the member index alone does)",
     )
+    parser.add_argument(
+        "--skip-retrain",
+        default="",
+        help="comma-separated rounds with verdicts but no fine-tune after them: the next run "
+        "learns their verdicts too, as a run after a rejected one does",
+    )
     args = parser.parse_args()
     pool_size = args.rounds * args.round_size
+    try:
+        skipped = {int(part) for part in args.skip_retrain.split(",") if part.strip()}
+    except ValueError:
+        parser.error(f"--skip-retrain takes round numbers, got {args.skip_retrain!r}")
+    if not skipped <= set(range(1, args.rounds + 1)):
+        parser.error(f"--skip-retrain rounds must be between 1 and {args.rounds}")
     held_out = held_out_titles(
         count=pool_size + args.never_seen, min_titles=args.min_titles, seed=args.seed
     )
@@ -949,7 +961,7 @@ def main() -> None:
         corrected += batch
         retrained = (
             None
-            if args.no_retrain
+            if args.no_retrain or round_number in skipped
             else retrain(taxonomy, curators.admin, last_verdict_at=last_verdict_at)
         )
         row = measure(
@@ -996,6 +1008,7 @@ def save(args, rows: list[dict], load_before: list[float], pool_size: int) -> No
             "min_titles": args.min_titles,
             "seed": args.seed,
             "retrain": not args.no_retrain,
+            "skip_retrain": args.skip_retrain,
             "encoder": ENCODER,
             "training": TRAINING,
         },
