@@ -63,7 +63,9 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   the product's held-out fifth of verdicts, which grows each round), plus the run's gate report.
 - *last verdict → promoted*: wall seconds from the last verdict's response to the fine-tune run
   reaching PROMOTED (or REJECTED: reported as it is), split into the verdicts' queued runs and
-  the fine-tune run itself.
+  the fine-tune run itself. The target is read on promoted runs of one round's new verdicts; a
+  run on a backlog (after a rejected or ``--skip-retrain`` round) trains longer and is listed
+  beside it.
 
     .venv/bin/python bench/corrigibility.py [--rounds 4] [--round-size 500] [--never-seen 1000]
         [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts] [--skip-retrain 1,3]
@@ -636,7 +638,7 @@ SERIES = (
     ("variants_every_title_weights_alone", "pool variants, weights alone", "#bcbd22", "6 3"),
     ("unjudged_every_title", "unjudged, every held-out title", "#000000", ""),
     ("never_seen", "titles nobody corrects (served)", "#d62728", ""),
-    ("never_seen_embedding_alone", "never-seen, embedding alone", "#e377c2", "6 3"),
+    ("never_seen_embedding_alone", "titles nobody corrects, embedding", "#e377c2", "6 3"),
     ("typos", "frozen: Typos", "#2ca02c", "2 3"),
     ("composition", "frozen: Composition", "#9467bd", "2 3"),
     ("extra_words", "frozen: Extra Words", "#8c564b", "2 3"),
@@ -758,7 +760,9 @@ def targets(rows: list[dict]) -> dict:
     # (models_app.retraining.finetune_minutes): the target's "round of 500 verdicts" is a run
     # on one round's new verdicts.
     round_size = max((row.get("verdicts") or 0 for row in retrained), default=0)
-    one_round = [run for run in runs if (run["new_verdicts"] or 0) <= round_size]
+    one_round = [
+        run for run in runs if run["new_verdicts"] is not None and run["new_verdicts"] <= round_size
+    ]
     promoted = all(run["status"] == "promoted" for run in runs)
 
     def at_least(key: str, *, promoted_only: bool = False) -> dict:
@@ -792,7 +796,10 @@ def targets(rows: list[dict]) -> dict:
         ),
         # The unjudged input of every held-out title (see the module docstring), and its two
         # parts: titles the curators work through, and titles nobody corrects.
-        "never_seen_rising_round_over_round": rising(unjudged),
+        "never_seen_rising_round_over_round": {
+            "read_on": "unjudged_every_title",
+            **rising(unjudged),
+        },
         "for_information_variants_of_every_title_rising_round_over_round": rising(
             variants_every_title
         ),
@@ -804,7 +811,12 @@ def targets(rows: list[dict]) -> dict:
         "last_verdict_to_promoted_at_most_300_s": {
             "runs": runs,
             "all_promoted": promoted,
-            "met": bool(one_round) and max(r["seconds"] for r in one_round) <= TARGET_SECONDS,
+            "read_on": "promoted runs on at most one round's new verdicts",
+            "met": bool(one_round)
+            and all(r["status"] == "promoted" for r in one_round)
+            and max(r["seconds"] for r in one_round) <= TARGET_SECONDS,
+            # Runs on a backlog (after a rejected or skipped round) train longer, up to 1.5 times.
+            "for_information_backlog_runs": [r for r in runs if r not in one_round],
         },
     }
 
@@ -1019,7 +1031,8 @@ def save(args, rows: list[dict], load_before: list[float], pool_size: int) -> No
     write_svg(
         rows,
         _pg.ROOT / "bench" / "results" / "corrigibility.svg",
-        f"Corrigibility on O*NET: {args.round_size} verdicts a round, a fine-tune after each",
+        f"Corrigibility on O*NET: {args.round_size} verdicts a round, a fine-tune after each"
+        + (f" but round {args.skip_retrain}" if args.skip_retrain else ""),
     )
 
 

@@ -96,8 +96,9 @@ FINETUNE_FRESH_MAX_REPEATS = 8
 # proportionally longer, up to this factor. On a fixed budget each new verdict is drawn less
 # often the more there are: after a rejected round the next run learns two rounds' verdicts, and
 # on a 2-core AMD EPYC VM (1,297 steps) got 0.934 of a round's corrections right by itself where
-# 1,858 steps on a faster VM got 0.972 (docs/benchmarks.md). The cap bounds how long a backlog
-# keeps the training worker busy.
+# 1,858 steps on a faster VM got 0.972; on the grown budget 0.956 (docs/benchmarks.md, "A
+# backlog of new verdicts"). The cap bounds how long a backlog keeps the training worker busy:
+# such a run takes about 320 s from the last verdict there, a round of 500 about 230 s.
 FINETUNE_BUDGET_GROWTH_CAP = 1.5
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
@@ -275,14 +276,13 @@ def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
     return started
 
 
-def new_verdict_count(taxonomy: Taxonomy, *, after: int) -> int:
-    """Verdicts whose feedback pairs came after pair ``after``."""
-    return (
-        FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after, judgement__isnull=False)
-        .values("judgement")
-        .distinct()
-        .count()
-    )
+def new_verdict_count(taxonomy: Taxonomy, *, after: int, until: int | None = None) -> int:
+    """Verdicts whose feedback pairs came after pair ``after`` (and, given ``until``, not after
+    pair ``until``: what a run that stops there trains on)."""
+    pairs = FeedbackPair.objects.filter(taxonomy=taxonomy, id__gt=after, judgement__isnull=False)
+    if until is not None:
+        pairs = pairs.filter(id__lte=until)
+    return pairs.values("judgement").distinct().count()
 
 
 # --- execution (called by training_run_execute, inside its failure handling) -----------------
@@ -321,7 +321,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         # Phase 1 resumes from its checkpoint and runs to its budget again: a catch-up
         # checkpoint grew from the earlier attempt's phase-1 weights, not from this attempt's.
         shutil.rmtree(checkpoints / "catch_up", ignore_errors=True)
-    new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until)
+    # The verdicts this run trains on: one given since ``until`` waits for the next run, and a
+    # retry keeps its first attempt's ``until``, so its budget and checkpoints.
+    new_verdicts = new_verdict_count(taxonomy, after=parent.feedback_until, until=until)
     spec = _finetune_spec(parent, run.config, new_verdicts=new_verdicts)
     encoder_config, training = parse_model_spec(spec)
     held_out = held_out_texts(taxonomy, after=parent.feedback_until, until=until)

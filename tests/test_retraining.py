@@ -286,6 +286,13 @@ def test_verdicts_after_a_run_started_wait_for_the_next(taxonomy, curator, setti
 
     assert new_verdict_count(taxonomy, after=run.feedback_until) == 1
     assert ModelVersion.objects.get(id=run.model_version_id).feedback_until == run.feedback_until
+    # A run that stops at its own ``until`` counts only what it trains on: a retry of this run
+    # would be budgeted for the four corrections, not for the late verdict too.
+    parent = run.model_version.parent
+    assert new_verdict_count(taxonomy, after=parent.feedback_until) == len(CORRECTIONS) + 1
+    assert new_verdict_count(
+        taxonomy, after=parent.feedback_until, until=run.feedback_until
+    ) == len(CORRECTIONS)
 
 
 def test_a_finetune_takes_the_slot_of_a_reindex_still_in_the_queue(taxonomy, curator):
