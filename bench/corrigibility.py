@@ -760,9 +760,10 @@ def targets(rows: list[dict]) -> dict:
     # (models_app.retraining.finetune_minutes): the target's "round of 500 verdicts" is a run
     # on one round's new verdicts.
     round_size = max((row.get("verdicts") or 0 for row in retrained), default=0)
-    one_round = [
-        run for run in runs if run["new_verdicts"] is not None and run["new_verdicts"] <= round_size
-    ]
+    one_round, backlog = [], []
+    for run in runs:
+        fits = run["new_verdicts"] is not None and run["new_verdicts"] <= round_size
+        (one_round if fits else backlog).append(run)
     promoted = all(run["status"] == "promoted" for run in runs)
 
     def at_least(key: str, *, promoted_only: bool = False) -> dict:
@@ -816,7 +817,7 @@ def targets(rows: list[dict]) -> dict:
             and all(r["status"] == "promoted" for r in one_round)
             and max(r["seconds"] for r in one_round) <= TARGET_SECONDS,
             # Runs on a backlog (after a rejected or skipped round) train longer, up to 1.5 times.
-            "for_information_backlog_runs": [r for r in runs if r not in one_round],
+            "for_information_backlog_runs": backlog,
         },
     }
 
