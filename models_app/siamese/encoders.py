@@ -224,8 +224,13 @@ class CharNgramTfidfEncoder:
 def _registry() -> dict[str, tuple[type, type]]:
     # The trainable encoders build on this module, so they are looked up at call time.
     from models_app.siamese.networks import NEURAL_ENCODERS
+    from models_app.siamese.towers import TransformerConfig, TransformerEncoder
 
-    return {CharNgramTfidfEncoder.kind: (CharNgramTfidfEncoder, CharNgramConfig), **NEURAL_ENCODERS}
+    return {
+        CharNgramTfidfEncoder.kind: (CharNgramTfidfEncoder, CharNgramConfig),
+        **NEURAL_ENCODERS,
+        TransformerEncoder.kind: (TransformerEncoder, TransformerConfig),
+    }
 
 
 def encoder_kinds() -> list[str]:

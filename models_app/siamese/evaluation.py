@@ -13,7 +13,7 @@ import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from models_app.siamese.augment import (
     ExtraWords,
@@ -21,8 +21,10 @@ from models_app.siamese.augment import (
     add_typos_exact,
     load_synonyms,
 )
-from models_app.siamese.baselines import Matcher
 from models_app.siamese.text import normalize_text
+
+if TYPE_CHECKING:  # the matchers need FAISS; the suite and its metrics do not
+    from models_app.siamese.baselines import Matcher
 
 Member = tuple[int, str]  # (group id, member text)
 Case = tuple[str, int]  # (query text, target group id)

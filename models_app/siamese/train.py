@@ -24,7 +24,6 @@ import numpy as np
 import torch
 
 from models_app.siamese import augment
-from models_app.siamese.baselines import EncoderMatcher
 from models_app.siamese.encoders import (
     CharNgramTfidfEncoder,
     ConfigError,
@@ -36,7 +35,6 @@ from models_app.siamese.encoders import (
 from models_app.siamese.evaluation import split_members
 from models_app.siamese.losses import LOSSES, build_loss
 from models_app.siamese.networks import NeuralEncoder
-from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
 
 # (stage, fraction done in [0, 1], seconds left or None)
@@ -446,16 +444,21 @@ def validation_accuracy(
 
     With nothing held out (a tiny taxonomy) it is measured on the training strings themselves.
     ``train_vectors`` are the training strings already encoded by ``encoder``, when at hand.
+    The search is exact and needs no index library, so training runs on a machine that has
+    only torch (a GPU worker image, say); nearest member first is the product's top-1 rule.
     """
     if not data.validation:
         data = dataclasses.replace(data, validation=data.train)
-    matcher = EncoderMatcher(
-        encoder, [t for _, t in data.train], [g for g, _ in data.train], vectors=train_vectors
-    )
-    ranked = matcher.rank([t for _, t in data.validation], 1)
-    hits = sum(
-        1 for (group, _), row in zip(data.validation, ranked, strict=True) if row[:1] == [group]
-    )
+    if train_vectors is None:
+        train_vectors = encoder.encode([t for _, t in data.train])
+    members = torch.from_numpy(np.ascontiguousarray(train_vectors, dtype=np.float32))
+    groups = torch.tensor([g for g, _ in data.train])
+    queries = torch.from_numpy(encoder.encode([t for _, t in data.validation]))
+    targets = torch.tensor([g for g, _ in data.validation])
+    hits = 0
+    for start in range(0, len(queries), 1024):
+        nearest = (queries[start : start + 1024] @ members.T).argmax(dim=1)
+        hits += int((groups[nearest] == targets[start : start + 1024]).sum())
     return hits / len(data.validation)
 
 
@@ -803,8 +806,11 @@ def blend_weights(encoder: NeuralEncoder, other: Encoder, *, keep: float) -> Non
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
 
 
-def parse_search_config(raw: dict[str, Any] | None) -> SearchConfig:
-    """The ``search`` part of a spec; a version stored without one gets today's default."""
+def parse_search_config(raw: dict[str, Any] | None) -> Any:
+    """The ``search`` part of a spec (a ``SearchConfig``); a version stored without one gets
+    today's default. Imported here: the search needs FAISS, training does not."""
+    from models_app.siamese.search import SearchConfig
+
     raw = (raw or {}).get("search", {})
     if not isinstance(raw, dict):
         raise ConfigError("search must be a JSON object")

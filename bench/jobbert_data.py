@@ -1,0 +1,84 @@
+"""Real labelled traffic: JobBERT's vacancy titles and the ESCO taxonomy they are labelled with.
+
+The titles are split once, seeded, into **dev-unseen** (5,000 distinct titles that no training,
+no curator and no tuning ever sees; only measured) and the **curator stream** (the rest, which
+benchmarks play as curators' inputs). Rows are split by their case-folded title, so one title
+never sits on both sides. The data stays in ``../shared/data`` (its terms keep it out of the
+repository); ``--data`` on each benchmark points elsewhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+SPLIT_SEED = 20261126
+DEV_UNSEEN_TITLES = 5_000
+
+
+@dataclass(frozen=True)
+class LabelledTitle:
+    text: str
+    code: str  # the ESCO occupation's URI's last segment, as the ESCO importer codes groups
+
+
+def _code(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def esco_groups(data: Path = SHARED_DATA) -> dict[str, list[str]]:
+    """ESCO code -> its preferred label first, then its alternative labels (as imported)."""
+    path = data / "esco" / "occupations_en.csv"
+    groups: dict[str, list[str]] = {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            labels = [row["preferredLabel"].strip()]
+            labels += [label.strip() for label in (row["altLabels"] or "").split("\n")]
+            seen: set[str] = set()
+            kept = []
+            for label in labels:
+                if label and label.casefold() not in seen:
+                    seen.add(label.casefold())
+                    kept.append(label)
+            groups[_code(row["conceptUri"])] = kept
+    return groups
+
+
+def jobbert_titles(data: Path = SHARED_DATA) -> list[LabelledTitle]:
+    path = data / "jobbert" / "validation_titles.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [
+            LabelledTitle(row["vacancyTitle"].strip(), _code(row["conceptUri"]))
+            for row in csv.DictReader(handle)
+            if row["vacancyTitle"].strip()
+        ]
+
+
+def jobbert_split(
+    data: Path = SHARED_DATA, *, seed: int = SPLIT_SEED, dev_titles: int = DEV_UNSEEN_TITLES
+) -> tuple[list[LabelledTitle], list[LabelledTitle]]:
+    """(dev-unseen, curator stream); the stream in a seeded random order, as traffic arrives."""
+    rows = jobbert_titles(data)
+    keys = sorted({row.text.casefold() for row in rows})
+    rng = random.Random(seed)
+    rng.shuffle(keys)
+    unseen = set(keys[:dev_titles])
+    dev = [row for row in rows if row.text.casefold() in unseen]
+    stream = [row for row in rows if row.text.casefold() not in unseen]
+    rng.shuffle(stream)
+    return dev, stream
+
+
+def esco_members(
+    data: Path = SHARED_DATA,
+) -> tuple[list[tuple[int, str]], list[str], dict[str, int]]:
+    """(group id, label) for every ESCO label, the codes by group id, and group id by code."""
+    groups = esco_groups(data)
+    codes = sorted(groups)
+    ids = {code: i for i, code in enumerate(codes)}
+    members = [(ids[code], label) for code in codes for label in groups[code]]
+    return members, codes, ids
