@@ -150,8 +150,14 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
     messages.info(request, report.summary())
     run = taxonomy_model_refresh(taxonomy=report.taxonomy, requested_by=request.user)
     if run is not None:
-        work = "a reindex" if run.kind == TrainingRun.Kind.REINDEX else "training of a model"
-        messages.info(request, f"Queued {work} for {report.taxonomy.slug}.")
+        if run.kind == TrainingRun.Kind.REINDEX:
+            messages.info(request, f"Queued a reindex for {report.taxonomy.slug}.")
+        else:
+            messages.info(
+                request,
+                f"{report.taxonomy.slug} will serve with the pretrained model as soon as its "
+                "members are encoded (minutes); training on its strings follows.",
+            )
     return redirect("taxonomy-detail", slug=report.taxonomy.slug)
 
 

@@ -23,13 +23,15 @@ from annotations.models import FeedbackPair, GroupRelation, Member, Taxonomy
 from annotations.services.audit import audit_record
 from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.siamese.artifacts import atomic_directory
+from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
 from models_app.siamese.encoders import ConfigError, Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
+    PRETRAINED_SPEC,
+    TOWER_SPEC,
     FeedbackExample,
     TrainConfig,
     TrainResult,
@@ -279,6 +281,14 @@ def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
 
     An admin's activation (``actor`` given) goes into the audit trail with what was live before.
     """
+    index_dim = MemberIndex.load(artifact_path(index_build.artifact_path)).dim
+    encoder_dim = encoder_for(index_build.model_version).dim
+    if index_dim != encoder_dim:
+        # Served together they would fail on every request; the live pair stays live instead.
+        raise ArtifactError(
+            f"index build {index_build.id} holds {index_dim}-dimensional vectors but "
+            f"{index_build.model_version.label} encodes {encoder_dim}: they cannot serve together"
+        )
     before = (
         Deployment.objects.filter(taxonomy=index_build.taxonomy)
         .values_list("index_build__model_version_id", "index_build_id")
@@ -371,13 +381,42 @@ def training_run_request(
 
 def taxonomy_model_refresh(*, taxonomy: Taxonomy, requested_by=None) -> TrainingRun | None:
     """After an import: reindex the live model over the new members, or, for a taxonomy with
-    no live model yet, train one with the default spec. None when a run is already active."""
+    no live model yet, serve it with the pretrained tower as it comes (no training: minutes at
+    most, for the encoding of every member); its first training follows once that is live
+    (``first_training_request``). None when a run is already active."""
     has_live_model = Deployment.objects.filter(taxonomy=taxonomy).exists()
     return training_run_request(
         taxonomy=taxonomy,
         kind=TrainingRun.Kind.REINDEX if has_live_model else TrainingRun.Kind.BUILD,
         trigger=TrainingRun.Trigger.IMPORT,
+        config=None if has_live_model else PRETRAINED_SPEC,
         requested_by=requested_by,
+    )
+
+
+def taxonomy_has_trained_version(taxonomy: Taxonomy) -> bool:
+    """Whether any version of the taxonomy was trained on it (not a pretrained one as is)."""
+    versions = ModelVersion.objects.filter(taxonomy=taxonomy)
+    return versions.exclude(config__training__max_steps=0).exists()
+
+
+def first_training_request(*, run: TrainingRun) -> TrainingRun | None:
+    """After a pretrained tower went live on a taxonomy no trained model has served yet: queue
+    the tower's training on the taxonomy's strings. None when nothing is to be done."""
+    if (
+        not settings.SIAMWEB_TRAIN_NEW_TAXONOMIES
+        or run.kind != TrainingRun.Kind.BUILD
+        or run.status != TrainingRun.Status.SUCCEEDED
+        or run.config != PRETRAINED_SPEC
+        or taxonomy_has_trained_version(run.taxonomy)
+    ):
+        return None
+    return training_run_request(
+        taxonomy=run.taxonomy,
+        kind=TrainingRun.Kind.BUILD,
+        trigger=TrainingRun.Trigger.IMPORT,
+        config=TOWER_SPEC,
+        requested_by=run.requested_by,
     )
 
 

@@ -178,6 +178,10 @@ SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
     "SIAMWEB_DOUBLE_REVIEW_PERCENT", default=5, minimum=0, maximum=100
 )
 
+# A new taxonomy serves with the pretrained tower as it comes at once; then, unless this is off,
+# its first training run trains the tower on its strings (up to an hour on 2 CPU cores).
+SIAMWEB_TRAIN_NEW_TAXONOMIES = env_bool("SIAMWEB_TRAIN_NEW_TAXONOMIES", default=True)
+
 # Retraining: when beat starts a fine-tune, how long it trains, and what the gate tolerates.
 SIAMWEB_RETRAIN_MIN_VERDICTS = env_int("SIAMWEB_RETRAIN_MIN_VERDICTS", default=50, minimum=1)
 SIAMWEB_RETRAIN_MAX_AGE_HOURS = env_int("SIAMWEB_RETRAIN_MAX_AGE_HOURS", default=24, minimum=1)

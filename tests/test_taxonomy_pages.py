@@ -13,6 +13,7 @@ from annotations import views_taxonomy
 from annotations.models import AuditEvent, FeedbackPair, Group, Member, Taxonomy
 from annotations.services.taxonomy_edit import group_create
 from models_app.models import TrainingRun
+from models_app.siamese.train import PRETRAINED_SPEC
 
 DEVS, NURSES, BARISTAS = "15-1252", "29-1141", "35-3023"
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -131,10 +132,11 @@ def test_an_admin_imports_a_csv_and_lands_on_the_new_taxonomy(client, db, admin_
     )
     page = client.get(response["Location"]).content.decode()
     assert "greek: 3 rows read" in page
-    # A new taxonomy has no model yet: one is trained for it.
+    # A new taxonomy has no model yet: the pretrained tower serves it first, as it comes.
     run = TrainingRun.objects.get(taxonomy=taxonomy)
     assert (run.kind, run.trigger, run.requested_by) == ("build", "import", admin_user)
-    assert "Queued training of a model for greek." in page
+    assert run.config == PRETRAINED_SPEC
+    assert "greek will serve with the pretrained model as soon as its members are" in page
 
 
 def test_an_import_into_a_taxonomy_with_a_live_model_queues_a_reindex(

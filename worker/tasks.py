@@ -25,6 +25,7 @@ from annotations.models import Taxonomy
 from models_app import retraining
 from models_app.models import TrainingRun
 from models_app.services import (
+    first_training_request,
     taxonomy_needs_reindex,
     training_run_execute,
     training_run_request,
@@ -58,7 +59,11 @@ def execute_training_run(run_id: int) -> str | None:
     """Carry out a queued run; the run's final status, or None when it was not queued any more
     (another delivery of the same message already took it)."""
     run = training_run_execute(run_id=run_id)
-    return run.status if run is not None else None
+    if run is None:
+        return None
+    # A new taxonomy went live with the pretrained tower as it comes: now train it.
+    first_training_request(run=run)
+    return run.status
 
 
 @shared_task(

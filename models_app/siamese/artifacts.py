@@ -33,9 +33,11 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     scratch.mkdir()
     try:
         yield scratch
-        for path in scratch.iterdir():
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
+        # Every file, subfolders' too (a sentence-transformers model has a folder per module).
+        for path in scratch.rglob("*"):
+            if path.is_file():
+                with path.open("rb") as handle:
+                    os.fsync(handle.fileno())
         scratch.rename(final)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)

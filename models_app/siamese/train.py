@@ -107,7 +107,7 @@ class TrainConfig:
             (self.loss in LOSSES, f"unknown loss {self.loss!r}; choose one of {sorted(LOSSES)}"),
             (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
             (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
-            (self.max_steps >= 1, "max_steps must be at least 1"),
+            (self.max_steps >= 0, "max_steps must not be negative (0: a pretrained model as is)"),
             (self.eval_every >= 1, "eval_every must be at least 1"),
             (self.patience >= 1, "patience must be at least 1"),
             (self.max_minutes > 0, "max_minutes must be positive"),
@@ -701,7 +701,7 @@ def train_encoder(
             sampler.refresh_confusable(train_vectors)
 
     deadline = started + config.max_minutes * 60
-    stopped_because = "max_steps"
+    stopped_because = "max_steps" if config.max_steps else "pretrained, served as it comes"
     encoder.train()
     while step < config.max_steps:
         if time.monotonic() > deadline:
@@ -804,6 +804,43 @@ def blend_weights(encoder: NeuralEncoder, other: Encoder, *, keep: float) -> Non
 
 # A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
+# Encoder kinds that know language before any training, so that 0 training steps serve.
+PRETRAINED_KINDS = {"transformer"}
+# Real vacancy titles (JobBERT dev-unseen, docs/benchmarks.md "Real inputs") score lower with
+# the trigram term than by the tower alone, so the tower's specs turn it off.
+_TOWER_SEARCH = {"lexical_weight": 0.0}
+# The pretrained tower as it comes: what a new taxonomy serves while its first training runs.
+PRETRAINED_SPEC: dict[str, Any] = {
+    "encoder": {"kind": "transformer"},
+    "training": {"max_steps": 0},
+    "search": _TOWER_SEARCH,
+}
+# The tower trained on the taxonomy: in-batch softmax at temperature 0.05 (scale 20), Adam at
+# 3e-5, a third of the anchors augmented. On an H200 it reaches its best JobBERT score within
+# 1,500 steps (bench/results/tower_training_gpu.json); 60 CPU minutes reach about that many.
+TOWER_SPEC: dict[str, Any] = {
+    "encoder": {"kind": "transformer"},
+    "training": {
+        "loss": "sdml",
+        "loss_params": {"scale": 20.0},
+        "batch_size": 128,
+        "learning_rate": 3e-5,
+        "max_steps": 1500,
+        "max_minutes": 60.0,
+        "eval_every": 500,
+        "patience": 4,
+        "typo_share": 0.1,
+        "synonym_share": 0.1,
+        "extra_words_share": 0.2,
+    },
+    "search": _TOWER_SEARCH,
+}
+# By name, for `manage.py train --spec`.
+NAMED_SPECS: dict[str, dict[str, Any]] = {
+    "default": DEFAULT_SPEC,
+    "pretrained": PRETRAINED_SPEC,
+    "tower": TOWER_SPEC,
+}
 
 
 def parse_search_config(raw: dict[str, Any] | None) -> Any:
@@ -835,4 +872,9 @@ def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainC
     encoder = raw.get("encoder", DEFAULT_SPEC["encoder"])
     encoder_config = parse_config(encoder)
     training = TrainConfig.from_dict(raw.get("training", {}))
+    if training.max_steps == 0 and encoder_config.kind not in PRETRAINED_KINDS:
+        raise ConfigError(
+            f"max_steps 0 serves a model as it comes, which only a pretrained encoder can "
+            f"({', '.join(sorted(PRETRAINED_KINDS))}); {encoder_config.kind} starts untrained"
+        )
     return dataclasses.asdict(encoder_config), training

@@ -10,7 +10,7 @@ from annotations.selectors import taxonomy_get
 from models_app.models import ModelVersion, TrainingRun
 from models_app.services import training_run_execute, training_run_request
 from models_app.siamese.encoders import ConfigError
-from models_app.siamese.train import parse_model_spec
+from models_app.siamese.train import NAMED_SPECS, parse_model_spec
 
 
 class Command(BaseCommand):
@@ -27,6 +27,12 @@ class Command(BaseCommand):
             help='JSON model spec: {"encoder": {...}, "training": {...}} (default: built-in)',
         )
         parser.add_argument(
+            "--spec",
+            choices=sorted(NAMED_SPECS),
+            help="a built-in spec by name: pretrained (the tower as it comes, no training), "
+            "tower (the tower trained on the taxonomy), default (TF-IDF n-grams, seconds)",
+        )
+        parser.add_argument(
             "--from",
             dest="parent",
             type=int,
@@ -35,11 +41,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--activate", action="store_true", help="make the result live")
 
-    def handle(self, *args, slug, config, parent, activate, **options) -> None:
+    def handle(self, *args, slug, config, spec, parent, activate, **options) -> None:
         taxonomy = taxonomy_get(slug)
         if taxonomy is None:
             raise CommandError(f"no taxonomy {slug!r}")
-        spec = {}
+        if config is not None and spec is not None:
+            raise CommandError("give --config or --spec, not both")
+        spec = NAMED_SPECS[spec] if spec is not None else {}
         if config is not None:
             try:
                 spec = json.loads(config.read_text())

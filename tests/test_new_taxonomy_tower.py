@@ -1,0 +1,95 @@
+"""A new taxonomy serves at once with the pretrained tower as it comes, then its first training
+is queued; a model and index that cannot serve together never go live."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotations.normalization import normalize_texts
+from annotations.services.taxonomy import taxonomy_import
+from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.services import (
+    deployment_activate,
+    first_training_request,
+    index_build_create,
+    taxonomy_model_refresh,
+    training_run_execute,
+)
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.train import PRETRAINED_SPEC, TOWER_SPEC, parse_model_spec
+from tests.conftest import TINY_CSV, build_live_model
+from worker import tasks
+
+
+@pytest.fixture
+def new_taxonomy(db):
+    return taxonomy_import(slug="fresh", path=TINY_CSV, fmt="csv", name="Fresh").taxonomy
+
+
+def test_an_imported_taxonomy_serves_with_the_pretrained_tower_then_queues_its_training(
+    new_taxonomy,
+):
+    run = taxonomy_model_refresh(taxonomy=new_taxonomy)
+    assert (run.kind, run.config) == ("build", PRETRAINED_SPEC)
+    # The worker's task: the build, then the first training queued behind it.
+    assert tasks.execute_training_run.run(run.id) == "succeeded"
+    version = Deployment.objects.get(taxonomy=new_taxonomy).index_build.model_version
+    assert version.encoder_kind == "transformer"
+    assert version.config["training"]["max_steps"] == 0
+    assert version.metrics["steps"] == 0.0
+    # No 409: the taxonomy answers, by meaning (no string of "RN" is in "Registered Nurse").
+    [result] = normalize_texts(new_taxonomy, ["RN night shift"], k=3)
+    assert result.groups[0].name == "Registered Nurses"
+    queued = TrainingRun.objects.filter(taxonomy=new_taxonomy, status="queued").get()
+    assert (queued.kind, queued.trigger, queued.config) == ("build", "import", TOWER_SPEC)
+
+
+def test_first_training_is_queued_once_and_only_after_the_pretrained_build(new_taxonomy, settings):
+    run = taxonomy_model_refresh(taxonomy=new_taxonomy)
+    assert first_training_request(run=run) is None  # still queued: nothing went live yet
+    run = training_run_execute(run_id=run.id)
+    settings.SIAMWEB_TRAIN_NEW_TAXONOMIES = False
+    assert first_training_request(run=run) is None
+    settings.SIAMWEB_TRAIN_NEW_TAXONOMIES = True
+    follow_up = first_training_request(run=run)
+    assert follow_up is not None and follow_up.config == TOWER_SPEC
+    assert first_training_request(run=run) is None  # one active run a taxonomy
+
+
+def test_no_first_training_once_the_taxonomy_has_a_trained_model(tiny_taxonomy):
+    run = TrainingRun.objects.create(
+        taxonomy=tiny_taxonomy, kind="build", status="succeeded", config=PRETRAINED_SPEC
+    )
+    assert ModelVersion.objects.filter(taxonomy=tiny_taxonomy).exists()
+    assert first_training_request(run=run) is None
+
+
+def test_zero_training_steps_are_refused_for_an_encoder_that_starts_untrained():
+    with pytest.raises(Exception, match="only a pretrained encoder can"):
+        parse_model_spec({"encoder": {"kind": "ngram_bag"}, "training": {"max_steps": 0}})
+
+
+def test_train_command_takes_a_built_in_spec_by_name(new_taxonomy, capsys):
+    call_command("train", "fresh", "--spec", "pretrained", "--activate")
+    assert "fresh/v1: transformer" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("train", "fresh", "--spec", "huge")
+
+
+def test_a_model_and_index_of_different_dimensions_never_go_live(tiny_taxonomy):
+    live = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build
+    tower = training_run_execute(
+        run_id=TrainingRun.objects.create(
+            taxonomy=tiny_taxonomy, kind="build", config=PRETRAINED_SPEC, activate=False
+        ).id
+    ).model_version
+    mismatched = index_build_create(model_version=tower)
+    mismatched.model_version = live.model_version  # 384-d vectors under a 32-d model
+    mismatched.save(update_fields=["model_version"])
+    with pytest.raises(ArtifactError, match="cannot serve together"):
+        deployment_activate(index_build=mismatched)
+    assert Deployment.objects.get(taxonomy=tiny_taxonomy).index_build == live
+    # build_live_model still works after the refusal: nothing was left half-done.
+    build_live_model(tiny_taxonomy)
