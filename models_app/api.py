@@ -197,10 +197,18 @@ class GateMetricSerializer(serializers.Serializer):
     candidate = serializers.FloatField()
     delta = serializers.FloatField(help_text="candidate minus live (or minus reference)")
     passed = serializers.BooleanField()
-    n = serializers.IntegerField(required=False, help_text="Cases a small-sample row measured")
-    allowed_drop = serializers.FloatField(
-        required=False, help_text="A small-sample row: how far it may fall"
+    n = serializers.IntegerField(help_text="Cases both models answered")
+    ci95 = serializers.ListField(
+        child=serializers.FloatField(), help_text="95% interval of the paired difference"
     )
+    lost = serializers.IntegerField(help_text="Cases the baseline got right, the candidate not")
+    gained = serializers.IntegerField(help_text="Cases the candidate got right, the baseline not")
+    p_worse = serializers.FloatField(
+        help_text="McNemar's exact one-sided p that the candidate is worse"
+    )
+    alpha = serializers.FloatField(help_text="The level this row was tested at")
+    significantly_worse = serializers.BooleanField()
+    why = serializers.CharField(help_text="Why the row passed or blocked, in words")
 
 
 class GateVerdictsSerializer(serializers.Serializer):
@@ -211,18 +219,20 @@ class GateVerdictsSerializer(serializers.Serializer):
 
 
 class GateReportSerializer(serializers.Serializer):
-    tolerance = serializers.FloatField(help_text="How far below live a metric may fall")
+    test = serializers.CharField(help_text="The paired test every row is judged by")
+    alpha = serializers.FloatField(help_text="The gate's significance level, over all rows")
+    alpha_per_test = serializers.FloatField(help_text="alpha divided by the rows tested")
     reference_version = serializers.CharField(
         required=False,
         help_text="The version the chain of gate promotions behind the live one started from; "
         "absent when that is the live version",
     )
-    drift_tolerance = serializers.FloatField(
-        required=False, help_text="How far below the reference a frozen-suite metric may fall"
-    )
     decision = serializers.ChoiceField(choices=["promote", "reject"])
     reasons = serializers.ListField(child=serializers.CharField())
     metrics = GateMetricSerializer(many=True)
+    frozen_summary = serializers.DictField(
+        required=False, help_text="Per model, the frozen suite's MRR and P@10 (not tested)"
+    )
     verdicts = GateVerdictsSerializer(required=False)
     new_verdicts = serializers.IntegerField(required=False)
     stage_seconds = serializers.DictField(

@@ -55,6 +55,7 @@ from models_app.services import (
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.search import HybridMatcher, SearchConfig
+from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
     MARGIN_LOSSES,
@@ -103,11 +104,10 @@ FINETUNE_BUDGET_GROWTH_CAP = 1.5
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
-# The held-out row holds a fifth of a round's new verdicts (about 100 for 500), so one input
-# is a point. It fails when its drop exceeds the tolerance by more than this many standard
-# errors of the paired difference: noise of a few inputs must not reject a candidate that the
-# frozen suite (1,000 cases a set, the plain tolerance) and every past verdict pass.
-HELD_OUT_STANDARD_ERRORS = 1.0
+# What the gate tests: each frozen test's accuracy against the live version (and the chain's
+# reference, see gate_reference) and the held-out verdicts, each a paired McNemar test of the
+# same cases (models_app/siamese/stats.py). MRR and P@10 are reported beside them, not tested:
+# they move with the accuracies and would test the same losses twice.
 # The flip report compares the newest inputs; beyond this many it reports a sample of them.
 FLIP_INPUTS_COMPARED = 20_000
 # By name, so this module does not import the worker layer that calls it.
@@ -366,13 +366,13 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     resumed_from_step = learnt.result.metrics.get("resumed_from_step", 0.0)
     comparison = _Comparison.build(taxonomy)
     comparison.add("live", live_encoder, parse_search_config(parent.config))
-    held_out_row = None
+    held_out_hits = None
     final = learnt
     if held_out:
         progress("evaluate", 0.0, None)
         # As it would be served (stored smaller than it trains), as the live one is.
         comparison.add("learnt", as_stored(learnt.result.encoder), parse_search_config(spec))
-        held_out_row = comparison.held_out_row(held_out, tolerance=settings.SIAMWEB_GATE_TOLERANCE)
+        held_out_hits = comparison.held_out_hits(held_out)
         comparison.drop("learnt")
         laps.lap("held_out")
         final = encoder_fit(
@@ -418,10 +418,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     if reference != parent:
         comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))
     report = comparison.gate(
-        tolerance=settings.SIAMWEB_GATE_TOLERANCE,
-        held_out=held_out_row,
+        alpha=settings.SIAMWEB_GATE_ALPHA,
+        held_out=held_out_hits,
         reference_label=reference.label,
-        drift_tolerance=settings.SIAMWEB_GATE_DRIFT_TOLERANCE,
     )
     if reference != parent:
         comparison.drop("reference")
@@ -613,6 +612,9 @@ def _finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int =
     spec = {key: dict(value) for key, value in parent.config.items()}
     training = spec.setdefault("training", {})
     training["max_minutes"] = finetune_minutes(new_verdicts)
+    if not training.get("max_steps", TrainConfig.max_steps):
+        # A pretrained version served as it came (0 steps): its fine-tunes train, by the clock.
+        training["max_steps"] = TrainConfig.max_steps
     training["replay_share"] = FINETUNE_REPLAY_SHARE
     training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
@@ -679,10 +681,9 @@ class _Comparison:
     def drop(self, name: str) -> None:
         del self.matchers[name]
 
-    def held_out_row(self, held_out: frozenset[str], *, tolerance: float) -> dict | None:
-        """The held-out verdicts, answered by the live model and the phase-1 ("learnt") one;
-        the drop it may show is the tolerance plus ``HELD_OUT_STANDARD_ERRORS`` standard errors
-        of the paired difference."""
+    def held_out_hits(self, held_out: frozenset[str]) -> tuple[list[bool], list[bool]] | None:
+        """The held-out verdicts, answered by the live model and the phase-1 ("learnt") one:
+        per verdict, whether each model's top group is the curator's."""
         cases = [
             (verdict.text, verdict.group_id)
             for key, verdict in self.verdicts.items()
@@ -690,54 +691,50 @@ class _Comparison:
         ]
         if not cases:
             return None
-        live = self._hits(self.matchers["live"], cases)
-        learnt = self._hits(self.matchers["learnt"], cases)
-        return paired_row("held_out_feedback", "feedback", live, learnt, tolerance=tolerance)
+        return self._hits(self.matchers["live"], cases), self._hits(self.matchers["learnt"], cases)
 
     def gate(
         self,
         *,
-        tolerance: float,
-        held_out: dict | None = None,
+        alpha: float,
+        held_out: tuple[list[bool], list[bool]] | None = None,
         reference_label: str | None = None,
-        drift_tolerance: float | None = None,
     ) -> dict[str, Any]:
-        """Live against candidate on every metric; where a "reference" matcher was added (the
-        version labelled ``reference_label``), also reference against candidate on the frozen
-        suite, within ``drift_tolerance`` (the tolerance when not given)."""
+        """Live against candidate on each frozen test and the held-out verdicts; where a
+        "reference" matcher was added (the version labelled ``reference_label``), reference
+        against candidate on the frozen tests too. A row blocks only when the candidate is
+        significantly worse on its cases: McNemar's exact one-sided p below ``alpha`` divided
+        by the number of rows tested (Bonferroni), so that one of many rows failing by chance
+        stays below ``alpha`` for a candidate that is no worse."""
         if "reference" in self.matchers and not reference_label:
             raise ValueError("a reference matcher needs the label of its version")
-        drift_allowed = tolerance if drift_tolerance is None else drift_tolerance
         taxonomy_members = list(
             Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
             .order_by("id")
             .values_list("group_id", "text")
         )
         suite = build_test_suite(taxonomy_members, seed=0, size=settings.SIAMWEB_GATE_SUITE_SIZE)
-        scores = {name: evaluate(matcher, suite) for name, matcher in self.matchers.items()}
-        frozen = _frozen_scores(scores)
-        rows = [
-            _row(name, "frozen", frozen["live"][name], frozen["candidate"][name], tolerance)
-            for name in frozen["live"]
+        frozen = {name: cases for name, cases in suite.items() if name in FROZEN_SETS and cases}
+        hits = {
+            model: {name: self._hits(matcher, cases) for name, cases in frozen.items()}
+            for model, matcher in self.matchers.items()
+        }
+        pairs: list[tuple[str, str, str, list[bool], list[bool]]] = [
+            (name, "frozen", "live", hits["live"][name], hits["candidate"][name]) for name in frozen
         ]
-        if "reference" in frozen:
-            rows += [
-                {
-                    **_row(
-                        name,
-                        "drift",
-                        value,
-                        frozen["candidate"][name],
-                        drift_allowed,
-                        baseline_key="reference",
-                    ),
-                    "against": reference_label,
-                }
-                for name, value in frozen["reference"].items()
+        if "reference" in hits:
+            pairs += [
+                (name, "drift", "reference", hits["reference"][name], hits["candidate"][name])
+                for name in frozen
             ]
-
         if held_out is not None:
-            rows.append(held_out)
+            pairs.append(("held_out_feedback", "feedback", "live", *held_out))
+        per_test = alpha / max(len(pairs), 1)
+        rows = [
+            gate_row(name, suite_name, baseline, before, after, alpha=per_test,
+                     against=reference_label if suite_name == "drift" else None)
+            for name, suite_name, baseline, before, after in pairs
+        ]  # fmt: skip
 
         judged = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
         verdicts = {
@@ -747,7 +744,7 @@ class _Comparison:
         }
         verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
 
-        reasons = [_failure(row, tolerance, drift_allowed) for row in rows if not row["passed"]]
+        reasons = [row["why"] for row in rows if not row["passed"]]
         if not judged:
             reasons.append("there are no verdicts to learn from")
         elif not verdicts["rose"]:
@@ -755,16 +752,24 @@ class _Comparison:
                 f"the share of verdicts it gets right by itself did not rise "
                 f"({verdicts['live']:.3f} → {verdicts['candidate']:.3f})"
             )
+        summary = {
+            model: {
+                key: round(_mean([scores[f"{name}/{metric}"] for name in frozen]), 4)
+                for key, metric in (("mrr", "mrr"), ("p_at_10", "p@10"))
+            }
+            for model, scores in (
+                (model, evaluate(matcher, frozen)) for model, matcher in self.matchers.items()
+            )
+        }
         return {
-            "tolerance": tolerance,
-            **(
-                {"reference_version": reference_label, "drift_tolerance": drift_allowed}
-                if "reference" in frozen
-                else {}
-            ),
+            "test": "McNemar exact, one-sided, paired on the same cases",
+            "alpha": alpha,
+            "alpha_per_test": round(per_test, 6),
+            **({"reference_version": reference_label} if "reference" in hits else {}),
             "decision": "reject" if reasons else "promote",
             "reasons": reasons,
             "metrics": rows,
+            "frozen_summary": summary,
             "verdicts": verdicts,
         }
 
@@ -866,50 +871,39 @@ def _frozen_scores(scores: dict[str, dict[str, float]]) -> dict[str, dict[str, f
     return frozen
 
 
-def _failure(row: dict, tolerance: float, drift_tolerance: float) -> str:
-    """Why a gate row failed, in words."""
-    fell = f"{row['name']} fell by {-row['delta']:.3f}"
-    if "against" in row:
-        return f"{fell} since {row['against']} (drift tolerance {drift_tolerance:.3f})"
-    if "allowed_drop" in row:
-        return f"{fell} (allowed {row['allowed_drop']:.3f})"
-    return f"{fell} (tolerance {tolerance:.3f})"
-
-
-def _row(
+def gate_row(
     name: str,
     suite: str,
-    live: float,
-    candidate: float,
-    tolerance: float,
+    baseline: str,
+    before: list[bool],
+    after: list[bool],
     *,
-    baseline_key: str = "live",
+    alpha: float,
+    against: str | None = None,
 ) -> dict:
-    """One gate row; a drift row names its baseline "reference" instead of "live"."""
-    delta = candidate - live
-    return {
-        "name": name,
-        "suite": suite,
-        baseline_key: round(live, 4),
-        "candidate": round(candidate, 4),
-        "delta": round(delta, 4),
-        "passed": delta >= -tolerance - 1e-9,
-    }
-
-
-def paired_row(
-    name: str, suite: str, live: list[bool], candidate: list[bool], *, tolerance: float
-) -> dict:
-    """A gate row over a small sample both models answered, case by case: it may fall by the
-    tolerance plus ``HELD_OUT_STANDARD_ERRORS`` standard errors of the paired difference."""
-    n = len(live)
-    lost = sum(before and not after for before, after in zip(live, candidate, strict=True))
-    gained = sum(after and not before for before, after in zip(live, candidate, strict=True))
-    # Only the cases that changed answer vary, so the error is the discordant pairs' spread.
-    error = math.sqrt(max(lost + gained - (gained - lost) ** 2 / n, 0.0)) / n
-    allowed = tolerance + HELD_OUT_STANDARD_ERRORS * error
-    row = _row(name, suite, sum(live) / n, sum(candidate) / n, allowed)
-    return {**row, "n": n, "lost": lost, "gained": gained, "allowed_drop": round(allowed, 4)}
+    """One gate row: ``baseline`` ("live" or "reference") against the candidate, case by case,
+    with the paired test's numbers and, in words, why it passed or blocked."""
+    found = paired_comparison(before, after, alpha=alpha)
+    row = {"name": name, "suite": suite, **found}
+    if baseline != "live":
+        row[baseline] = row.pop("live")
+    if against:
+        row["against"] = against
+    since = f" since {against}" if against else ""
+    odds = (
+        f"{found['lost']} lost, {found['gained']} gained of {found['n']}; "
+        f"p = {found['p_worse']:.4f}, {'below' if found['p_worse'] < alpha else 'not below'} "
+        f"{alpha:.4f}"
+    )
+    if found["significantly_worse"]:
+        row["passed"] = False
+        row["why"] = f"{name} fell by {-found['delta']:.3f}{since} ({odds}): significantly worse"
+    else:
+        row["passed"] = True
+        change = "fell" if found["delta"] < 0 else "rose" if found["delta"] > 0 else "held"
+        amount = f" by {abs(found['delta']):.3f}" if found["delta"] else ""
+        row["why"] = f"{name} {change}{amount}{since} ({odds}): within noise or better"
+    return row
 
 
 def _mean(values: list[float]) -> float:

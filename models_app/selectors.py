@@ -198,8 +198,16 @@ class GateRow:
     delta: float | None
     passed: bool
     cases: int | None = None  # how many cases the row was measured on, where it says
-    allowed_drop: float | None = None  # where a row may fall by more than the tolerance
     against: str | None = None  # a drift row: the reference version it compares with, not live
+    ci95: tuple[float, float] | None = None  # the difference's 95% interval
+    lost: int | None = None  # cases the baseline got right and the candidate not
+    gained: int | None = None
+    p_worse: float | None = None  # the paired test's one-sided p that the candidate is worse
+    why: str = ""
+
+    @property
+    def ci_text(self) -> str:
+        return "" if self.ci95 is None else f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
 
     @property
     def delta_text(self) -> str:
@@ -210,13 +218,13 @@ class GateRow:
 class GateReport:
     decision: str
     reasons: list[str]
-    tolerance: float | None
+    alpha: float | None
+    alpha_per_test: float | None
     rows: list[GateRow]
     verdicts: dict[str, Any] | None
     new_verdicts: int | None
     forced_by: str | None
     reference: str | None = None  # the version drift rows compare with
-    drift_tolerance: float | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -244,21 +252,25 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
             delta=metric.get("delta"),
             passed=bool(metric.get("passed")),
             cases=metric.get("n"),
-            allowed_drop=metric.get("allowed_drop"),
             against=metric.get("against"),
+            ci95=tuple(metric["ci95"]) if metric.get("ci95") else None,
+            lost=metric.get("lost"),
+            gained=metric.get("gained"),
+            p_worse=metric.get("p_worse"),
+            why=metric.get("why", ""),
         )
         for metric in report.get("metrics", [])
     ]
     return GateReport(
         decision=report.get("decision", ""),
         reasons=list(report.get("reasons", [])),
-        tolerance=report.get("tolerance"),
+        alpha=report.get("alpha"),
+        alpha_per_test=report.get("alpha_per_test"),
         rows=rows,
         verdicts=report.get("verdicts") or None,
         new_verdicts=report.get("new_verdicts"),
         forced_by=report.get("forced_by"),
         reference=report.get("reference_version"),
-        drift_tolerance=report.get("drift_tolerance"),
         stage_seconds=_in_run_order(report.get("stage_seconds") or {}),
     )
 

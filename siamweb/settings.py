@@ -192,20 +192,15 @@ SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default
 SIAMWEB_FINETUNE_BUDGET_VERDICTS = env_int(
     "SIAMWEB_FINETUNE_BUDGET_VERDICTS", default=500, minimum=1
 )
-# A candidate may lose at most this much (absolute, 0.01 = one point) on any gate metric.
-SIAMWEB_GATE_TOLERANCE = env_float("SIAMWEB_GATE_TOLERANCE", default=0.01, minimum=0.0)
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
-# ... and at most this much on the frozen suite against the version a chain of gate promotions
-# started from, so that losses each within the tolerance cannot add up round after round.
-SIAMWEB_GATE_DRIFT_TOLERANCE = env_float(
-    "SIAMWEB_GATE_DRIFT_TOLERANCE", default=SIAMWEB_GATE_TOLERANCE, minimum=0.0
-)
-if SIAMWEB_GATE_DRIFT_TOLERANCE < SIAMWEB_GATE_TOLERANCE:
-    # The first promotion after the reference is compared with the live version alone.
+# The gate blocks a candidate only where it is significantly worse than the live version (or the
+# version its chain of promotions started from) on the same cases: McNemar's exact test, this
+# significance level shared over every row tested (models_app/retraining.py, gate).
+SIAMWEB_GATE_ALPHA = env_float("SIAMWEB_GATE_ALPHA", default=0.05, minimum=1e-9)
+if SIAMWEB_GATE_ALPHA >= 0.5:
     raise ImproperlyConfigured(
-        f"SIAMWEB_GATE_DRIFT_TOLERANCE ({SIAMWEB_GATE_DRIFT_TOLERANCE}) must be at least "
-        f"SIAMWEB_GATE_TOLERANCE ({SIAMWEB_GATE_TOLERANCE}): what several promotions lose "
-        "together is bounded by no less than what one may lose"
+        f"SIAMWEB_GATE_ALPHA must be below 0.5, got {SIAMWEB_GATE_ALPHA}: at 0.5 or more the gate "
+        "would block candidates that are as likely better as worse"
     )
 # A running training writes a heartbeat with its progress; silent this long, its worker died.
 SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int(

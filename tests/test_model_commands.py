@@ -77,7 +77,7 @@ def test_commands_refuse_unknown_things(tiny_taxonomy, args, message):
     ("content", "message"),
     [
         ("{oops", "cannot read config"),
-        (json.dumps({"encoder": {"kind": "transformer"}}), "unknown encoder kind"),
+        (json.dumps({"encoder": {"kind": "gpt"}}), "unknown encoder kind"),
         (json.dumps({"training": {"loss": "sdml", "batch_size": 0}}), "batch_size must be"),
     ],
 )

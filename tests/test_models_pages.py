@@ -18,51 +18,80 @@ from tests.conftest import TINY_MODEL
 HTMX = {"HTTP_HX_REQUEST": "true"}
 POLLING = 'hx-trigger="every 2s"'
 
+
+def gate_metric(name, suite, before, after, *, n, lost, gained, p, passed, why, against=None):
+    row = {
+        "name": name, "suite": suite, "candidate": after, "delta": round(after - before, 4),
+        "n": n, "lost": lost, "gained": gained, "p_worse": p, "alpha": 0.0125,
+        "ci95": [round(after - before - 0.02, 4), round(after - before + 0.02, 4)],
+        "significantly_worse": not passed, "passed": passed, "why": why,
+        "reference" if against else "live": before,
+    }  # fmt: skip
+    return {**row, "against": against} if against else row
+
+
 GATE_REPORT = {
-    "tolerance": 0.01,
+    "test": "McNemar exact, one-sided, paired on the same cases",
+    "alpha": 0.05,
+    "alpha_per_test": 0.0125,
     "reference_version": "jobs/v1",
-    "drift_tolerance": 0.01,
     "decision": "reject",
     "reasons": [
-        "typos fell by 0.050, more than the tolerance of 0.01",
-        "extra_words fell by 0.015 since jobs/v1 (drift tolerance 0.010)",
+        "typos fell by 0.050 (60 lost, 10 gained of 1000; p = 0.0000, below 0.0125): "
+        "significantly worse",
+        "extra_words fell by 0.015 since jobs/v1 (25 lost, 10 gained of 1000; p = 0.0083, "
+        "below 0.0125): significantly worse",
     ],
     "metrics": [
-        {
-            "name": "typos",
-            "suite": "frozen",
-            "live": 0.9,
-            "candidate": 0.85,
-            "delta": -0.05,
-            "passed": False,
-        },
-        {
-            "name": "mrr",
-            "suite": "frozen",
-            "live": 0.8,
-            "candidate": 0.82,
-            "delta": 0.02,
-            "passed": True,
-        },
-        {
-            "name": "extra_words",
-            "suite": "drift",
-            "against": "jobs/v1",
-            "reference": 0.93,
-            "candidate": 0.915,
-            "delta": -0.015,
-            "passed": False,
-        },
-        {
-            "name": "held_out_feedback",
-            "suite": "feedback",
-            "live": 0.5,
-            "candidate": 0.75,
-            "delta": 0.25,
-            "passed": True,
-            "n": 4,
-            "allowed_drop": 0.26,
-        },
+        gate_metric(
+            "typos",
+            "frozen",
+            0.9,
+            0.85,
+            n=1000,
+            lost=60,
+            gained=10,
+            p=0.0,
+            passed=False,
+            why="typos fell by 0.050: significantly worse",
+        ),
+        gate_metric(
+            "composition",
+            "frozen",
+            0.8,
+            0.82,
+            n=1000,
+            lost=5,
+            gained=25,
+            p=0.9999,
+            passed=True,
+            why="composition rose by 0.020: within noise or better",
+        ),
+        gate_metric(
+            "extra_words",
+            "drift",
+            0.93,
+            0.915,
+            n=1000,
+            lost=25,
+            gained=10,
+            p=0.0083,
+            passed=False,
+            why="extra_words fell by 0.015 since jobs/v1",
+            against="jobs/v1",
+        ),
+        gate_metric(
+            "held_out_feedback",
+            "feedback",
+            0.5,
+            0.75,
+            n=4,
+            lost=0,
+            gained=1,
+            p=1.0,
+            passed=True,
+            why="held_out_feedback rose by 0.250: within noise or better",
+        ),
     ],
     "verdicts": {"count": 12, "live": 0.5, "candidate": 0.75, "rose": True},
     "new_verdicts": 12,
@@ -462,8 +491,8 @@ def test_retrying_while_another_run_is_active_is_a_409(client, admin_user, faile
 
 
 HELD_OUT_CELLS = [
-    *["Held-out", "feedback", "(4)", "may", "fall", "0.260"],
-    *["feedback", "0.500", "0.750", "+0.250", "✓"],
+    *["Held-out", "feedback", "(4)", "feedback", "0.500", "0.750", "+0.250"],
+    *["[+0.230,", "+0.270]", "0", "/", "1", "1.0000", "✓"],
 ]
 
 
@@ -473,25 +502,25 @@ def test_the_gate_report_is_a_table_with_the_decision_reasons_and_verdict_share(
     client.force_login(curator)
     page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
     assert 'data-testid="gate-decision">reject<' in page
-    assert "typos fell by 0.050, more than the tolerance of 0.01" in page
+    assert "typos fell by 0.050 (60 lost, 10 gained of 1000; p = 0.0000, below 0.0125)" in page
     rows = re.findall(
         r'<tr data-testid="gate-row" class="(md-pass|md-fail)">(.*?)</tr>', page, re.S
     )
     cells = [(verdict, re.sub(r"<[^>]+>", " ", row).split()) for verdict, row in rows]
     assert cells == [
-        ("md-fail", ["Typos", "frozen", "0.900", "0.850", "-0.050", "✗"]),
-        ("md-pass", ["MRR", "frozen", "0.800", "0.820", "+0.020", "✓"]),
+        ("md-fail", ["Typos", "(1000)", "frozen", "0.900", "0.850", "-0.050",
+                     "[-0.070,", "-0.030]", "60", "/", "10", "0.0000", "✗"]),
+        ("md-pass", ["Composition", "(1000)", "frozen", "0.800", "0.820", "+0.020",
+                     "[+0.000,", "+0.040]", "5", "/", "25", "0.9999", "✓"]),
         # Against the reference, the version the chain of gate promotions started from.
-        (
-            "md-fail",
-            ["Extra", "words", "frozen,", "against", "jobs/v1", "0.930", "0.915", "-0.015", "✗"],
-        ),
+        ("md-fail", ["Extra", "words", "(1000)", "frozen,", "against", "jobs/v1", "0.930",
+                     "0.915", "-0.015", "[-0.035,", "+0.005]", "25", "/", "10", "0.0083", "✗"]),
         ("md-pass", HELD_OUT_CELLS),
-    ]
-    assert "extra_words fell by 0.015 since jobs/v1 (drift tolerance 0.010)" in page
-    footnote = " ".join(re.search(r"A metric passes when(.*?)</p>", page, re.S).group(1).split())
-    assert "at most 0.01 below the live model" in footnote
-    assert "at most 0.01 below jobs/v1: the live model came from it" in footnote
+    ]  # fmt: skip
+    assert "extra_words fell by 0.015 since jobs/v1 (25 lost, 10 gained of 1000" in page
+    footnote = " ".join(re.search(r"Each row compares(.*?)</p>", page, re.S).group(1).split())
+    assert "McNemar's exact one-sided p below 0.0125 (the gate's level 0.05" in footnote
+    assert "the frozen-suite rows against jobs/v1, where the chain of promotions" in footnote
     stages = re.search(r'data-testid="stage-seconds">(.*?)</p>', page, re.S).group(1)
     assert " ".join(stages.split()) == (
         "Seconds per stage: learn 135.2 · held_out 14.0 · catch_up 45.1 · index 6.3."

@@ -93,3 +93,23 @@ def test_a_model_and_index_of_different_dimensions_never_go_live(tiny_taxonomy):
     assert Deployment.objects.get(taxonomy=tiny_taxonomy).index_build == live
     # build_live_model still works after the refusal: nothing was left half-done.
     build_live_model(tiny_taxonomy)
+
+
+def test_a_tower_spec_without_training_options_gets_the_towers_own():
+    _, training = parse_model_spec({"encoder": {"kind": "transformer"}})
+    assert (training.learning_rate, training.batch_size) == (3e-5, 128)
+    _, training = parse_model_spec(PRETRAINED_SPEC)
+    assert (training.max_steps, training.learning_rate) == (0, 3e-5)
+    _, asked = parse_model_spec({"encoder": {"kind": "transformer"}, "training": {"seed": 4}})
+    assert (asked.seed, asked.learning_rate) == (4, 3e-5)
+
+
+def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
+    from types import SimpleNamespace
+
+    from models_app.retraining import _finetune_spec
+
+    run = training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
+    parent = SimpleNamespace(config=run.model_version.config)
+    _, training = parse_model_spec(_finetune_spec(parent, {}))
+    assert training.max_steps > 0 and training.learning_rate == 3e-5

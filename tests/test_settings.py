@@ -71,10 +71,9 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
             "SIAMWEB_FINETUNE_BUDGET_VERDICTS must be at least 1",
         ),
         ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
-        (
-            {"SIAMWEB_GATE_TOLERANCE": "0.02", "SIAMWEB_GATE_DRIFT_TOLERANCE": "0.01"},
-            "SIAMWEB_GATE_DRIFT_TOLERANCE (0.01) must be at least SIAMWEB_GATE_TOLERANCE (0.02)",
-        ),
+        ({"SIAMWEB_GATE_ALPHA": "0.5"}, "SIAMWEB_GATE_ALPHA must be below 0.5"),
+        ({"SIAMWEB_GATE_ALPHA": "0"}, "SIAMWEB_GATE_ALPHA must be at least"),
+        ({"SIAMWEB_GATE_ALPHA": "five percent"}, "SIAMWEB_GATE_ALPHA"),
     ],
 )
 def test_malformed_values_stop_start_up_naming_the_variable(tmp_path, env, message):

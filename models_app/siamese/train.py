@@ -871,7 +871,10 @@ def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainC
     parse_search_config(raw)
     encoder = raw.get("encoder", DEFAULT_SPEC["encoder"])
     encoder_config = parse_config(encoder)
-    training = TrainConfig.from_dict(raw.get("training", {}))
+    # A pretrained tower trains with its own defaults: the n-gram models' learning rate would
+    # wipe out what it knows in a few steps.
+    defaults = TOWER_SPEC["training"] if encoder_config.kind in PRETRAINED_KINDS else {}
+    training = TrainConfig.from_dict({**defaults, **raw.get("training", {})})
     if training.max_steps == 0 and encoder_config.kind not in PRETRAINED_KINDS:
         raise ConfigError(
             f"max_steps 0 serves a model as it comes, which only a pretrained encoder can "

@@ -46,7 +46,7 @@ def worker(start_worker):
     # The tiny taxonomy's frozen suite has a few dozen cases, so one case is several points: at
     # the default tolerance of one point the outcome would turn on noise. This test is about
     # verdicts being learned; tests/test_retraining.py covers the gate's tolerance.
-    return start_worker(SIAMWEB_GATE_TOLERANCE=0.25)
+    return start_worker(SIAMWEB_GATE_ALPHA=1e-6)
 
 
 def test_corrections_are_learned_by_a_worker_and_generalise_to_an_unseen_input(

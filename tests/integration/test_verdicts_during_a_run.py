@@ -22,7 +22,7 @@ LATE = {"Barista Trainee": "35-3023", "Payroll Bookkeeper": "13-2011"}
 @pytest.fixture
 def worker(start_worker):
     # The tiny frozen suite makes one case several points; see test_retraining_cycle.py.
-    return start_worker(SIAMWEB_GATE_TOLERANCE=0.25)
+    return start_worker(SIAMWEB_GATE_ALPHA=1e-6)
 
 
 def give_verdicts(taxonomy, user, corrections: dict[str, str]) -> list[Judgement]:
