@@ -31,7 +31,6 @@ from drf_spectacular.utils import (
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination, PageNumberPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -75,6 +74,7 @@ from annotations.services.taxonomy_edit import (
 from models_app.services import NoLiveModel
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
+from siamweb.parsers import SafeJSONParser
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_LENGTH = 100  # Judgement.idempotency_key's column
@@ -100,7 +100,7 @@ class ApiSchema(AutoSchema):
 class JsonApi(APIView):
     """JSON in and out for anyone signed in (a token or a session)."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [SafeJSONParser]
     permission_classes = [IsAuthenticated]
     schema = ApiSchema()
 

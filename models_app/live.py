@@ -18,6 +18,7 @@ from django.conf import settings
 
 from annotations.models import Member, Taxonomy
 from models_app.models import Deployment
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch
@@ -25,6 +26,7 @@ from models_app.siamese.train import parse_search_config
 
 _lock = threading.Lock()
 _engines: dict[int, LiveEngine] = {}
+_loading: dict[int, threading.Lock] = {}  # per taxonomy: held by the thread loading its engine
 _encoders: dict[int, Encoder] = {}
 _MAX_CACHED_ENCODERS = 4
 
@@ -136,9 +138,31 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
     build = deployment.index_build
     with _lock:
         cached = _engines.get(taxonomy.id)
+        loading = _loading.setdefault(taxonomy.id, threading.Lock())
     if cached is not None and cached.index_build_id == build.id:
         return cached
+    # One load a swap per process: the thread that takes the lock loads the new engine; others
+    # keep answering with the engine they have (or, with none yet, wait for the first).
+    if not loading.acquire(blocking=cached is None):
+        return cached
+    try:
+        with _lock:
+            current = _engines.get(taxonomy.id)
+        if current is not None and current.index_build_id == build.id:
+            return current  # loaded by the thread that held the lock before this one
+        return _load_engine(taxonomy, build)
+    finally:
+        loading.release()
+
+
+def _load_engine(taxonomy: Taxonomy, build) -> LiveEngine:
     index = MemberIndex.load(artifact_path(build.artifact_path))
+    encoder = encoder_for(build.model_version)
+    if index.dim != encoder.dim:
+        raise ArtifactError(
+            f"index build {build.id} holds {index.dim}-dimensional vectors but "
+            f"{build.model_version.label} encodes {encoder.dim}: they cannot serve together"
+        )
     search_config = parse_search_config(build.model_version.config)
     texts: list[str] = []
     if search_config.lexical_weight > 0:
@@ -152,7 +176,7 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
         index_build_id=build.id,
         max_member_id=build.max_member_id,
         built_at=build.created_at,
-        encoder=encoder_for(build.model_version),
+        encoder=encoder,
         index=index,
         search=MemberSearch(index, texts, search_config),
         indexed_ids=np.sort(index.member_ids()),
