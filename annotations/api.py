@@ -29,7 +29,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -82,6 +82,10 @@ IDEMPOTENCY_KEY_MAX_LENGTH = 100  # Judgement.idempotency_key's column
 # --- plumbing shared by every view of the API ---------------------------------------------
 
 
+# The largest id a row can have (a 64-bit signed integer, on PostgreSQL and SQLite alike).
+MAX_ID = 2**63 - 1
+
+
 class ApiSchema(AutoSchema):
     """Components named after the view that declares them: every view nests its own
     ``InputSerializer``/``OutputSerializer``, and the class name alone would collide."""
@@ -103,6 +107,13 @@ class JsonApi(APIView):
     parser_classes = [SafeJSONParser]
     permission_classes = [IsAuthenticated]
     schema = ApiSchema()
+
+    def handle_exception(self, exc):
+        # An id past what the database's integers hold (SQLite raises while binding it): no
+        # such row can exist, so it is the request that is wrong, not the server.
+        if isinstance(exc, OverflowError):
+            exc = ValidationError({"detail": f"a number in the request is out of range: {exc}"})
+        return super().handle_exception(exc)
 
 
 class CuratorApi(JsonApi):
@@ -959,7 +970,7 @@ class JudgementListCreateApi(CuratorApi):
     pagination_class = CursorNewestFirst
 
     class FilterSerializer(serializers.Serializer):
-        review_item = serializers.IntegerField(required=False, min_value=1)
+        review_item = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
         user = serializers.CharField(required=False, max_length=150, help_text="A username")
         verdict = VerdictField(required=False)
         include_undone = serializers.BooleanField(

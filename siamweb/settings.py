@@ -85,19 +85,23 @@ TEMPLATES = [
 ]
 
 
+# The web server and the worker write to one SQLite file: wait for locks instead of failing,
+# take the write lock at a transaction's start (no "database is locked" on a lock upgrade),
+# and let readers run beside a writer.
+SQLITE_OPTIONS = {
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+
 def _database_from_env() -> dict:
     url = env_str("DATABASE_URL")
     if not url:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "siamweb.sqlite3",
-            # The web server and the worker write to one file: wait for locks instead of failing,
-            # and let readers run beside a writer.
-            "OPTIONS": {
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     try:
         config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
@@ -105,6 +109,10 @@ def _database_from_env() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
     if not config.get("ENGINE") or not config.get("NAME"):
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: no engine or database in {url!r}")
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # A file named by URL is shared by the web server and the worker just the same.
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
+        config["CONN_MAX_AGE"] = 0  # a connection a thread, closed after each request
     return config
 
 

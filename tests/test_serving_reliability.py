@@ -71,3 +71,16 @@ def test_json_nested_too_deeply_is_a_400_on_every_json_endpoint(api_client, tiny
     response = api_client.post(url, body, content_type="application/json")
     assert response.status_code == 400
     assert "nested too deeply" in response.json()["detail"]
+
+
+def test_an_id_past_any_database_integer_is_a_400_naming_the_field(api_client, tiny_taxonomy):
+    response = api_client.get("/api/v1/judgements", {"review_item": "9" * 24})
+    assert response.status_code == 400
+    assert "review_item" in response.json()
+
+
+def test_an_oversized_id_in_a_body_is_a_400_not_a_500(api_client, tiny_taxonomy):
+    response = api_client.post(
+        "/api/v1/judgements", {"review_item": 10**30, "verdict": "confirm"}, format="json"
+    )
+    assert response.status_code == 400

@@ -94,3 +94,29 @@ def test_a_file_where_the_artifacts_folder_should_be_is_refused(tmp_path):
     result = start(tmp_path, SIAMWEB_ARTIFACTS_DIR=str(blocker))
     assert result.returncode != 0
     assert "SIAMWEB_ARTIFACTS_DIR must name a directory" in result.stderr
+
+
+SQLITE_PRAGMAS = (
+    "import django; django.setup(); from django.db import connection; "
+    "cursor = connection.cursor(); "
+    "print(cursor.execute('PRAGMA journal_mode').fetchone()[0], "
+    "cursor.execute('PRAGMA busy_timeout').fetchone()[0], "
+    "connection.settings_dict['OPTIONS']['transaction_mode'])"
+)
+
+
+@pytest.mark.parametrize("named_by_url", [False, True])
+def test_every_sqlite_database_gets_wal_a_busy_timeout_and_immediate_transactions(
+    tmp_path, named_by_url
+):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIAMWEB_", "DATABASE_"))}
+    env.update({"DJANGO_SETTINGS_MODULE": "siamweb.settings", "SIAMWEB_VAR_DIR": str(tmp_path)})
+    if named_by_url:
+        env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'elsewhere.sqlite3'}"
+    result = subprocess.run(
+        [sys.executable, "-c", SQLITE_PRAGMAS], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["wal", "30000", "IMMEDIATE"]
+    expected = tmp_path / ("elsewhere.sqlite3" if named_by_url else "siamweb.sqlite3")
+    assert expected.exists()
