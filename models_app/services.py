@@ -200,6 +200,10 @@ def model_version_store(
             "train_seconds": round(result.seconds if seconds is None else seconds, 1),
             "device": result.device,
             "stopped_because": result.stopped_because,
+            # The training curve (a point an evaluation), for the run's page.
+            "history": [
+                {key: round(value, 4) for key, value in point.items()} for point in result.history
+            ],
             **(metrics or {}),
         },
     )

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotations.decorators import admin_required, curator_required, is_admin
 from annotations.models import Taxonomy
+from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import (
     RunStateError,
@@ -35,9 +36,11 @@ from models_app.selectors import (
     model_version_get,
     model_versions_page,
     run_is_active,
+    run_training_chart,
     suite_primary,
     suite_rows,
     taxonomies_for_models,
+    taxonomy_history_chart,
     training_run_active,
     training_run_get,
     training_runs_recent,
@@ -80,6 +83,7 @@ def _overview(
             live=live,
             live_suite=suite_rows(live) if live else [],
             live_primary=suite_primary(live) if live else None,
+            history_chart=line_chart_svg(taxonomy_history_chart(taxonomy=taxonomy)),
             versions=model_versions_page(
                 taxonomy=taxonomy, live=live, page=request.GET.get("page")
             ),
@@ -195,6 +199,10 @@ def _run(run_id: int) -> TrainingRun:
     return run
 
 
+def _chart_or_empty(chart):
+    return line_chart_svg(chart) if chart is not None else ""
+
+
 def _run_page(
     request: HttpRequest, run: TrainingRun, *, status: int = 200, error: str = ""
 ) -> HttpResponse:
@@ -204,6 +212,7 @@ def _run_page(
         "row": RunRow(run),
         "polling": run_is_active(run),
         "gate": gate_report_of(run),
+        "training_chart": _chart_or_empty(run_training_chart(run)),
         "flip": flip_report_of(run),
         "can_promote": admin
         and run.kind == TrainingRun.Kind.FINETUNE

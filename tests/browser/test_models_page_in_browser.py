@@ -5,6 +5,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from models_app.models import TrainingRun
+from tests.test_models_pages import first_version, rejected_finetune  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -66,3 +67,18 @@ def test_the_models_page_follows_an_active_run_without_reloading_and_stops_when_
     page.wait_for_timeout(POLL_SECONDS * 2.5 * 1000)
     assert polls == []
     expect(row).not_to_contain_text("changed after the end")
+
+
+@pytest.mark.usefixtures("rejected_finetune")
+def test_the_models_page_shows_the_loop_as_a_chart(page, live_server, curator):
+    log_in_at(page, live_server, "/models/", "carla", "carla-pass-123")
+    chart = page.get_by_test_id("history").get_by_test_id("chart")
+    expect(chart).to_be_visible()
+    box = chart.bounding_box()
+    assert box["width"] > 300 and box["height"] > 100  # drawn at a readable size
+    expect(chart.locator('[data-series="frozen suite, mean accuracy"] circle')).to_have_count(3)
+    expect(chart.locator('[data-marker="reject"]')).to_have_count(1)
+    # Each point names its series and value where the pointer rests.
+    expect(chart.locator('[data-series="held-out verdicts"] circle title')).to_have_text(
+        "held-out verdicts: 0.750"
+    )

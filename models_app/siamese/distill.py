@@ -1,0 +1,181 @@
+"""Distillation: a fast student (the n-gram bag, the char BiLSTM) learns to embed texts where a
+teacher (the pretrained tower) puts them.
+
+The tower knows language but encodes a few hundred strings a second on 2 cores; the n-gram bag
+encodes tens of thousands. The student is trained on the teacher's vectors of the texts the
+product has: the taxonomy's strings, augmented copies of them (typos, job-ad words, synonyms),
+curators' inputs and the unlabelled inputs received. Two terms: the cosine between student and
+teacher vector of each text, and an in-batch softmax over student-teacher similarities, so the
+student also keeps the teacher's ranking of texts against each other, which is what search uses.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from models_app.siamese import augment
+from models_app.siamese.encoders import (
+    ConfigError,
+    Encoder,
+    check_field_types,
+    encoder_class,
+    parse_config,
+)
+from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.train import (
+    TrainResult,
+    _no_progress,
+    _Optimizer,
+    _set_threads,
+    choose_device,
+)
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    batch_size: int = 512
+    learning_rate: float = 1e-3
+    max_steps: int = 100_000
+    max_minutes: float = 30.0
+    # Augmented copies of each taxonomy string added to the texts (their teacher vectors too).
+    augmented_copies: int = 2
+    # Softmax temperature of the in-batch term: 0.05, as the training loss's scale of 20.
+    temperature: float = 0.05
+    ranking_weight: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        checks = [
+            (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
+            (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
+            (self.max_steps >= 1, "max_steps must be at least 1"),
+            (self.max_minutes > 0, "max_minutes must be positive"),
+            (0 <= self.augmented_copies <= 10, "augmented_copies must be between 0 and 10"),
+            (0 < self.temperature <= 1, "temperature must be in (0, 1]"),
+            (self.ranking_weight >= 0, "ranking_weight must not be negative"),
+            (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+
+def distillation_texts(
+    members: Sequence[str], inputs: Sequence[str], *, copies: int, seed: int
+) -> list[str]:
+    """The taxonomy's strings, ``copies`` augmented copies of each, and the inputs; distinct."""
+    rng = random.Random(seed)
+    words = augment.ExtraWords("train")
+    texts = list(members) + list(inputs)
+    for member in members:
+        for copy_number in range(copies):
+            # Alternate the two noises real inputs carry: job-ad words and typing errors.
+            if copy_number % 2 == 0:
+                texts.append(words.decorate(member, rng))
+            else:
+                texts.append(augment.add_typos(member, rng))
+    return list(dict.fromkeys(text for text in texts if text.strip()))
+
+
+def distill_encoder(
+    texts: Sequence[str],
+    teacher: Encoder,
+    student_config: dict,
+    config: DistillConfig,
+    *,
+    teacher_vectors: np.ndarray | None = None,
+    progress=_no_progress,
+) -> TrainResult:
+    """Train a student of ``student_config`` to reproduce ``teacher``'s vectors of ``texts``.
+
+    ``teacher_vectors``: the texts already encoded by the teacher (the slow part), when at hand.
+    The student's output must have the teacher's dimension: it is searched in its place.
+    """
+    started = time.monotonic()
+    if teacher is None:
+        raise ConfigError("distillation needs a teacher model")
+    if not texts:
+        raise ConfigError("distillation needs texts to learn from")
+    parsed = parse_config(student_config)
+    kind = encoder_class(parsed.kind)
+    if not issubclass(kind, NeuralEncoder) or parsed.kind == "transformer":
+        raise ConfigError(f"{parsed.kind} cannot be a student: choose a fast trainable encoder")
+    if getattr(parsed, "output_dim", None) != teacher.dim:
+        raise ConfigError(
+            f"the student's output_dim ({getattr(parsed, 'output_dim', None)}) must be the "
+            f"teacher's dimension ({teacher.dim}): it is searched in the teacher's space"
+        )
+    texts = list(texts)
+    if teacher_vectors is None:
+        progress("teacher", 0.0, None)
+        teacher_vectors = teacher.encode(texts)
+    if teacher_vectors.shape != (len(texts), teacher.dim):
+        raise ConfigError("teacher vectors do not match the texts")
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    device = choose_device(config.device)
+    if device.type == "cpu":
+        _set_threads(config.threads)
+    student = kind.create(texts, parsed).to(device)
+    targets = torch.from_numpy(np.ascontiguousarray(teacher_vectors, dtype=np.float32)).to(device)
+    targets = F.normalize(targets, dim=1)
+    optimizer = _Optimizer(student, torch.nn.Module(), config.learning_rate)
+    deadline = started + config.max_minutes * 60
+    step, history, stopped_because = 0, [], "max_steps"
+    student.train()
+    while step < config.max_steps:
+        if time.monotonic() > deadline:
+            stopped_because = "time budget"
+            break
+        rows = rng.sample(range(len(texts)), min(config.batch_size, len(texts)))
+        vectors = F.normalize(student.embed([texts[i] for i in rows], train=True, rng=rng), dim=1)
+        wanted = targets[rows]
+        cosine_loss = (1 - (vectors * wanted).sum(dim=1)).mean()
+        logits = vectors @ wanted.T / config.temperature
+        ranking_loss = F.cross_entropy(logits, torch.arange(len(rows), device=device))
+        loss = cosine_loss + config.ranking_weight * ranking_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step % 200 == 0:
+            history.append({"step": step, "loss": loss.item(), "cosine": 1 - cosine_loss.item()})
+            elapsed = time.monotonic() - started
+            left = max(0.0, deadline - time.monotonic())
+            eta = min(elapsed / step * (config.max_steps - step), left)
+            progress("distil", step / config.max_steps, eta)
+    student.to("cpu")
+    student.after_training(texts)
+    student.eval()
+    agreement = _mean_cosine(student, texts, teacher_vectors, rng)
+    return TrainResult(
+        encoder=student,
+        metrics={"teacher_cosine": agreement, "steps": float(step)},
+        history=history,
+        steps=step,
+        stopped_because=stopped_because,
+        device=device.type,
+        seconds=time.monotonic() - started,
+        trained_encoder=student,
+    )
+
+
+def _mean_cosine(student, texts, teacher_vectors, rng, sample: int = 2000) -> float:
+    """How close the student's vectors are to the teacher's, on a sample of the texts."""
+    rows = rng.sample(range(len(texts)), min(sample, len(texts)))
+    mine = student.encode([texts[i] for i in rows])
+    theirs = teacher_vectors[rows]
+    theirs = theirs / np.linalg.norm(theirs, axis=1, keepdims=True).clip(1e-12)
+    value = float((mine * theirs).sum(axis=1).mean())
+    return value if math.isfinite(value) else 0.0
