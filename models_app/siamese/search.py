@@ -56,7 +56,8 @@ def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     them decides the group (``rank_groups``). Without the member id that was whichever the
     index or the list of members added since its build yielded first, which changes with every
     rebuild: the same model answered 22 of 500 realistic inputs with another group after a
-    reindex than on arrival; 1 with this order (docs/benchmarks.md, "Ties").
+    reindex than on arrival; 1 with this order (the "Ties" section of docs/benchmarks.md at
+    commit 052a0ce).
     """
     member_id, score = hit
     # Rounded: an indexed member and one added since the build are scored through different
