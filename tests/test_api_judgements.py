@@ -375,3 +375,21 @@ def test_bad_feedback_filters_are_a_400_naming_the_field(api_client, history, pa
     response = api_client.get(f"{API}/feedback-pairs", params)
     assert response.status_code == 400
     assert list(response.json()) == [field]
+
+
+@pytest.mark.parametrize("verdict", ["skip", "none"])
+def test_a_group_with_a_verdict_that_takes_none_is_a_400_and_stores_nothing(
+    api_client, item, verdict
+):
+    before = recorded()
+    response = api_client.post(
+        URL,
+        {"review_item": item.id, "verdict": verdict, "group": group("35-3023").id},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert f"{verdict} takes no group" in response.json()["group"][0]
+    assert recorded() == before
+    # Without a group the same verdict is taken.
+    response = api_client.post(URL, {"review_item": item.id, "verdict": verdict}, format="json")
+    assert response.status_code == 201

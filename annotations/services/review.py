@@ -538,6 +538,11 @@ def _judge(
         )
     if group is not None and group.taxonomy_id != taxonomy.id:
         raise VerdictError("group", f"group {group.code} is not in taxonomy {taxonomy.slug}")
+    if group is not None and verdict in (Judgement.Verdict.SKIP, Judgement.Verdict.NONE):
+        # Dropped silently, a curator who meant reassign would lose the group they picked.
+        raise VerdictError(
+            "group", f"{verdict} takes no group; to put the input in {group.name}, reassign it"
+        )
     live = Judgement.objects.live().filter(review_item=item)
     if live.filter(user=user, verdict__in=Judgement.FINAL_VERDICTS).exists():
         raise VerdictError("review_item", "you have already judged this item")
