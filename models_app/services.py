@@ -30,6 +30,7 @@ from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
+    PRETRAINED_KINDS,
     PRETRAINED_SPEC,
     TOWER_SPEC,
     FeedbackExample,
@@ -630,10 +631,15 @@ def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
         for path in folder.iterdir():
             if path.is_file():
                 shutil.copyfile(path, scratch / path.name)
+            elif path.is_dir():  # a sentence-transformers model keeps a folder per module
+                shutil.copytree(path, scratch / path.name)
+    spec = {"encoder": dataclasses.asdict(encoder.config)}
+    if encoder.config.kind in PRETRAINED_KINDS:
+        spec["search"] = TOWER_SPEC["search"]  # as a tower trained here would be served
     return _model_version_create(
         taxonomy=taxonomy,
         encoder_kind=encoder.config.kind,
-        config=info.get("spec", {"encoder": dataclasses.asdict(encoder.config)}),
+        config=info.get("spec", spec),
         artifact_path=relative,
         trained_on_members=info.get("trained_on_members", 0),
         data_sha256=info.get("data_sha256", ""),

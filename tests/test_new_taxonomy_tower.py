@@ -113,3 +113,16 @@ def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
     parent = SimpleNamespace(config=run.model_version.config)
     _, training = parse_model_spec(_finetune_spec(parent, {}))
     assert training.max_steps > 0 and training.learning_rate == 3e-5
+
+
+def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
+    from models_app.services import model_version_import
+    from models_app.siamese.encoders import parse_config
+    from models_app.siamese.towers import TransformerEncoder
+
+    TransformerEncoder.create([], parse_config({"kind": "transformer"})).save(tmp_path / "tower")
+    version = model_version_import(taxonomy=new_taxonomy, folder=tmp_path / "tower")
+    assert version.config["search"] == TOWER_SPEC["search"]
+    deployment_activate(index_build=index_build_create(model_version=version))
+    [result] = normalize_texts(new_taxonomy, ["RN night shift"], k=1)
+    assert result.groups[0].name == "Registered Nurses"

@@ -1,0 +1,252 @@
+"""Corrigibility on real verdicts: JobBERT's curator stream judged over the REST API, on ESCO.
+
+Issue #20's main mode. ESCO is imported in its own format; the starting model is the tower
+(``--start pretrained``: all-MiniLM-L6-v2 as a new taxonomy serves it; or ``--start FOLDER``: a
+tower trained on ESCO, e.g. by `manage.py train esco --spec tower` or bench/device/). Then, per
+round, ``--round-size`` titles of the curator stream (bench/jobbert_data.py) go in through
+``POST /api/v1/taxonomies/esco/inputs`` and a curator judges every review item through
+``POST /api/v1/judgements``: confirm when the top group is the title's occupation, else reassign
+to it. Right after the last verdict the script plays the training worker: the verdicts' queued
+runs, then the fine-tune the product would run (``finetune_run_request``), gated and promoted or
+rejected. Django's test client calls the API in-process (same views and services, no network).
+
+Measured per round (round 0: the starting model): never-judged acc@1 on dev-unseen, *served*
+(``normalize_texts``, curator members in the index) and *by the model alone* (the live index's
+taxonomy members only); the round's inputs by the model alone (no curator member, their own
+neither); the gate's decision, its reasons and its frozen-suite rows; last verdict → run done.
+
+    .venv/bin/python bench/corrigibility_real.py --start var/towers/esco-h200 [--rounds 4]
+
+Scratch PostgreSQL database (dropped at exit), Celery's in-memory broker. Prints a table and
+writes bench/results/corrigibility_real.json and .svg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._pg import machine, scratch_database  # noqa: E402
+from bench.jobbert_data import SHARED_DATA, jobbert_split  # noqa: E402
+
+SLUG = "esco"
+DEPTH = 40  # nearest members looked at when curator members are dropped from the hits
+
+
+def start_model(taxonomy, start: str):
+    from models_app.models import TrainingRun
+    from models_app.services import (
+        deployment_activate,
+        index_build_create,
+        model_version_import,
+        training_run_execute,
+        training_run_request,
+    )
+    from models_app.siamese.train import PRETRAINED_SPEC
+
+    if start == "pretrained":
+        run = training_run_request(
+            taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, config=PRETRAINED_SPEC, enqueue=False
+        )
+        run = training_run_execute(run_id=run.id)
+        if run.status != TrainingRun.Status.SUCCEEDED:
+            raise SystemExit(f"the starting build failed: {run.error}")
+        return run.model_version
+    version = model_version_import(taxonomy=taxonomy, folder=Path(start))
+    deployment_activate(index_build=index_build_create(model_version=version))
+    return version
+
+
+class Curator:
+    def __init__(self) -> None:
+        from django.test import Client
+        from rest_framework.authtoken.models import Token
+
+        from annotations.services.accounts import user_ensure
+
+        user, _ = user_ensure(username="bench-curator", password="bench-pass-123", admin=False)
+        token = Token.objects.create(user=user)
+        self.client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Token {token.key}")
+
+    def submit(self, texts: list[str]) -> list[dict]:
+        results = []
+        for start in range(0, len(texts), 100):
+            response = self.client.post(
+                f"/api/v1/taxonomies/{SLUG}/inputs",
+                {"texts": texts[start : start + 100]},
+                content_type="application/json",
+            )
+            assert response.status_code == 201, response.content[:300]
+            results += response.json()["results"]
+        return results
+
+    def judge(self, item: dict, gold: int) -> str:
+        ranked = item["prediction"]["ranked_groups"]
+        verdict = "confirm" if ranked and ranked[0]["group_id"] == gold else "reassign"
+        response = self.client.post(
+            "/api/v1/judgements",
+            {"review_item": item["id"], "verdict": verdict, "group": gold,
+             "prediction": item["prediction"]["id"]},
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
+        )  # fmt: skip
+        assert response.status_code == 201, response.content[:300]
+        return verdict
+
+
+def served(taxonomy, texts: list[str], gold: list[int]) -> float:
+    from annotations.normalization import normalize_texts
+
+    hits = 0
+    for start in range(0, len(texts), 500):
+        results = normalize_texts(taxonomy, texts[start : start + 500], k=1)
+        hits += sum(
+            bool(r.groups) and r.groups[0].group_id == g
+            for r, g in zip(results, gold[start : start + 500], strict=True)
+        )
+    return hits / len(texts)
+
+
+def model_alone(taxonomy, texts: list[str], gold: list[int]) -> float:
+    """The live model with no curator member: its index's taxonomy members only."""
+    from annotations.models import Member
+    from models_app.live import live_engine
+
+    engine = live_engine(taxonomy)
+    taxonomy_members = dict(
+        Member.objects.filter(taxonomy=taxonomy, source=Member.Source.TAXONOMY).values_list(
+            "id", "group_id"
+        )
+    )
+    hits = 0
+    for start in range(0, len(texts), 500):
+        found = engine.nearest_members(texts[start : start + 500], DEPTH)
+        for row, g in zip(found, gold[start : start + 500], strict=True):
+            top = next((taxonomy_members[m] for m, _ in row if m in taxonomy_members), None)
+            hits += top == g
+    return hits / len(texts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--start", default="pretrained", help="pretrained, or a tower's folder")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--round-size", type=int, default=500)
+    parser.add_argument("--dev-size", type=int, default=0, help="0: every dev-unseen title")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", default="corrigibility_real")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.round_size < 1 or args.dev_size < 0:
+        parser.error("--rounds and --round-size must be at least 1, --dev-size at least 0")
+    if args.start != "pretrained" and not Path(args.start).is_dir():
+        parser.error(f"--start {args.start!r} is neither 'pretrained' nor a folder")
+    dev, stream = jobbert_split(args.data)
+    if args.dev_size:
+        dev = dev[: args.dev_size]
+    if len(stream) < args.rounds * args.round_size:
+        parser.error(f"the curator stream holds {len(stream)} titles, fewer than asked for")
+    scratch_database()
+
+    from annotations.models import Group
+    from annotations.services.taxonomy import taxonomy_import
+    from models_app import retraining
+    from models_app.models import TrainingRun
+    from models_app.services import training_run_execute
+
+    taxonomy = taxonomy_import(slug=SLUG, path=args.data / "esco", fmt="esco").taxonomy
+    group_of = dict(Group.objects.filter(taxonomy=taxonomy).values_list("code", "id"))
+    started = time.perf_counter()
+    version = start_model(taxonomy, args.start)
+    print(f"starting model {version.label} live in {time.perf_counter() - started:.0f} s")
+    dev_texts, dev_gold = [r.text for r in dev], [group_of[r.code] for r in dev]
+    curator = Curator()
+    rows = [{"round": 0, "never_judged_served": served(taxonomy, dev_texts, dev_gold),
+             "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold)}]  # fmt: skip
+    print(json.dumps(rows[-1]), flush=True)
+    seen: set[str] = set()
+    queue = [r for r in stream if not (r.text.casefold() in seen or seen.add(r.text.casefold()))]
+    for number in range(1, args.rounds + 1):
+        batch = queue[(number - 1) * args.round_size : number * args.round_size]
+        texts, gold = [r.text for r in batch], [group_of[r.code] for r in batch]
+        items = curator.submit(texts)
+        verdicts = [curator.judge(item, g) for item, g in zip(items, gold, strict=True)]
+        last_verdict = time.perf_counter()
+        for run in TrainingRun.objects.filter(taxonomy=taxonomy, status="queued"):
+            training_run_execute(run_id=run.id)  # the verdicts' reindex
+        run = retraining.finetune_run_request(
+            taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, enqueue=False
+        )
+        run = training_run_execute(run_id=run.id)
+        seconds = time.perf_counter() - last_verdict
+        report = run.gate_report or {}
+        rows.append({
+            "round": number,
+            "verdicts": len(verdicts),
+            "reassigned": verdicts.count("reassign"),
+            "status": run.status,
+            "reasons": report.get("reasons", []),
+            "gate_rows": report.get("metrics", []),
+            "steps": (run.model_version.metrics or {}).get("steps") if run.model_version else None,
+            "last_verdict_to_done_seconds": round(seconds, 1),
+            "round_inputs_model_alone": model_alone(taxonomy, texts, gold),
+            "never_judged_served": served(taxonomy, dev_texts, dev_gold),
+            "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold),
+        })  # fmt: skip
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "gate_rows"}), flush=True)
+        write(args.out, args, rows)
+    write(args.out, args, rows)
+    print(f"\n{'round':>5} {'verdicts':>9} {'status':>9} {'served':>7} {'alone':>7} "
+          f"{'inputs alone':>12} {'seconds':>8}")  # fmt: skip
+    for r in rows:
+        print(f"{r['round']:>5} {r.get('verdicts', ''):>9} {r.get('status', ''):>9} "
+              f"{r['never_judged_served']:7.3f} {r['never_judged_model_alone']:7.3f} "
+              f"{r.get('round_inputs_model_alone', float('nan')):12.3f} "
+              f"{r.get('last_verdict_to_done_seconds', ''):>8}")  # fmt: skip
+
+
+def write(name: str, args, rows: list[dict]) -> None:
+    from models_app.charts import Chart, Series, line_chart_svg
+
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    payload = {
+        "machine": machine(),
+        "start": args.start,
+        "round_size": args.round_size,
+        "dev_titles": args.dev_size or "all",
+        "rounds": rows,
+    }
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    chart = Chart(
+        title="Real verdicts on ESCO: never-judged JobBERT titles, round by round",
+        series=[
+            Series("never-judged, served", [(r["round"], r["never_judged_served"]) for r in rows]),
+            Series(
+                "never-judged, model alone",
+                [(r["round"], r["never_judged_model_alone"]) for r in rows],
+            ),
+            Series(
+                "round's inputs, model alone",
+                [(r["round"], r["round_inputs_model_alone"]) for r in rows if r["round"]],
+            ),
+        ],
+        x_labels={r["round"]: f"round {r['round']}" for r in rows},
+        markers=[
+            (r["round"], "promote" if r["status"] == "promoted" else "reject", r["status"])
+            for r in rows
+            if r["round"]
+        ],
+        y_range=(0.0, 1.0),
+    )
+    (out / f"{name}.svg").write_text(str(line_chart_svg(chart)))
+
+
+if __name__ == "__main__":
+    main()
