@@ -489,6 +489,12 @@ class NormalizationSerializer(serializers.Serializer):
     text = serializers.CharField()
     source = serializers.CharField(help_text="Where the top group came from: model or curator")
     model_version = serializers.CharField()
+    probability = serializers.FloatField(
+        allow_null=True,
+        help_text="The chance the top group is right, calibrated on this taxonomy's verdicts; "
+        "null for a curator's answer or before there are verdicts (right and wrong) to fit on",
+    )
+    low_confidence = serializers.BooleanField(help_text="probability below 0.5")
     groups = RankedGroupSerializer(many=True)
 
 

@@ -13,8 +13,10 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 
 from annotations.models import Group, Judgement, Member, Taxonomy
+from annotations.selectors_calibration import taxonomy_calibrator
 from models_app.live import live_engine
 from models_app.services import NoLiveModel
+from models_app.siamese.calibration import LOW_CONFIDENCE
 from models_app.siamese.ranking import GroupHit, rank_groups
 from models_app.siamese.text import normalize_text
 
@@ -37,12 +39,21 @@ class Normalization:
     source: str  # where the top group came from
     model_version: str
     model_version_id: int
+    # The chance the top group is right, calibrated on the taxonomy's verdicts; None for a
+    # curator's answer (a verdict on this very text) or before there are verdicts to fit on.
+    probability: float | None = None
+
+    @property
+    def low_confidence(self) -> bool:
+        return self.probability is not None and self.probability < LOW_CONFIDENCE
 
     def as_dict(self) -> dict:
         return {
             "text": self.text,
             "source": self.source,
             "model_version": self.model_version,
+            "probability": self.probability,
+            "low_confidence": self.low_confidence,
             "groups": [asdict(group) for group in self.groups],
         }
 
@@ -67,6 +78,7 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
     rejected = _rejected_groups(taxonomy, keys)
 
     ranked: list[list[tuple[GroupHit, str]]] = []
+    margins: list[float] = []
     for key, row in zip(keys, hits, strict=True):
         confirmed = verdict_groups.get(key, [])
         first = [
@@ -77,9 +89,10 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
         model = rank_groups(
             row,
             {m: members[m]["group_id"] for m, _ in row if m in members},
-            k=k,
+            k=max(k, 2),  # the runner-up's score gives the margin the probability reads
             excluded_groups=excluded,
         )
+        margins.append(model[0].score - model[1].score if len(model) > 1 else 1.0)
         ranked.append((first + [(hit, "model") for hit in model])[:k])
 
     group_ids = {hit.group_id for row in ranked for hit, _ in row}
@@ -88,8 +101,9 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
     member_text = {m: row["text"] for m, row in members.items()}
     member_text.update(Member.objects.filter(id__in=evidence_ids).values_list("id", "text"))
 
+    calibrator = taxonomy_calibrator(taxonomy)
     results = []
-    for text, row in zip(texts, ranked, strict=True):
+    for text, row, margin in zip(texts, ranked, margins, strict=True):
         ranked_groups = [
             RankedGroup(
                 group_id=hit.group_id,
@@ -102,13 +116,18 @@ def normalize_texts(taxonomy: Taxonomy, texts: Sequence[str], *, k: int) -> list
             )
             for hit, source in row
         ]
+        source = ranked_groups[0].source if ranked_groups else "model"
+        probability = None
+        if calibrator is not None and ranked_groups and source == "model":
+            probability = round(calibrator.probability(ranked_groups[0].score, margin), 4)
         results.append(
             Normalization(
                 text=text,
                 groups=ranked_groups,
-                source=ranked_groups[0].source if ranked_groups else "model",
+                source=source,
                 model_version=engine.model_label,
                 model_version_id=engine.model_version_id,
+                probability=probability,
             )
         )
     return results

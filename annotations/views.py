@@ -38,6 +38,7 @@ from annotations.selectors import (
     review_item_held,
     review_queue_page,
 )
+from annotations.selectors_calibration import taxonomy_calibrator
 from annotations.services.review import (
     VerdictError,
     judgement_create,
@@ -47,6 +48,7 @@ from annotations.services.review import (
     review_item_claim,
     review_items_claim_for_group,
 )
+from models_app.siamese.calibration import LOW_CONFIDENCE
 
 REVIEW_PAGE = "annotations/review.html"
 REVIEW_PANEL = "annotations/_review_panel.html"
@@ -102,9 +104,17 @@ def _card_context(
         for position, group in enumerate(groups, start=1)
     ]
     query = filters_form.query_string()
+    probability = None
+    if item is not None and item.prediction.top_score is not None:
+        calibrator = taxonomy_calibrator(item.taxonomy_id)
+        if calibrator is not None:
+            margin = item.prediction.margin if item.prediction.margin is not None else 1.0
+            probability = calibrator.probability(item.prediction.top_score, margin)
     return {
         "item": item,
         "options": options,
+        "probability": probability,
+        "low_confidence": probability is not None and probability < LOW_CONFIDENCE,
         "first": options[0] if options else None,
         "awaiting": awaiting,
         "blind": filters_form.is_blind,

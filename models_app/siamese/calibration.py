@@ -20,6 +20,7 @@ from models_app.siamese.encoders import ConfigError
 
 # Answers below this probability are flagged for a closer look.
 LOW_CONFIDENCE = 0.5
+MIN_ANSWERS = 10  # fewer cannot say much of either outcome
 
 
 def _features(scores: Sequence[float], margins: Sequence[float]) -> np.ndarray:
@@ -52,8 +53,10 @@ class Calibrator:
         y = np.asarray(correct, float)
         if not (len(scores) == len(margins) == len(y)):
             raise ConfigError("scores, margins and outcomes must be as many")
-        if len(y) < 10 or y.min() == y.max():
-            raise ConfigError("calibration needs at least 10 answers, right and wrong ones both")
+        if len(y) < MIN_ANSWERS or y.min() == y.max():
+            raise ConfigError(
+                f"calibration needs at least {MIN_ANSWERS} answers, right and wrong ones both"
+            )
         x = _features(scores, margins)
         w = np.zeros(3)
         for _ in range(iterations):

@@ -150,7 +150,13 @@ def distill_encoder(
         optimizer.step()
         step += 1
         if step % 200 == 0:
-            history.append({"step": step, "loss": loss.item(), "cosine": 1 - cosine_loss.item()})
+            history.append(
+                {
+                    "step": step,
+                    "loss": loss.detach().item(),
+                    "cosine": 1 - cosine_loss.detach().item(),
+                }
+            )
             elapsed = time.monotonic() - started
             left = max(0.0, deadline - time.monotonic())
             eta = min(elapsed / step * (config.max_steps - step), left)

@@ -1,0 +1,60 @@
+"""Reads for the match probability: a calibrator fitted on the taxonomy's own verdicts.
+
+A verdict on a prediction says whether its top group was right: confirm of the top group (right),
+reassign or none of these (wrong). Each such verdict is one answer with the prediction's top
+score and margin; ``models_app.siamese.calibration`` fits the probability on them. Refitted when
+verdicts change (a per-process cache keyed by the verdicts' count and newest id), so a fit costs
+one query a new verdict, never one a request.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.db.models import Count, Max
+
+from annotations.models import Judgement, Taxonomy
+from models_app.siamese.calibration import MIN_ANSWERS as MIN_VERDICTS
+from models_app.siamese.calibration import Calibrator
+from models_app.siamese.encoders import ConfigError
+
+_lock = threading.Lock()
+_fitted: dict[int, tuple[tuple, Calibrator | None]] = {}
+
+
+def _verdicts(taxonomy_id: int):
+    return Judgement.objects.live().filter(
+        review_item__taxonomy_id=taxonomy_id,
+        verdict__in=Judgement.FINAL_VERDICTS,
+        prediction__top_score__isnull=False,
+    )
+
+
+def taxonomy_calibrator(taxonomy: Taxonomy | int) -> Calibrator | None:
+    """The calibrator of the taxonomy's verdicts (a taxonomy or its id); None until they hold
+    right and wrong answers (ten at least)."""
+    taxonomy_id = taxonomy if isinstance(taxonomy, int) else taxonomy.id
+    verdicts = _verdicts(taxonomy_id)
+    key = tuple(verdicts.aggregate(n=Count("id"), newest=Max("id")).values())
+    with _lock:
+        cached = _fitted.get(taxonomy_id)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if key[0] < MIN_VERDICTS:
+        return None  # too few to fit on: no need to read them
+    rows = verdicts.values_list(
+        "verdict", "group_id", "prediction__top_group_id", "prediction__top_score",
+        "prediction__margin",
+    )  # fmt: skip
+    scores, margins, right = [], [], []
+    for verdict, group_id, top_group_id, score, margin in rows:
+        scores.append(score)
+        margins.append(margin if margin is not None else 1.0)
+        right.append(verdict == Judgement.Verdict.CONFIRM and group_id == top_group_id)
+    try:
+        calibrator = Calibrator.fit(scores, margins, right)
+    except ConfigError:
+        calibrator = None
+    with _lock:
+        _fitted[taxonomy_id] = (key, calibrator)
+    return calibrator

@@ -1,0 +1,71 @@
+"""Every model answer carries a match probability calibrated on the taxonomy's own verdicts, in
+the API, the playground and on the review card, with a low-confidence signal."""
+
+from __future__ import annotations
+
+import re
+
+from annotations.models import Group
+from annotations.normalization import normalize_texts
+from annotations.selectors_calibration import taxonomy_calibrator
+from annotations.services.review import inputs_submit, judgement_create
+
+RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
+         "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",
+         "Registered Nurse Nights", "Espresso Bar Attendant PT",
+         "CDL Truck Driver Local"]  # fmt: skip
+WRONG = {"Java Coffee Roaster": "35-3023", "Nurse Shark Keeper": "53-3032",
+         "Truck Accountant": "13-2011", "Python Snake Handler": "53-3032",
+         "Bar Bookkeeper": "13-2011", "Driver Developer Kernel": "15-1252"}  # fmt: skip
+
+
+def judge_all(taxonomy, user) -> None:
+    """Confirm what the model got right, reassign what it got wrong: both outcomes to fit on."""
+    items = inputs_submit(taxonomy=taxonomy, texts=RIGHT + list(WRONG), source="api")
+    for item in items:
+        code = WRONG.get(item.input.text)
+        if code is None or item.top_group.code == code:
+            judgement_create(review_item=item, user=user, verdict="confirm")
+        else:
+            group = Group.objects.get(taxonomy=taxonomy, code=code)
+            judgement_create(review_item=item, user=user, verdict="reassign", group=group)
+
+
+def test_no_probability_until_there_are_verdicts_to_fit_on(tiny_taxonomy, api_client):
+    assert taxonomy_calibrator(tiny_taxonomy) is None
+    response = api_client.post(
+        "/api/v1/taxonomies/jobs/normalize", {"texts": ["Java Dev"]}, format="json"
+    )
+    (result,) = response.json()["results"]
+    assert (result["probability"], result["low_confidence"]) == (None, False)
+
+
+def test_answers_carry_a_probability_fitted_on_the_verdicts(tiny_taxonomy, curator, api_client):
+    judge_all(tiny_taxonomy, curator)
+    calibrator = taxonomy_calibrator(tiny_taxonomy)
+    assert calibrator is not None and calibrator.fitted_on == len(RIGHT) + len(WRONG)
+    response = api_client.post(
+        "/api/v1/taxonomies/jobs/normalize",
+        {"texts": ["Senior Java Engineer", "zzqx unknown words", "Java Developer"]},
+        format="json",
+    )
+    good, junk, judged = response.json()["results"]
+    assert 0 <= junk["probability"] < good["probability"] <= 1
+    assert junk["low_confidence"] is (junk["probability"] < 0.5)
+    # A curator's own verdict on this very text is not a model answer: no probability.
+    assert (judged["source"], judged["probability"]) == ("curator", None)
+    (again,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=1)
+    assert again.probability == good["probability"]  # k=1 reads the runner-up all the same
+
+
+def test_the_playground_and_the_review_card_show_it(client, tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    client.force_login(curator)
+    page = client.get("/playground/results", {"taxonomy": "jobs", "text": "zzqx words"})
+    shown = re.search(r'data-testid="probability"[^>]*>(.*?)</span>', page.content.decode())
+    assert shown and "likely right" in shown.group(1)
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Staff Accountant Remote"], source="api")
+    card = client.get("/review/").content.decode()
+    assert 'data-testid="probability"' in card
+    blind = client.get("/review/", {"blind": "1"}).content.decode()
+    assert 'data-testid="probability"' not in blind
