@@ -126,3 +126,18 @@ def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
     deployment_activate(index_build=index_build_create(model_version=version))
     [result] = normalize_texts(new_taxonomy, ["RN night shift"], k=1)
     assert result.groups[0].name == "Registered Nurses"
+
+
+def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxonomy):
+    from models_app import services
+    from models_app.siamese.train import PRETRAINED_SPEC as SPEC
+
+    run = training_run_execute(
+        run_id=TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=SPEC).id
+    )
+    version = run.model_version
+    # Evaluated again, without the index: the same figures, so the vectors were the same.
+    stored = version.metrics["suite"]
+    again = services.model_version_evaluate(model_version=version)
+    assert again == pytest.approx(stored)
+    assert "validation_accuracy" not in version.metrics  # 0 steps: nothing validated

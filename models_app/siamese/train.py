@@ -766,15 +766,16 @@ def train_encoder(
     encoder.eval()
     # Stopped before its first evaluation, or blended into weights no evaluation saw: the
     # figure reported is the returned model's.
-    if best_metric == -math.inf or blended:
+    # A pretrained model served as it comes (0 steps) is not measured here: encoding every
+    # string for it would double what a new taxonomy waits for; its build evaluates it.
+    if (best_metric == -math.inf and config.max_steps) or blended:
         best_metric = validation_accuracy(encoder, data)
+    metrics = {"steps": float(step), "resumed_from_step": float(resumed_from)}
+    if best_metric != -math.inf:
+        metrics["validation_accuracy"] = best_metric
     return TrainResult(
         encoder=encoder,
-        metrics={
-            "validation_accuracy": best_metric,
-            "steps": float(step),
-            "resumed_from_step": float(resumed_from),
-        },
+        metrics=metrics,
         history=history,
         steps=step,
         stopped_because=stopped_because,
