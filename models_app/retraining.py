@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
@@ -36,7 +37,7 @@ from django.utils import timezone
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review import review_items_repredict
-from models_app.live import encoder_for
+from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     NoLiveModel,
@@ -54,6 +55,7 @@ from models_app.services import (
 )
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.evaluation import build_test_suite, evaluate
+from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import normalize_text
@@ -128,6 +130,11 @@ def live_version(taxonomy: Taxonomy) -> ModelVersion | None:
         .first()
     )
     return deployment.index_build.model_version if deployment else None
+
+
+def _live_build(taxonomy: Taxonomy) -> IndexBuild | None:
+    deployment = Deployment.objects.filter(taxonomy=taxonomy).select_related("index_build").first()
+    return deployment.index_build if deployment else None
 
 
 def gate_reference(version: ModelVersion) -> ModelVersion:
@@ -365,7 +372,9 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     learn_steps = learnt.result.steps
     resumed_from_step = learnt.result.metrics.get("resumed_from_step", 0.0)
     comparison = _Comparison.build(taxonomy)
-    comparison.add("live", live_encoder, parse_search_config(parent.config))
+    comparison.add(
+        "live", live_encoder, parse_search_config(parent.config), index_build=_live_build(taxonomy)
+    )
     held_out_hits = None
     final = learnt
     if held_out:
@@ -413,7 +422,12 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     progress("evaluate", 0.5, None)
     # The candidate as stored and served (its index was just built with it), not as trained: the
     # gate compares what would go live with what is live.
-    comparison.add("candidate", encoder_for(candidate), parse_search_config(candidate.config))
+    comparison.add(
+        "candidate",
+        encoder_for(candidate),
+        parse_search_config(candidate.config),
+        index_build=build,
+    )
     reference = gate_reference(parent)
     if reference != parent:
         comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))
@@ -651,22 +665,25 @@ class _Comparison:
         self.texts, self.labels = texts, labels
         self.verdicts: dict[str, _Verdict] = verdicts
         self.matchers: dict[str, HybridMatcher] = {}
+        self.member_ids: list[int] = []  # of ``texts``, where known
 
     @classmethod
     def build(cls, taxonomy: Taxonomy) -> _Comparison:
         verdicts = _final_verdicts(taxonomy)
         # Curator members of judged texts are left out: the models answer those by themselves.
         rows = Member.objects.filter(taxonomy=taxonomy).values_list(
-            "group_id", "text", "normalized_text", "source"
+            "id", "group_id", "text", "normalized_text", "source"
         )
         members = [
-            (group_id, text)
-            for group_id, text, key, source in rows.order_by("id")
+            (member_id, group_id, text)
+            for member_id, group_id, text, key, source in rows.order_by("id")
             if not (source == Member.Source.CURATOR and key in verdicts)
         ]
-        return cls(
-            taxonomy, [text for _, text in members], [group_id for group_id, _ in members], verdicts
+        comparison = cls(
+            taxonomy, [text for *_, text in members], [g for _, g, _ in members], verdicts
         )
+        comparison.member_ids = [member_id for member_id, _, _ in members]
+        return comparison
 
     @classmethod
     def of_versions(cls, taxonomy: Taxonomy, live: ModelVersion, candidate: ModelVersion):
@@ -675,8 +692,17 @@ class _Comparison:
             comparison.add(name, encoder_for(version), parse_search_config(version.config))
         return comparison
 
-    def add(self, name: str, encoder, search: SearchConfig) -> None:
-        self.matchers[name] = HybridMatcher(encoder, self.texts, self.labels, config=search)
+    def add(
+        self, name: str, encoder, search: SearchConfig, *, index_build: IndexBuild | None = None
+    ) -> None:
+        """``index_build``: one built with ``encoder``, whose vectors stand in for encoding the
+        members it holds again (the tower takes minutes to encode a large taxonomy)."""
+        vectors = None
+        if index_build is not None and self.member_ids:
+            vectors = _member_vectors(encoder, index_build, self.member_ids, self.texts)
+        self.matchers[name] = HybridMatcher(
+            encoder, self.texts, self.labels, config=search, vectors=vectors
+        )
 
     def drop(self, name: str) -> None:
         del self.matchers[name]
@@ -837,6 +863,20 @@ class _Comparison:
         """Per case, whether the matcher's top group is the case's."""
         rankings = matcher.rank([text for text, _ in cases], 1)
         return [bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)]
+
+
+def _member_vectors(encoder, build: IndexBuild, member_ids: list[int], texts: list[str]):
+    """The members' vectors: from the build's index where it holds them, else encoded."""
+    index = MemberIndex.load(artifact_path(build.artifact_path))
+    indexed = set(index.member_ids().tolist())
+    held = [i for i, member_id in enumerate(member_ids) if member_id in indexed]
+    vectors = np.zeros((len(member_ids), index.dim), dtype=np.float32)
+    if held:
+        vectors[held] = index.vectors_of(np.array([member_ids[i] for i in held]))
+    missing = [i for i, member_id in enumerate(member_ids) if member_id not in indexed]
+    if missing:
+        vectors[missing] = encoder.encode([texts[i] for i in missing])
+    return vectors
 
 
 def _final_verdicts(taxonomy: Taxonomy) -> dict[str, _Verdict]:

@@ -7,6 +7,7 @@ import random
 import string
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import redis
 import torch
@@ -106,9 +107,9 @@ def test_the_gate_measures_the_candidate_and_the_first_phase_as_they_would_be_se
     measured = {}
     add = retraining._Comparison.add
 
-    def recording_add(self, name, encoder, search):
+    def recording_add(self, name, encoder, search, **options):
         measured[name] = encoder
-        return add(self, name, encoder, search)
+        return add(self, name, encoder, search, **options)
 
     monkeypatch.setattr(retraining._Comparison, "add", recording_add)
     (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
@@ -118,6 +119,12 @@ def test_the_gate_measures_the_candidate_and_the_first_phase_as_they_would_be_se
     stored = load_encoder(artifact_path(run.model_version.artifact_path))
     texts = list(CORRECTIONS)
     assert measured["candidate"].encode(texts).tolist() == stored.encode(texts).tolist()
+    # Its members' vectors came from its own index, built with the same files: the same.
+    matcher = retraining._Comparison.of_versions(taxonomy, run.model_version, run.model_version)
+    from_index = retraining._member_vectors(
+        stored, run.index_build, matcher.member_ids, matcher.texts
+    )
+    assert np.allclose(from_index, stored.encode(matcher.texts), atol=1e-5)
     # Phase 1's model is never stored: it is measured through a save and a load, so its table
     # rows are int8 steps of their own scale, as a stored model's are.
     table = measured["learnt"].bag.weight.detach()

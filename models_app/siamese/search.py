@@ -193,10 +193,19 @@ class HybridMatcher:
     member."""
 
     def __init__(
-        self, encoder, texts: Sequence[str], labels: Sequence[int], *, config: SearchConfig
+        self,
+        encoder,
+        texts: Sequence[str],
+        labels: Sequence[int],
+        *,
+        config: SearchConfig,
+        vectors: np.ndarray | None = None,
     ) -> None:
+        """``vectors``: the texts already encoded by ``encoder``, to skip encoding them."""
         self.encoder = encoder
-        self.vectors = encoder.encode(list(texts))  # (N, D), row i is texts[i]
+        if vectors is None:
+            vectors = encoder.encode(list(texts))
+        self.vectors = vectors  # (N, D), row i is texts[i]
         index = MemberIndex.build(self.vectors, np.arange(len(texts)), kind="flat")
         self.search = MemberSearch(index, texts, config)
         self.labels = list(labels)
