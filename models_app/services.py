@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import shutil
@@ -20,12 +21,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from annotations.models import FeedbackPair, GroupRelation, Member, Taxonomy
+from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxonomy
 from annotations.services.audit import audit_record
 from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
+from models_app.siamese.distill import distill_encoder, distillation_texts
 from models_app.siamese.encoders import ConfigError, Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
@@ -33,10 +35,12 @@ from models_app.siamese.text import normalize_text
 from models_app.siamese.train import (
     PRETRAINED_KINDS,
     PRETRAINED_SPEC,
+    STUDENT_SPEC,
     TOWER_SPEC,
     FeedbackExample,
     TrainConfig,
     TrainResult,
+    parse_distill_config,
     parse_model_spec,
     parse_search_config,
     prepare_data,
@@ -231,6 +235,17 @@ def model_version_fit(
     encoder_config, training = parse_model_spec(spec)  # a bad spec fails before any work
     if parent is not None and spec in (None, {}):
         encoder_config, training = parse_model_spec(parent.config)
+    distill = parse_distill_config(spec) if parent is None else None
+    if distill is not None:
+        return _student_fit(
+            taxonomy=taxonomy,
+            spec=spec,
+            encoder_config=encoder_config,
+            training=training,
+            distill=distill,
+            feedback_until=feedback_until,
+            progress=progress,
+        )
     fit = encoder_fit(
         taxonomy=taxonomy,
         encoder_config=encoder_config,
@@ -248,6 +263,52 @@ def model_version_fit(
         config=version_config(encoder_config, training, spec),
         parent=parent,
         feedback_until=feedback_until,
+    )
+
+
+# The newest inputs a student learns its teacher's vectors of, beside the taxonomy's strings.
+STUDENT_INPUTS = 50_000
+
+
+def _student_fit(
+    *, taxonomy, spec, encoder_config, training, distill, feedback_until, progress
+) -> ModelVersion:
+    """A fast student distilled from the taxonomy's live model (its teacher) on the taxonomy's
+    strings, augmented copies of them and the inputs received: learnt without labels."""
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version")
+        .first()
+    )
+    if deployment is None:
+        raise ConfigError(
+            f"distillation needs a teacher: taxonomy {taxonomy.slug!r} has no live model"
+        )
+    teacher_version = deployment.index_build.model_version
+    members = list(
+        Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("text", flat=True)
+    )
+    inputs = list(
+        Input.objects.filter(taxonomy=taxonomy)
+        .order_by("-id")
+        .values_list("text", flat=True)[:STUDENT_INPUTS]
+    )
+    texts = distillation_texts(members, inputs, copies=distill.augmented_copies, seed=distill.seed)
+    result = distill_encoder(
+        texts, encoder_for(teacher_version), encoder_config, distill, progress=progress
+    )
+    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+    config = {
+        **version_config(encoder_config, training, spec),
+        "distill": {**spec["distill"], "teacher_version": teacher_version.label},
+    }
+    return model_version_store(
+        taxonomy=taxonomy,
+        fit=EncoderFit(result, len(members), 0, digest),
+        config=config,
+        parent=None,
+        feedback_until=feedback_until,
+        metrics={"distilled_texts": float(len(texts))},
     )
 
 
@@ -407,21 +468,25 @@ def taxonomy_has_trained_version(taxonomy: Taxonomy) -> bool:
 
 
 def first_training_request(*, run: TrainingRun) -> TrainingRun | None:
-    """After a pretrained tower went live on a taxonomy no trained model has served yet: queue
-    the tower's training on the taxonomy's strings. None when nothing is to be done."""
+    """A new taxonomy's first models, one after the other: once the pretrained tower is live,
+    the tower trained on the taxonomy's strings; once that is live, the fast student distilled
+    from it, which then serves. None when nothing is to be done."""
+    following = {"pretrained": TOWER_SPEC, "tower": STUDENT_SPEC}
+    stages = {"pretrained": PRETRAINED_SPEC, "tower": TOWER_SPEC}
+    stage = next((name for name, spec in stages.items() if run.config == spec), None)
     if (
         not settings.SIAMWEB_TRAIN_NEW_TAXONOMIES
         or run.kind != TrainingRun.Kind.BUILD
         or run.status != TrainingRun.Status.SUCCEEDED
-        or run.config != PRETRAINED_SPEC
-        or taxonomy_has_trained_version(run.taxonomy)
+        or stage is None
+        or (stage == "pretrained" and taxonomy_has_trained_version(run.taxonomy))
     ):
         return None
     return training_run_request(
         taxonomy=run.taxonomy,
         kind=TrainingRun.Kind.BUILD,
         trigger=TrainingRun.Trigger.IMPORT,
-        config=TOWER_SPEC,
+        config=following[stage],
         requested_by=run.requested_by,
     )
 

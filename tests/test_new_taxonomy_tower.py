@@ -18,7 +18,7 @@ from models_app.services import (
     training_run_execute,
 )
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.train import PRETRAINED_SPEC, TOWER_SPEC, parse_model_spec
+from models_app.siamese.train import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
 from worker import tasks
 
@@ -141,3 +141,48 @@ def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxo
     again = services.model_version_evaluate(model_version=version)
     assert again == pytest.approx(stored)
     assert "validation_accuracy" not in version.metrics  # 0 steps: nothing validated
+
+
+QUICK_STUDENT = {
+    "encoder": {"kind": "ngram_bag", "buckets": 4096, "embedding_dim": 64, "output_dim": 384},
+    "distill": {"teacher": "live", "max_steps": 200, "batch_size": 32, "learning_rate": 0.02},
+    "search": {"lexical_weight": 0.0},
+}
+
+
+def test_the_trained_tower_is_followed_by_its_student(new_taxonomy):
+    run = TrainingRun.objects.create(
+        taxonomy=new_taxonomy, kind="build", status="succeeded", config=TOWER_SPEC
+    )
+    follow_up = first_training_request(run=run)
+    assert follow_up is not None and follow_up.config == STUDENT_SPEC
+
+
+def test_a_student_is_distilled_from_the_live_tower_and_serves(new_taxonomy):
+    training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
+    run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=QUICK_STUDENT)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "succeeded", run.error
+    student = Deployment.objects.get(taxonomy=new_taxonomy).index_build.model_version
+    assert (student.encoder_kind, student.label) == ("ngram_bag", "fresh/v2")
+    assert student.config["distill"]["teacher_version"] == "fresh/v1"
+    assert student.metrics["teacher_cosine"] > 0.3 and student.metrics["steps"] == 200
+    [result] = normalize_texts(new_taxonomy, ["Staff Nurse"], k=1)
+    assert result.groups[0].name == "Registered Nurses" and result.model_version == "fresh/v2"
+
+
+def test_a_student_without_a_live_teacher_fails_by_name_and_leaves_nothing_live(new_taxonomy):
+    run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=QUICK_STUDENT)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "failed" and "needs a teacher" in run.error
+    assert not Deployment.objects.filter(taxonomy=new_taxonomy).exists()
+
+
+@pytest.mark.parametrize(
+    "distill, message",
+    [({"teacher": "v3"}, "must be 'live'"), ({"epochs": 3}, "unknown distill option"),
+     ({"batch_size": 1}, "batch_size"), ("yes", "must be a JSON object")],
+)  # fmt: skip
+def test_a_bad_distill_section_is_refused_before_any_work(distill, message):
+    with pytest.raises(Exception, match=message):
+        parse_model_spec({**QUICK_STUDENT, "distill": distill})

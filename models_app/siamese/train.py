@@ -818,7 +818,9 @@ PRETRAINED_SPEC: dict[str, Any] = {
 }
 # The tower trained on the taxonomy: in-batch softmax at temperature 0.05 (scale 20), Adam at
 # 3e-5, a third of the anchors augmented. On an H200 it reaches its best JobBERT score within
-# 1,500 steps (bench/results/tower_training_gpu.json); 60 CPU minutes reach about that many.
+# 1,500 steps (bench/results/tower_training_gpu.json); 2 CPU cores take about 3 s a step, so
+# the 40 minutes (inside the task's hour with the encoding of every member, and leaving the
+# student's 15 within the hour a new taxonomy's training may take) reach about 800.
 TOWER_SPEC: dict[str, Any] = {
     "encoder": {"kind": "transformer"},
     "training": {
@@ -827,7 +829,7 @@ TOWER_SPEC: dict[str, Any] = {
         "batch_size": 128,
         "learning_rate": 3e-5,
         "max_steps": 1500,
-        "max_minutes": 60.0,
+        "max_minutes": 40.0,
         "eval_every": 500,
         "patience": 4,
         "typo_share": 0.1,
@@ -836,11 +838,20 @@ TOWER_SPEC: dict[str, Any] = {
     },
     "search": _TOWER_SEARCH,
 }
+# The fast student distilled from the taxonomy's live tower (models_app/siamese/distill.py):
+# on JobBERT dev-unseen it scores within a point of its teacher at about 100 times the encoding
+# speed (docs/benchmarks.md, "A fast student"). It takes the tower's 384 dimensions.
+STUDENT_SPEC: dict[str, Any] = {
+    "encoder": {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 256, "output_dim": 384},
+    "distill": {"teacher": "live", "max_minutes": 15.0},
+    "search": {"lexical_weight": 0.0},
+}
 # By name, for `manage.py train --spec`.
 NAMED_SPECS: dict[str, dict[str, Any]] = {
     "default": DEFAULT_SPEC,
     "pretrained": PRETRAINED_SPEC,
     "tower": TOWER_SPEC,
+    "student": STUDENT_SPEC,
 }
 
 
@@ -858,18 +869,42 @@ def parse_search_config(raw: dict[str, Any] | None) -> Any:
     return SearchConfig(**raw)
 
 
+def parse_distill_config(raw: dict[str, Any] | None) -> Any:
+    """The ``distill`` part of a spec (a ``DistillConfig``), or None: the model is trained on
+    the taxonomy's pairs instead. ``teacher`` names where the teacher comes from: ``live``,
+    the taxonomy's live model."""
+    from models_app.siamese.distill import DistillConfig
+
+    section = (raw or {}).get("distill")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError("distill must be a JSON object")
+    options = {key: value for key, value in section.items() if key != "teacher"}
+    if section.get("teacher", "live") != "live":
+        raise ConfigError("distill.teacher must be 'live' (the taxonomy's live model)")
+    unknown = sorted(set(options) - {f.name for f in dataclasses.fields(DistillConfig)})
+    if unknown:
+        raise ConfigError(f"unknown distill option(s): {', '.join(unknown)}")
+    try:
+        return DistillConfig(**options)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainConfig]:
     """Check a spec whole before any work starts; returns (encoder config, training config)."""
     raw = DEFAULT_SPEC if raw is None or raw == {} else raw
     if not isinstance(raw, dict):
         raise ConfigError("a model spec must be a JSON object with 'encoder' and 'training'")
-    unknown = sorted(set(raw) - {"encoder", "training", "search"})
+    unknown = sorted(set(raw) - {"encoder", "training", "search", "distill"})
     if unknown:
         raise ConfigError(
             f"unknown key(s) in the model spec: {', '.join(unknown)}; expected 'encoder', "
-            "'training' and 'search'"
+            "'training', 'search' and 'distill'"
         )
     parse_search_config(raw)
+    parse_distill_config(raw)
     encoder = raw.get("encoder", DEFAULT_SPEC["encoder"])
     encoder_config = parse_config(encoder)
     # A pretrained tower trains with its own defaults: the n-gram models' learning rate would
