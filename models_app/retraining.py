@@ -624,6 +624,8 @@ def _finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int =
     """The parent's spec with a short training budget for ``new_verdicts`` (see
     ``finetune_minutes``); ``overrides`` may change its training, the budget too."""
     spec = {key: dict(value) for key, value in parent.config.items()}
+    # A student was distilled once; its fine-tunes learn the verdicts like any trained model.
+    spec.pop("distill", None)
     training = spec.setdefault("training", {})
     training["max_minutes"] = finetune_minutes(new_verdicts)
     if not training.get("max_steps", TrainConfig.max_steps):

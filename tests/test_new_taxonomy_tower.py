@@ -186,3 +186,24 @@ def test_a_student_without_a_live_teacher_fails_by_name_and_leaves_nothing_live(
 def test_a_bad_distill_section_is_refused_before_any_work(distill, message):
     with pytest.raises(Exception, match=message):
         parse_model_spec({**QUICK_STUDENT, "distill": distill})
+
+
+def test_a_students_fine_tune_learns_the_verdicts_without_distilling_again(new_taxonomy, curator):
+    from annotations.services.review import inputs_submit, judgement_create
+    from models_app import retraining
+
+    training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
+    run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=QUICK_STUDENT)
+    student = training_run_execute(run_id=run.id).model_version
+    spec = retraining._finetune_spec(student, {"training": {"max_steps": 20}})
+    assert "distill" not in spec and spec["encoder"] == student.config["encoder"]
+    (item,) = inputs_submit(taxonomy=new_taxonomy, texts=["Latte Artist"], source="api")
+    group = item.taxonomy.groups.get(code="35-3023")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group)
+    finetune = retraining.finetune_run_request(
+        taxonomy=new_taxonomy, trigger="manual", config={"training": {"max_steps": 20}},
+        enqueue=False,
+    )  # fmt: skip
+    finetune = training_run_execute(run_id=finetune.id)
+    assert finetune.status in ("promoted", "rejected"), finetune.error
+    assert finetune.model_version.parent == student

@@ -880,7 +880,8 @@ def parse_distill_config(raw: dict[str, Any] | None) -> Any:
         return None
     if not isinstance(section, dict):
         raise ConfigError("distill must be a JSON object")
-    options = {key: value for key, value in section.items() if key != "teacher"}
+    # teacher_version is what a stored version records of its teacher, not an option.
+    options = {k: v for k, v in section.items() if k not in ("teacher", "teacher_version")}
     if section.get("teacher", "live") != "live":
         raise ConfigError("distill.teacher must be 'live' (the taxonomy's live model)")
     unknown = sorted(set(options) - {f.name for f in dataclasses.fields(DistillConfig)})
