@@ -36,7 +36,7 @@ from models_app.siamese.calibration import (  # noqa: E402
 )
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.search import HybridMatcher  # noqa: E402
-from models_app.siamese.train import TOWER_SPEC, parse_search_config  # noqa: E402
+from models_app.siamese.train import STUDENT_SPEC, parse_search_config  # noqa: E402
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 
@@ -64,11 +64,11 @@ def main() -> None:
     members, _, ids = esco_members(args.data)
     dev, stream = jobbert_split(args.data)
     encoder = load_encoder(args.model)
-    search = parse_search_config(TOWER_SPEC) if encoder.config.kind == "transformer" else None
+    # As the tower's and the student's specs serve: the embedding alone.
+    search = parse_search_config({"search": STUDENT_SPEC["search"]})
     matcher = HybridMatcher(
-        encoder, [t for _, t in members], [g for g, _ in members],
-        config=search or parse_search_config(None),
-    )  # fmt: skip
+        encoder, [t for _, t in members], [g for g, _ in members], config=search
+    )
     fit_scores, fit_margins, fit_right = answers(matcher, [(r.text, ids[r.code]) for r in stream])
     calibrator = Calibrator.fit(fit_scores, fit_margins, fit_right)
     scores, margins, right = answers(matcher, [(r.text, ids[r.code]) for r in dev])
