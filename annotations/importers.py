@@ -79,20 +79,30 @@ def _decode(path: Path, digest: hashlib._Hash) -> str:
 def _rows(
     text: str, name: str, required: Iterable[str], **csv_options
 ) -> Iterator[tuple[int, dict]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""), **csv_options)
+    # strict: a quote opened and never closed is an error, not the rest of the file in one field.
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True, **csv_options)
     columns = reader.fieldnames or []
     missing = [c for c in required if c not in columns]
     if missing:
         found = ", ".join(columns) or "none"
         raise ImportFileError(f"{name} lacks the column(s) {', '.join(missing)}; it has {found}")
+    ended = 1  # the header's line
     try:
         for row in reader:
             # reader.line_num is the physical line where the record ended (records span lines).
+            ended = reader.line_num
             yield reader.line_num, row
     except csv.Error as exc:
-        raise ImportFileError(
-            f"{name} is not valid CSV near line {reader.line_num}: {exc}"
-        ) from None
+        raise ImportFileError(f"{name} is not valid CSV{csv_error_text(exc, ended)}") from None
+
+
+def csv_error_text(exc: csv.Error, last_good_line: int) -> str:
+    """A CSV error in words, to follow "is not valid CSV", placed at the record after the last
+    one read whole."""
+    line = last_good_line + 1
+    if "unexpected end of data" in str(exc):
+        return f": a quote opened on line {line} is never closed (unexpected end of data)"
+    return f" near line {line}: {exc}"
 
 
 def _clean(value: str | None, what: str, max_length: int) -> str:

@@ -131,6 +131,11 @@ def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
         ("code,name,title\nA,Alpha,alpha\n", "lacks the column(s) group_code, group_name, text"),
         (b"group_code,group_name,text\n" + "A,Ä,x\n".encode("latin-1"), "not UTF-8"),
         ("group_code,group_name,text\n", "holds no usable rows"),
+        # A quote opened and never closed would swallow the rest of the file into one field.
+        (
+            'group_code,group_name,text\nA,Alpha,"alpha\nB,Beta,beta\n',
+            "not valid CSV: a quote opened on line 2 is never closed",
+        ),
     ],
 )
 def test_an_unreadable_file_is_refused_and_changes_nothing(tmp_path, content, message):

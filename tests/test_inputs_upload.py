@@ -23,6 +23,12 @@ def test_a_csv_with_a_byte_order_mark_yields_its_text_column_and_ignores_the_oth
     assert (parsed.errors, parsed.rows_read) == ([], 2)
 
 
+def test_an_unclosed_quote_is_refused_not_merged_into_one_row():
+    data = b'text\nBarista\n"Java Dev, Berlin\nICU nurse\nTruck driver\n'
+    with pytest.raises(UploadFileError, match="not valid CSV: a quote opened on line 3 is never"):
+        parse_inputs_file(data=data, filename="titles.csv")
+
+
 def test_a_csv_without_a_byte_order_mark_reads_the_same():
     parsed = parse_inputs_file(data=b"text\nBarista\n", filename="titles.CSV")
     assert parsed.texts == ["Barista"]

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
+from annotations.importers import csv_error_text
 from annotations.models import Input, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review import inputs_submit
@@ -146,7 +147,8 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 
 def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, str | UploadRowError]]:
     # Empty lines at the very end are an editor's habit, not rows.
-    reader = csv.reader(io.StringIO(text.rstrip("\r\n"), newline=""))
+    # strict: a quote opened and never closed is an error, not the rest of the file in one field.
+    reader = csv.reader(io.StringIO(text.rstrip("\r\n"), newline=""), strict=True)
     try:
         header = next(reader, None)
         if header is None:
@@ -178,7 +180,7 @@ def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, str | UploadRowEr
                 yield line, row[position]
     except csv.Error as exc:
         raise UploadFileError(
-            f"{filename} is not valid CSV near line {reader.line_num}: {exc}"
+            f"{filename} is not valid CSV{csv_error_text(exc, start - 1)}"
         ) from None
 
 
