@@ -88,17 +88,30 @@ class Curator:
         return results
 
     def judge(self, item: dict, gold: int) -> str:
+        verdict, response = self._post_verdict(item, gold)
+        if response.status_code == 400 and "prediction" in response.json():
+            # Predicted again since it was sent (a verdict's member changed its answer):
+            # a curator sees the new card and judges that one.
+            item = self.client.get(f"/api/v1/review-items/{item['id']}").json()
+            verdict, response = self._post_verdict(item, gold)
+        assert response.status_code == 201, response.content[:300]
+        return verdict
+
+    def _post_verdict(self, item: dict, gold: int):
         ranked = item["prediction"]["ranked_groups"]
         verdict = "confirm" if ranked and ranked[0]["group_id"] == gold else "reassign"
         response = self.client.post(
             "/api/v1/judgements",
-            {"review_item": item["id"], "verdict": verdict, "group": gold,
-             "prediction": item["prediction"]["id"]},
+            {
+                "review_item": item["id"],
+                "verdict": verdict,
+                "group": gold,
+                "prediction": item["prediction"]["id"],
+            },
             content_type="application/json",
             HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
-        )  # fmt: skip
-        assert response.status_code == 201, response.content[:300]
-        return verdict
+        )
+        return verdict, response
 
 
 def served(taxonomy, texts: list[str], gold: list[int]) -> float:
@@ -159,6 +172,7 @@ def main() -> None:
     from models_app import retraining
     from models_app.models import TrainingRun
     from models_app.services import training_run_execute
+    from models_app.siamese.text import normalize_text
 
     taxonomy = taxonomy_import(slug=SLUG, path=args.data / "esco", fmt="esco").taxonomy
     group_of = dict(Group.objects.filter(taxonomy=taxonomy).values_list("code", "id"))
@@ -171,7 +185,12 @@ def main() -> None:
              "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold)}]  # fmt: skip
     print(json.dumps(rows[-1]), flush=True)
     seen: set[str] = set()
-    queue = [r for r in stream if not (r.text.casefold() in seen or seen.add(r.text.casefold()))]
+    # One input per normalized text: the product keeps one input (and one review item) for it.
+    queue = [
+        r
+        for r in stream
+        if not (normalize_text(r.text) in seen or seen.add(normalize_text(r.text)))
+    ]
     for number in range(1, args.rounds + 1):
         batch = queue[(number - 1) * args.round_size : number * args.round_size]
         texts, gold = [r.text for r in batch], [group_of[r.code] for r in batch]
