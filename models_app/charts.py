@@ -9,7 +9,7 @@ from html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 40
+LEFT, RIGHT, TOP, BOTTOM = 44, 30, 12, 40
 COLOURS = ("#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2")
 
 
@@ -96,11 +96,11 @@ def line_chart_svg(chart: Chart) -> SafeString:
                 f"<title>{escape(series.name)}: {y:.3f}</title></circle>"
             )
         parts.append("</g>")
-        legend_x = LEFT + 4 + i * 150
+        legend_x = LEFT + 4 + i * 195
         parts.append(
             f'<rect x="{legend_x}" y="{HEIGHT - 12}" width="10" height="3" fill="{colour}"/>'
             f'<text x="{legend_x + 14}" y="{HEIGHT - 8}" font-size="10" fill="#374151">'
-            f"{escape(series.name[:24])}</text>"
+            f"{escape(series.name[:32])}</text>"
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))
