@@ -34,7 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._pg import machine, scratch_database  # noqa: E402
-from bench.jobbert_data import SHARED_DATA, jobbert_split  # noqa: E402
+from bench.jobbert_data import (  # noqa: E402
+    SHARED_DATA,
+    DataError,
+    check_labels,
+    esco_groups,
+    jobbert_split,
+)
 
 SLUG = "esco"
 DEPTH = 40  # nearest members looked at when curator members are dropped from the hits
@@ -160,7 +166,11 @@ def main() -> None:
         parser.error("--rounds and --round-size must be at least 1, --dev-size at least 0")
     if args.start != "pretrained" and not Path(args.start).is_dir():
         parser.error(f"--start {args.start!r} is neither 'pretrained' nor a folder")
-    dev, stream = jobbert_split(args.data)
+    try:
+        dev, stream = jobbert_split(args.data)
+        check_labels(dev + stream, set(esco_groups(args.data)))
+    except (DataError, OSError) as exc:
+        parser.error(str(exc))
     if args.dev_size:
         dev = dev[: args.dev_size]
     if len(stream) < args.rounds * args.round_size:

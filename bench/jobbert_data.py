@@ -48,14 +48,30 @@ def esco_groups(data: Path = SHARED_DATA) -> dict[str, list[str]]:
     return groups
 
 
+class DataError(ValueError):
+    """A data file the benchmarks cannot use as it is; the message names the file and row."""
+
+
 def jobbert_titles(data: Path = SHARED_DATA) -> list[LabelledTitle]:
+    """Every labelled title; a file without the two columns, or a row with a title but no
+    occupation, is refused by name (a blank title is no traffic and is passed over)."""
     path = data / "jobbert" / "validation_titles.csv"
-    with path.open(encoding="utf-8", newline="") as handle:
-        return [
-            LabelledTitle(row["vacancyTitle"].strip(), _code(row["conceptUri"]))
-            for row in csv.DictReader(handle)
-            if row["vacancyTitle"].strip()
-        ]
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, strict=True)
+            missing = {"vacancyTitle", "conceptUri"} - set(reader.fieldnames or [])
+            if missing:
+                raise DataError(f"{path} lacks the column(s) {', '.join(sorted(missing))}")
+            titles = []
+            for row in reader:
+                text, uri = (row["vacancyTitle"] or "").strip(), (row["conceptUri"] or "").strip()
+                if text and not uri:
+                    raise DataError(f"{path}:{reader.line_num}: {text!r} has no conceptUri")
+                if text:
+                    titles.append(LabelledTitle(text, _code(uri)))
+            return titles
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path} cannot be read: {exc}") from None
 
 
 def jobbert_split(
@@ -71,6 +87,16 @@ def jobbert_split(
     stream = [row for row in rows if row.text.casefold() not in unseen]
     rng.shuffle(stream)
     return dev, stream
+
+
+def check_labels(titles: list[LabelledTitle], codes: set[str] | dict[str, int]) -> None:
+    """Refuse titles labelled with an occupation the taxonomy does not hold, naming them."""
+    unknown = sorted({title.code for title in titles} - set(codes))
+    if unknown:
+        raise DataError(
+            f"{len(unknown)} occupation(s) of the labelled titles are not in ESCO's "
+            f"occupations: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}"
+        )
 
 
 def esco_members(
