@@ -210,3 +210,11 @@ def test_a_plain_form_post_shows_the_confirmation_on_the_full_page(client, curat
     assert "<html" in page
     assert "as a new input and queued it for review" in page
     assert Input.objects.count() == 1
+
+
+def test_the_site_has_an_icon_and_favicon_ico_finds_it(client, curator):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    client.force_login(curator)
+    page = client.get("/playground/").content.decode()
+    assert 'rel="icon"' in page and "favicon.svg" in page
