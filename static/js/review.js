@@ -238,6 +238,19 @@
   });
 
   document.addEventListener("DOMContentLoaded", startBatch);
+  document.addEventListener("htmx:afterSettle", function (event) {
+    // A new card replaced the one judged from its reassign box: htmx gives focus back to the
+    // element of the same id, the new card's box, where the next shortcuts would be typed as
+    // text. The curator is done typing: leave the box.
+    // (The swap's target is the old panel, replaced whole: the new one is looked up.)
+    var swapped = event.detail && event.detail.target;
+    var panel = document.querySelector("[data-shortcuts]");
+    var active = document.activeElement;
+    if (swapped && swapped.id === "review-panel" && panel && panel.contains(active) &&
+        active.matches("[data-typeahead]")) {
+      active.blur();
+    }
+  });
   document.addEventListener("htmx:afterSettle", function () {
     // The swap removed the focused tile: focus is on <body> until the new batch takes it.
     var panel = document.querySelector("[data-batch]");

@@ -147,3 +147,21 @@ def test_two_curators_never_see_the_same_card(browser, live_server, curator, oth
     assert sorted(judged) == sorted(
         (item_id, name) for name, ids in seen.items() for item_id in ids
     )
+
+
+def test_after_a_keyboard_reassign_the_next_keys_are_shortcuts_again(
+    page, live_server, curator, queued
+):
+    log_in(page, live_server, "carla", "carla-pass-123")
+    search = page.get_by_test_id("group-search")
+    page.keyboard.press("r")
+    page.keyboard.type("truck dri")
+    expect(page.get_by_test_id("group-results").get_by_role("button")).to_have_count(1)
+    page.keyboard.press("Enter")
+    verdicts_today(page, 1)
+    expect(search).not_to_be_focused()  # the next card's box, had focus come back to it
+    following = shown_item(page)
+    page.keyboard.press("Space")  # a skip, not a space typed into the box
+    verdicts_today(page, 2)
+    expect(search).to_have_value("")
+    assert Judgement.objects.get(review_item=following).verdict == "skip"
