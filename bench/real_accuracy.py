@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -39,6 +38,7 @@ from bench.jobbert_data import SHARED_DATA, esco_members, jobbert_split  # noqa:
 from models_app.siamese.baselines import EncoderMatcher, TrigramMatcher  # noqa: E402
 from models_app.siamese.encoders import fit_encoder, load_encoder, parse_config  # noqa: E402
 from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.stats import binomial_tail  # noqa: E402
 from models_app.siamese.towers import TransformerEncoder  # noqa: E402
 from models_app.siamese.train import TOWER_SPEC, parse_search_config  # noqa: E402
 
@@ -79,9 +79,8 @@ def paired(hits: np.ndarray, reference: np.ndarray, seed: int = 0) -> dict[str, 
     samples = rng.integers(0, n, size=(BOOTSTRAP_SAMPLES, n))
     differences = hits[samples].mean(axis=1) - reference[samples].mean(axis=1)
     only_this, only_reference = int((hits & ~reference).sum()), int((~hits & reference).sum())
-    discordant = only_this + only_reference
-    tail = sum(math.comb(discordant, i) for i in range(min(only_this, only_reference) + 1))
-    p = min(1.0, 2 * tail / 2**discordant) if discordant else 1.0
+    # Two-sided: twice the tail of the larger side (the binomial at 1/2 is symmetric).
+    p = min(1.0, 2 * binomial_tail(max(only_this, only_reference), only_this + only_reference))
     low, high = np.percentile(differences, [2.5, 97.5])
     return {
         "difference": float(hits.mean() - reference.mean()),

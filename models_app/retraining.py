@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
@@ -37,7 +36,7 @@ from django.utils import timezone
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review import review_items_repredict
-from models_app.live import artifact_path, encoder_for
+from models_app.live import encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     NoLiveModel,
@@ -53,9 +52,9 @@ from models_app.services import (
     training_run_request,
     version_config,
 )
+from models_app.services import member_vectors as _member_vectors
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.evaluation import build_test_suite, evaluate
-from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import HybridMatcher, SearchConfig
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import normalize_text
@@ -865,20 +864,6 @@ class _Comparison:
         """Per case, whether the matcher's top group is the case's."""
         rankings = matcher.rank([text for text, _ in cases], 1)
         return [bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)]
-
-
-def _member_vectors(encoder, build: IndexBuild, member_ids: list[int], texts: list[str]):
-    """The members' vectors: from the build's index where it holds them, else encoded."""
-    index = MemberIndex.load(artifact_path(build.artifact_path))
-    indexed = set(index.member_ids().tolist())
-    held = [i for i, member_id in enumerate(member_ids) if member_id in indexed]
-    vectors = np.zeros((len(member_ids), index.dim), dtype=np.float32)
-    if held:
-        vectors[held] = index.vectors_of(np.array([member_ids[i] for i in held]))
-    missing = [i for i, member_id in enumerate(member_ids) if member_id not in indexed]
-    if missing:
-        vectors[missing] = encoder.encode([texts[i] for i in missing])
-    return vectors
 
 
 def _final_verdicts(taxonomy: Taxonomy) -> dict[str, _Verdict]:

@@ -679,14 +679,14 @@ def model_version_evaluate(
         ).values_list("group_id", "text")
     ] or members
     suite = build_test_suite(taxonomy_members, seed=seed, size=size, annotations=annotations)
+    encoder = encoder_for(model_version)
     vectors = None
     if index_build is not None and index_build.model_version_id == model_version.id:
-        index = MemberIndex.load(artifact_path(index_build.artifact_path))
-        indexed = set(index.member_ids().tolist())
-        if all(member_id in indexed for member_id, _, _ in rows):
-            vectors = index.vectors_of(np.array([member_id for member_id, _, _ in rows]))
+        vectors = member_vectors(
+            encoder, index_build, [m for m, _, _ in rows], [text for _, _, text in rows]
+        )
     matcher = EncoderMatcher(
-        encoder_for(model_version),
+        encoder,
         [t for _, t in members],
         [g for g, _ in members],
         vectors=vectors,
@@ -695,6 +695,20 @@ def model_version_evaluate(
     model_version.metrics = {**model_version.metrics, "suite": metrics}
     model_version.save(update_fields=["metrics"])
     return metrics
+
+
+def member_vectors(encoder, build: IndexBuild, member_ids: list[int], texts: list[str]):
+    """The members' vectors: from the build's index where it holds them, else encoded."""
+    index = MemberIndex.load(artifact_path(build.artifact_path))
+    indexed = set(index.member_ids().tolist())
+    held = [i for i, member_id in enumerate(member_ids) if member_id in indexed]
+    vectors = np.zeros((len(member_ids), index.dim), dtype=np.float32)
+    if held:
+        vectors[held] = index.vectors_of(np.array([member_ids[i] for i in held]))
+    missing = [i for i, member_id in enumerate(member_ids) if member_id not in indexed]
+    if missing:
+        vectors[missing] = encoder.encode([texts[i] for i in missing])
+    return vectors
 
 
 SHIPPED_INFO = "shipped.json"
