@@ -17,7 +17,8 @@ import numpy as np
 from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import connection as db_connection
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -553,11 +554,7 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
             )
         else:
             error = f"{type(exc).__name__}: {exc}"
-        TrainingRun.objects.filter(id=run_id).update(
-            status=TrainingRun.Status.FAILED,
-            error=error,
-            finished_at=timezone.now(),
-        )
+        _run_mark_failed(run_id=run_id, error=error, stopped=isinstance(exc, SoftTimeLimitExceeded))
         run.refresh_from_db()
         return run
     TrainingRun.objects.filter(id=run_id).update(
@@ -568,6 +565,34 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
     shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
     run.refresh_from_db()
     return run
+
+
+def _run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:
+    """Mark a run FAILED, on a fresh connection where the old one may be mid-query.
+
+    A soft time limit is a signal: it can land while psycopg waits for a reply, leaving the
+    connection with a command in flight ("another command is already in progress"), so the
+    failure would never be written and the run would stay RUNNING until the heartbeat check.
+    Inside a transaction (a test's) the connection cannot be replaced, so it is kept.
+    """
+    replaceable = not db_connection.in_atomic_block
+    if stopped and replaceable:
+        db_connection.close()
+    try:
+        _run_write_failed(run_id=run_id, error=error)
+    except (OperationalError, InterfaceError):
+        if not replaceable:
+            raise
+        # Any other error may also have broken the connection; one fresh try, then the task's
+        # retry (or the heartbeat check) takes over.
+        db_connection.close()
+        _run_write_failed(run_id=run_id, error=error)
+
+
+def _run_write_failed(*, run_id: int, error: str) -> None:
+    TrainingRun.objects.filter(id=run_id).update(
+        status=TrainingRun.Status.FAILED, error=error, finished_at=timezone.now()
+    )
 
 
 def run_first_attempt(run: TrainingRun) -> TrainingRun:

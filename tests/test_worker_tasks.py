@@ -206,3 +206,29 @@ def test_the_beat_task_starts_a_finetune_once_enough_verdicts_arrived(
 def test_a_beat_task_with_nothing_to_do_does_nothing(tiny_taxonomy, task):
     assert getattr(tasks, task).run() == 0
     assert TrainingRun.objects.exclude(kind="build").count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_soft_time_limit_landing_mid_query_still_marks_the_run_failed(tiny_taxonomy, monkeypatch):
+    # The signal can arrive while psycopg waits for a reply: the connection is left with a
+    # command in flight and refuses the next one until it is replaced.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.fail("this test needs PostgreSQL: set DATABASE_URL (make services)")
+    run = queued_reindex(tiny_taxonomy)
+
+    def index_build_create(*, model_version, progress):
+        progress("encode", 0.3, None)
+        connection.ensure_connection()
+        connection.connection.pgconn.send_query(b"select pg_sleep(0.2)")
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(services, "index_build_create", index_build_create)
+
+    result = tasks.execute_training_run.apply(args=[run.id])
+
+    assert result.successful() and result.result == "failed"
+    run.refresh_from_db()
+    assert (run.status, run.stage) == ("failed", "encode")
+    assert run.error.startswith("SoftTimeLimitExceeded")
