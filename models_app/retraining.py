@@ -173,7 +173,7 @@ def finetune_run_request(
 ) -> TrainingRun | None:
     """Queue a fine-tune of the live version; None when the taxonomy already has a run.
 
-    A reindex still waiting in the queue (a verdict's or an edit's) gives its slot up: the
+    A reindex still waiting in the queue (the scheduled check's or an edit's) gives its slot up: the
     fine-tune indexes every member as well, and until it is done the live engine scores members
     added since its index was built on the fly.
     """

@@ -381,8 +381,8 @@ def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
 def index_builds_prune(*, taxonomy: Taxonomy, keep: int) -> int:
     """Delete all but the newest ``keep`` index builds (never the live one), rows and folders.
 
-    Every verdict leads to a reindex; without pruning each leaves a full index on disk. Model
-    versions are kept: rolling back to one rebuilds its index.
+    Every edit and scheduled check may lead to a reindex; without pruning each leaves a full
+    index on disk. Model versions are kept: rolling back to one rebuilds its index.
     """
     live_id = Deployment.objects.filter(taxonomy=taxonomy).values_list("index_build_id", flat=True)
     old = list(

@@ -38,6 +38,7 @@ from models_app.services import (
     model_version_fit,
     run_checkpoint_dir,
     training_run_execute,
+    training_run_request,
 )
 from models_app.siamese.encoders import fit_encoder, load_encoder
 from models_app.siamese.search import SearchConfig
@@ -86,7 +87,7 @@ def correct_everything(taxonomy, user) -> None:
 
 
 def run_queued() -> None:
-    """What the worker would do: verdicts queue reindex runs, and one run at a time may wait."""
+    """What the worker would do with the runs waiting (one at a time may wait)."""
     for run_id in TrainingRun.objects.filter(status="queued").values_list("id", flat=True):
         training_run_execute(run_id=run_id)
 
@@ -304,8 +305,14 @@ def test_verdicts_after_a_run_started_wait_for_the_next(taxonomy, curator, setti
     ) == len(CORRECTIONS)
 
 
+def reindex_waiting(taxonomy) -> None:
+    """A reindex in the queue, as the scheduled check leaves one for the verdicts' members."""
+    training_run_request(taxonomy=taxonomy, kind="reindex", trigger="schedule", enqueue=False)
+
+
 def test_a_finetune_takes_the_slot_of_a_reindex_still_in_the_queue(taxonomy, curator):
-    correct_everything(taxonomy, curator)  # verdicts queue a reindex of the live model
+    correct_everything(taxonomy, curator)
+    reindex_waiting(taxonomy)
     (waiting,) = TrainingRun.objects.filter(taxonomy=taxonomy, status="queued")
     assert waiting.kind == "reindex"
 
@@ -323,6 +330,7 @@ def test_a_finetune_takes_the_slot_of_a_reindex_still_in_the_queue(taxonomy, cur
 
 def test_a_running_run_keeps_its_slot_and_a_waiting_reindex_its_place(taxonomy, curator):
     correct_everything(taxonomy, curator)
+    reindex_waiting(taxonomy)
     (waiting,) = TrainingRun.objects.filter(taxonomy=taxonomy, status="queued")
     TrainingRun.objects.filter(id=waiting.id).update(status="running")
 

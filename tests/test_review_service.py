@@ -11,6 +11,8 @@ from annotations.services.review import (
     review_item_claim,
 )
 from models_app.models import TrainingRun
+from models_app.services import taxonomy_needs_reindex
+from worker import tasks
 
 
 @pytest.fixture
@@ -112,10 +114,18 @@ def test_after_a_false_match_the_item_waits_for_the_right_group(item, curator):
     assert FeedbackPair.objects.filter(label=False).count() == 1
 
 
-def test_a_confirm_requests_a_reindex_for_the_worker(item, curator):
-    judgement_create(review_item=item, user=curator, verdict="confirm")
-    run = TrainingRun.objects.get(kind="reindex")
-    assert (run.status, run.trigger) == ("queued", "verdicts")
+def test_a_verdict_serves_at_once_without_a_rebuild_and_the_schedule_indexes_it(item, curator):
+    nurses = group("29-1141")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=nurses)
+    # No run per verdict: the live engine serves the curator member from its delta ...
+    assert not TrainingRun.objects.filter(status="queued").exists()
+    (result,) = normalize_texts(item.taxonomy, [item.input.text], k=1)
+    assert (result.source, result.groups[0].code) == ("curator", "29-1141")
+    # ... and the scheduled check folds it into the index with the others waiting.
+    assert taxonomy_needs_reindex(item.taxonomy)
+    assert tasks.reindex_stale_taxonomies.run() == 1
+    (run,) = TrainingRun.objects.filter(status="queued")
+    assert (run.kind, run.trigger) == ("reindex", "schedule")
 
 
 def test_skip_moves_the_item_behind_the_others(tiny_taxonomy, curator):

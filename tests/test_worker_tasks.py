@@ -184,14 +184,10 @@ def test_the_beat_task_starts_a_finetune_once_enough_verdicts_arrived(
     baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=["Latte Artist"], source="api")
     judgement_create(review_item=items[0], user=curator, verdict="reassign", group=baristas)
-    for run_id in TrainingRun.objects.filter(status="queued").values_list("id", flat=True):
-        training_run_execute(run_id=run_id)  # the reindex each verdict asks for
     assert tasks.retrain_due_taxonomies.run() == 0  # one verdict is not enough
 
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=["Barista Trainee"], source="api")
     judgement_create(review_item=items[0], user=curator, verdict="reassign", group=baristas)
-    for run_id in TrainingRun.objects.filter(status="queued").values_list("id", flat=True):
-        training_run_execute(run_id=run_id)
 
     assert tasks.retrain_due_taxonomies.run() == 1
     run = TrainingRun.objects.get(kind="finetune")

@@ -1,5 +1,10 @@
 """Writes for the review loop: inputs in, predictions stored, cards leased, verdicts recorded
-and undone, conflicts between curators settled."""
+and undone, conflicts between curators settled.
+
+A verdict's curator member serves at once from the live engine's delta (``models_app.live``),
+so no verdict asks for a rebuild: the scheduled check folds new members into the index in
+batches (``SIAMWEB_REINDEX_CHECK_SECONDS``), one load per process instead of one per verdict.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from annotations.models import (
@@ -26,10 +31,13 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.normalization import Normalization, normalize_texts
-from annotations.selectors import QueueFilters, rejected_groups_for, review_queue
+from annotations.selectors import (
+    QueueFilters,
+    rejected_groups_for,
+    review_batch_queue,
+    review_queue,
+)
 from annotations.services.audit import audit_record
-from models_app.models import TrainingRun
-from models_app.services import training_run_request
 from models_app.siamese.text import normalize_text
 
 
@@ -246,24 +254,12 @@ def review_items_claim_for_group(
 ) -> list[ReviewItem]:
     """Lease up to ``limit`` pending items predicted for ``group`` to ``user``, for batch review.
 
-    Items another curator holds are left out; the ones this curator already holds stay in.
+    Which items: ``review_batch_queue`` (the one the groups list counts). Items another curator
+    holds are left out; the ones this curator already holds stay in.
     """
     now = timezone.now()
-    filters = QueueFilters(
-        taxonomy=taxonomy, group=group, status=ReviewItem.Status.PENDING, include_skipped=False
-    )
-    # An item where this group's rejection counts for ``user`` (see rejected_groups_for) could
-    # take neither verdict and would refuse every batch it is in: leave it to the card.
-    rejected_here = Judgement.objects.live().filter(
-        review_item=OuterRef("pk"), rejected_group=group
-    )
-    ids = list(
-        review_queue(filters=filters, user=user)
-        .filter(_free_for(user, now))
-        .exclude(Exists(rejected_here.filter(user=user)))
-        .exclude(Exists(rejected_here), reviews_required__lte=1)
-        .values_list("id", flat=True)[:limit]
-    )
+    queue = review_batch_queue(user=user, taxonomy=taxonomy, group=group)
+    ids = list(queue.values_list("id", flat=True)[:limit])
     ReviewItem.objects.filter(id__in=ids).filter(_free_for(user, now)).update(
         leased_by=user, lease_expires_at=_lease_expiry()
     )
@@ -324,7 +320,7 @@ def judgement_create(
     (``judgement.replayed`` is True) instead of recording a second one.
     """
     with transaction.atomic():
-        judgement, added = _judge(
+        judgement, _ = _judge(
             item_id=review_item.id,
             user=user,
             verdict=verdict,
@@ -332,8 +328,6 @@ def judgement_create(
             prediction_id=prediction_id,
             idempotency_key=idempotency_key,
         )
-        if added:
-            _request_reindex(judgement.review_item.taxonomy)
     return judgement
 
 
@@ -486,8 +480,6 @@ def judgements_create_for_group(
             for judgement in judgements
         ]
     )
-    if new_members:
-        _request_reindex(group.taxonomy)
     rejected = [j for j in judgements if j.verdict == Judgement.Verdict.FALSE_MATCH]
     for judgement in judgements:
         judgement.replayed = False
@@ -697,12 +689,6 @@ def _pair(taxonomy, text: str, evidence: _Evidence, label: bool, origin: str) ->
     )
 
 
-def _request_reindex(taxonomy: Taxonomy) -> None:
-    training_run_request(
-        taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, trigger=TrainingRun.Trigger.VERDICTS
-    )
-
-
 # --- undo and conflicts ---------------------------------------------------------------------
 
 
@@ -745,10 +731,23 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
         before=_judgement_summary(judgement),
         after={"review_item": item.id, "status": item.status},
     )
-    if removed:
-        # The removed member is already ignored by search; the rebuild drops it from the index.
-        _request_reindex(item.taxonomy)
     return item
+
+
+@transaction.atomic
+def judgements_undo(*, judgement_ids: Sequence[int], user) -> list[ReviewItem]:
+    """Take back a whole batch (the verdicts one batch-review submit recorded): all of them or,
+    when one cannot be undone, none. The items reopen in ``user``'s hands, so the next batch
+    shows them again."""
+    found = {
+        judgement.id: judgement
+        for judgement in Judgement.objects.filter(id__in=judgement_ids).order_by("-id")
+    }
+    missing = sorted(set(judgement_ids) - found.keys())
+    if missing:
+        raise VerdictError("judgement", f"no verdicts {missing}")
+    # Newest first, the order single undos must take when one item holds several verdicts.
+    return [judgement_undo(judgement=judgement, user=user) for judgement in found.values()]
 
 
 @transaction.atomic
@@ -802,5 +801,4 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         before={"undone_judgements": [j.id for j in losing]},
         after={"group": group.id if group else None},
     )
-    _request_reindex(item.taxonomy)
     return item

@@ -56,7 +56,7 @@ def wait_until_finished(run: TrainingRun, log: Path | None = None) -> TrainingRu
 
 
 def wait_until_idle(taxonomy: Taxonomy, log: Path | None = None) -> None:
-    """No run of the taxonomy queued or running: verdicts queue reindex runs, one at a time."""
+    """No run of the taxonomy queued or running."""
     wait_for(
         lambda: (
             not TrainingRun.objects.filter(

@@ -59,7 +59,7 @@ def test_corrections_are_learned_by_a_worker_and_generalise_to_an_unseen_input(
     assert top_by_the_model_alone(first, UNSEEN) != BARISTAS
     (pending,) = inputs_submit(taxonomy=taxonomy, texts=["Espresso Maker"], source="api")
 
-    # Curators correct what the live model gets wrong (each verdict also queues a reindex).
+    # Curators correct what the live model gets wrong.
     items = inputs_submit(taxonomy=taxonomy, texts=list(CORRECTIONS), source="api")
     wrong = 0
     for item in items:

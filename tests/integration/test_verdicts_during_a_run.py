@@ -59,7 +59,7 @@ def test_verdicts_given_during_a_finetune_wait_for_the_next_one_and_none_are_los
 ):
     taxonomy = trainable_taxonomy
     early = give_verdicts(taxonomy, curator, CORRECTIONS)
-    wait_until_idle(taxonomy, worker.log)  # the reindex runs the verdicts asked for
+    wait_until_idle(taxonomy, worker.log)
 
     # Slow enough (some 10 seconds on one core) to give verdicts while it trains.
     run = finetune_run_request(

@@ -1,4 +1,4 @@
-"""Verdicts reach a real worker through Redis, which rebuilds the index in PostgreSQL rows."""
+"""New members reach a real worker through Redis, which rebuilds the index in PostgreSQL rows."""
 
 from __future__ import annotations
 
@@ -27,16 +27,19 @@ def finished_run(kind: str, log):
     return wait_for(check, f"a finished {kind} run", log)
 
 
-def test_a_verdict_makes_the_worker_rebuild_the_live_index(worker, tiny_taxonomy, curator):
+def test_the_scheduled_check_folds_a_verdicts_member_into_the_live_index(
+    worker, tiny_taxonomy, curator
+):
     first_build = Deployment.objects.get().index_build
     (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
     baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
 
     judgement_create(review_item=item, user=curator, verdict="reassign", group=baristas)
+    reindex_stale_taxonomies.delay()
 
     run = finished_run("reindex", worker.log)
     assert run.status == "succeeded", run.error
-    assert (run.trigger, run.stage, run.progress) == ("verdicts", "done", 1.0)
+    assert (run.trigger, run.stage, run.progress) == ("schedule", "done", 1.0)
     assert run.started_at is not None and run.finished_at >= run.started_at
     live = Deployment.objects.get().index_build
     assert live.id == run.index_build_id != first_build.id
