@@ -63,6 +63,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost, so it sees what a view raised: a locked or lost database answers 503.
+    "siamweb.middleware.TransientDatabaseErrorMiddleware",
 ]
 
 ROOT_URLCONF = "siamweb.urls"
@@ -190,6 +192,8 @@ SIAMWEB_REVIEW_LEASE_SECONDS = env_int("SIAMWEB_REVIEW_LEASE_SECONDS", default=3
 SIAMWEB_DOUBLE_REVIEW_PERCENT = env_int(
     "SIAMWEB_DOUBLE_REVIEW_PERCENT", default=5, minimum=0, maximum=100
 )
+# Verdicts a day the review page's progress bar counts towards, per curator.
+SIAMWEB_DAILY_GOAL = env_int("SIAMWEB_DAILY_GOAL", default=100, minimum=1)
 
 # A new taxonomy serves with the pretrained tower as it comes at once; then, unless this is off,
 # its first training run trains the tower on its strings (up to an hour on 2 CPU cores).

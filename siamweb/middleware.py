@@ -1,0 +1,44 @@
+"""A database that is briefly unavailable answers 503 with Retry-After, never a bare 500.
+
+SQLite's "database is locked" under concurrent writers, or a PostgreSQL connection dropped by a
+restart, says nothing about the request: the same request a moment later succeeds. A 503 tells a
+client (the review page, an API script) to retry it, with its idempotency key, and that nothing
+was stored: the transaction that failed was rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT_DATABASE_ERRORS = (OperationalError, InterfaceError)
+RETRY_AFTER_SECONDS = 2
+
+
+def transient_error_response(request, exc: Exception) -> HttpResponse | None:
+    """A 503 for a transient database error, JSON for the API; None for any other error."""
+    if not isinstance(exc, TRANSIENT_DATABASE_ERRORS):
+        return None
+    logger.warning("database unavailable for %s %s: %s", request.method, request.path, exc)
+    detail = "The database is busy or unavailable; nothing was stored. Try again in a moment."
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse({"detail": detail}, status=503)
+    else:
+        response = HttpResponse(detail, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class TransientDatabaseErrorMiddleware:
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc: Exception) -> HttpResponse | None:
+        return transient_error_response(request, exc)
