@@ -162,8 +162,17 @@ class BatchVerdictForm(forms.Form):
 
     MAX_ITEMS = 200
 
+    ACCEPT_ABOVE = "accept_above"
+
     item = ItemIdsField()
     reject = ItemIdsField(required=False)
+    # Which button sent the form: "Confirm the rest" (the default, also Enter) or "accept all
+    # above p", which confirms only the unmarked tiles whose match probability is at least
+    # ``accept_min`` and leaves the others open (the marked ones are false matches all the same).
+    action = forms.ChoiceField(
+        required=False, choices=[("", "confirm the rest"), (ACCEPT_ABOVE, "accept all above p")]
+    )
+    accept_min = forms.FloatField(required=False, min_value=0, max_value=1)
 
     def clean_item(self) -> list[int]:
         ids = self.cleaned_data["item"]
@@ -179,7 +188,26 @@ class BatchVerdictForm(forms.Form):
             if stray:
                 self.add_error("reject", f"items {stray} are not in this batch")
             data["confirm"] = [item_id for item_id in shown if item_id not in set(rejected)]
+        if data.get("action") == self.ACCEPT_ABOVE:
+            if data.get("accept_min") is None and "accept_min" not in self.errors:
+                self.add_error("accept_min", "give the probability to accept from, 0 to 1")
+        else:
+            # The threshold box is on the page for the other button; confirming ignores it.
+            self.errors.pop("accept_min", None)
+            data["accept_min"] = None
         return data
+
+
+class BatchUndoForm(forms.Form):
+    """The verdicts one batch submit recorded (their ids, carried by the page), to take back."""
+
+    judgement = ItemIdsField(error_messages={"required": "name the verdicts to undo"})
+
+    def clean_judgement(self) -> list[int]:
+        ids = self.cleaned_data["judgement"]
+        if len(ids) > BatchVerdictForm.MAX_ITEMS:
+            raise forms.ValidationError(f"at most {BatchVerdictForm.MAX_ITEMS} verdicts at once")
+        return ids
 
 
 class ConflictResolveForm(forms.Form):

@@ -127,11 +127,38 @@ def review_counts(*, filters: QueueFilters | None = None) -> dict[str, int]:
     }
 
 
-def review_groups_pending(*, taxonomy: Taxonomy, limit: int = 100) -> list[dict]:
-    """Groups with the most pending items predicted for them: where batch review pays most."""
+def review_batch_queue(*, user, taxonomy: Taxonomy, group: Group | None = None):
+    """The pending items ``user`` can judge in batch review now (of ``group``, or of every group
+    of the taxonomy), most worth a look first.
+
+    The groups list counts these, the batch page counts and leases them: one definition, so the
+    two pages cannot disagree. Left out: items another curator holds, items ``user`` already
+    judged (double review waits for someone else), and items whose predicted group was rejected
+    in a way that counts for ``user`` (see ``rejected_groups_for``): neither verdict of a batch
+    could be recorded on those, so they are the single card's to settle.
+    """
+    now = timezone.now()
+    items = review_queue(
+        filters=QueueFilters(
+            taxonomy=taxonomy, group=group, status=ReviewItem.Status.PENDING, include_skipped=False
+        ),
+        user=user,
+    ).exclude(top_group=None)
+    items = items.filter(
+        Q(leased_by__isnull=True) | Q(lease_expires_at__lte=now) | Q(leased_by=user)
+    )
+    rejected_here = Judgement.objects.live().filter(
+        review_item=OuterRef("pk"), rejected_group=OuterRef("top_group")
+    )
+    return items.exclude(Exists(rejected_here.filter(user=user))).exclude(
+        Exists(rejected_here), reviews_required__lte=1
+    )
+
+
+def review_groups_pending(*, taxonomy: Taxonomy, user, limit: int = 100) -> list[dict]:
+    """Groups with the most items ``user`` can batch-review now: where batch review pays most."""
     rows = (
-        ReviewItem.objects.filter(taxonomy=taxonomy, status=ReviewItem.Status.PENDING)
-        .exclude(top_group=None)
+        review_batch_queue(user=user, taxonomy=taxonomy)
         .order_by()
         .values("top_group")
         .annotate(pending=Count("id"))

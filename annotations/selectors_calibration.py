@@ -58,3 +58,22 @@ def taxonomy_calibrator(taxonomy: Taxonomy | int) -> Calibrator | None:
     with _lock:
         _fitted[taxonomy_id] = (key, calibrator)
     return calibrator
+
+
+def review_items_probability(items) -> dict[int, float]:
+    """The match probability of each open item's top group, by item id (review items with their
+    prediction loaded, all of one taxonomy); empty while the taxonomy has no calibrator."""
+    items = list(items)
+    if not items:
+        return {}
+    calibrator = taxonomy_calibrator(items[0].taxonomy_id)
+    if calibrator is None:
+        return {}
+    return {
+        item.id: calibrator.probability(
+            item.prediction.top_score,
+            item.prediction.margin if item.prediction.margin is not None else 1.0,
+        )
+        for item in items
+        if item.prediction.top_score is not None
+    }

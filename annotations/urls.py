@@ -23,6 +23,11 @@ urlpatterns = [
     path("review/queue/", views.review_queue_list, name="review-queue"),
     path("review/batch/<slug:slug>/", views.review_batch_groups, name="review-batch-groups"),
     # Group codes hold dots ("15-1252.00") and, from a generic CSV, even slashes.
+    path(
+        "review/batch/<slug:slug>/<path:code>/undo",
+        views.review_batch_undo,
+        name="review-batch-undo",
+    ),
     path("review/batch/<slug:slug>/<path:code>/", views.review_batch, name="review-batch"),
     path("review/conflicts/", views.review_conflicts_page, name="review-conflicts"),
     path(
