@@ -19,7 +19,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxonomy
@@ -316,16 +317,31 @@ def _student_fit(
 def index_build_create(
     *, model_version: ModelVersion, progress: Progress = _no_progress
 ) -> IndexBuild:
-    """Encode every member with ``model_version`` and write a new index folder."""
+    """Write a new index folder of every member's ``model_version`` vector.
+
+    When the live index was built with the same model, the members it holds keep the vectors it
+    holds (a member's text never changes in place) and only the members added since are
+    encoded: the scheduled reindex after a round of verdicts costs a few encodings, not the
+    whole taxonomy (about 30 s for 13,000 members with the tower on 2 cores).
+    """
     taxonomy = model_version.taxonomy
     rows = _member_rows(taxonomy)
     if not rows:
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to index")
     encoder = encoder_for(model_version)
     progress("encode", 0.0, None)
-    vectors = encoder.encode([text for _, text in rows])
-    progress("index", 0.5, None)
     ids = [member_id for member_id, _ in rows]
+    texts = [text for _, text in rows]
+    live = (
+        Deployment.objects.filter(taxonomy=taxonomy, index_build__model_version=model_version)
+        .select_related("index_build")
+        .first()
+    )
+    if live is not None:
+        vectors = member_vectors(encoder, live.index_build, ids, texts)
+    else:
+        vectors = encoder.encode(texts)
+    progress("index", 0.5, None)
     index = MemberIndex.build(vectors, ids)
     relative = f"{taxonomy.slug}/indexes/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
@@ -527,10 +543,7 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
         id=run_id
     )
 
-    def progress(stage: str, fraction: float, eta: float | None = None) -> None:
-        TrainingRun.objects.filter(id=run_id).update(
-            stage=stage, progress=fraction, eta_seconds=eta, heartbeat_at=timezone.now()
-        )
+    progress = training_run_progress_writer(run_id=run_id)
 
     try:
         if run.kind in (TrainingRun.Kind.FINETUNE, TrainingRun.Kind.ROLLBACK):
@@ -565,6 +578,47 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
     shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
     run.refresh_from_db()
     return run
+
+
+# Where each stage sits on a run's one progress bar. Stages report their own fraction and
+# some come twice (a fine-tune trains, measures, trains again); the bar shows the run's share
+# done, which only grows: "train 2 %" is never followed by 0 %.
+PROGRESS_BANDS = {
+    "start": (0.0, 0.02),
+    "pairs": (0.0, 0.02),
+    "teacher": (0.0, 0.02),
+    "train": (0.02, 0.8),
+    "distil": (0.02, 0.8),
+    "evaluate": (0.02, 0.8),
+    "encode": (0.8, 0.85),
+    "index": (0.85, 0.95),
+    "promote": (0.95, 0.97),
+    "repredict": (0.97, 1.0),
+    "done": (1.0, 1.0),
+}
+
+
+def run_progress_overall(stage: str, fraction: float) -> float:
+    """A stage's own fraction as a share of the whole run (an unknown stage keeps its own)."""
+    low, high = PROGRESS_BANDS.get(stage, (0.0, 1.0))
+    return low + min(max(fraction, 0.0), 1.0) * (high - low)
+
+
+def training_run_progress_writer(*, run_id: int) -> Progress:
+    """The progress callback a run's work reports to: the stage, its time left and the run's
+    share done, which never goes down (a later stage starting at 0 % keeps the bar where it
+    was; a stage met again, as training is after the held-out check, catches up before it moves
+    the bar). Each call is also the run's heartbeat."""
+
+    def progress(stage: str, fraction: float, eta: float | None = None) -> None:
+        TrainingRun.objects.filter(id=run_id).update(
+            stage=stage,
+            progress=Greatest(F("progress"), Value(run_progress_overall(stage, fraction))),
+            eta_seconds=eta,
+            heartbeat_at=timezone.now(),
+        )
+
+    return progress
 
 
 def _run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:

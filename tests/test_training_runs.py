@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from annotations.models import Group, Member
 from annotations.normalization import normalize_texts
-from models_app.live import live_engine
+from models_app.live import artifact_path, encoder_for, live_engine
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     taxonomy_needs_reindex,
@@ -14,6 +14,7 @@ from models_app.services import (
     training_run_request,
     training_runs_fail_stale,
 )
+from models_app.siamese.index import MemberIndex
 from tests.conftest import TINY_MODEL
 
 
@@ -73,6 +74,33 @@ def test_a_reindex_takes_new_members_in_and_swaps_the_live_index(tiny_taxonomy):
     engine = live_engine(tiny_taxonomy)
     assert engine.index_build_id == new_build.id
     assert engine.delta_vectors()[0].size == 0
+
+
+def test_a_reindex_with_the_live_model_encodes_only_the_members_added_since(
+    tiny_taxonomy, monkeypatch
+):
+    old_build = Deployment.objects.get().index_build
+    old_index = MemberIndex.load(artifact_path(old_build.artifact_path))
+    member = add_member(tiny_taxonomy, "35-3023", "Latte Art Specialist")
+    encoder = encoder_for(old_build.model_version)
+    encoded: list[str] = []
+    real_encode = encoder.encode
+
+    def counting_encode(texts, *args, **kwargs):
+        encoded.extend(texts)
+        return real_encode(texts, *args, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", counting_encode)
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="reindex", enqueue=False)
+    assert training_run_execute(run_id=run.id).status == "succeeded"
+
+    assert encoded == ["Latte Art Specialist"]
+    new_index = MemberIndex.load(artifact_path(Deployment.objects.get().index_build.artifact_path))
+    old_ids = old_index.member_ids()
+    np.testing.assert_array_equal(new_index.vectors_of(old_ids), old_index.vectors_of(old_ids))
+    np.testing.assert_allclose(
+        new_index.vectors_of(np.array([member.id])), real_encode(["Latte Art Specialist"])
+    )
 
 
 def test_removed_members_are_never_returned_and_mark_the_index_stale(tiny_taxonomy):
