@@ -25,10 +25,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _pg
+from bench._servers import children, free_port, process_cpu_ms, start_gunicorn, stop_gunicorn
 
 DATABASE_URL = _pg.scratch_database(broker="memory://")
 
@@ -48,87 +46,6 @@ from annotations.services.accounts import user_ensure  # noqa: E402
 
 ROOT = _pg.ROOT
 PATH = "/api/v1/taxonomies/onet/normalize"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(
-    *, port: int, workers: int, threads: int, torch_threads: int
-) -> subprocess.Popen:
-    env = dict(os.environ)
-    # Each worker is one process on a 2-core machine: intra-op threads beyond this would only
-    # fight the other workers for the same cores.
-    env["OMP_NUM_THREADS"] = str(torch_threads)
-    env["MKL_NUM_THREADS"] = str(torch_threads)
-    command = [
-        str(ROOT / ".venv" / "bin" / "gunicorn"),
-        "siamweb.wsgi",
-        f"--bind=127.0.0.1:{port}",
-        f"--workers={workers}",
-        f"--threads={threads}",
-        "--worker-class=gthread",
-        "--keep-alive=30",
-        "--timeout=120",
-        "--log-level=warning",
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {process.returncode}")
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                connection.request("GET", "/healthz", headers={"Host": "localhost"})
-                if connection.getresponse().status == 200:
-                    return process
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError("gunicorn did not answer /healthz within 60 s")
-    except BaseException:  # Ctrl-C or SIGTERM while it starts: leave no server behind
-        stop_gunicorn(process)
-        raise
-
-
-def stop_gunicorn(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)  # gunicorn's graceful shutdown: workers finish, exit
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    print(f"gunicorn stopped (exit {process.returncode})")
-
-
-_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def _process_cpu_ms(pid: int) -> float | None:
-    """User + system CPU time of a process, all its threads, from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()  # the name may hold spaces; fields after it don't
-    return (int(fields[11]) + int(fields[12])) * _TICK_MS
-
-
-def _children(parent: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                pids.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
 
 
 class CpuMeter:
@@ -151,11 +68,11 @@ class CpuMeter:
 
     def _snapshot(self) -> dict[str, dict[int, float]]:
         parts = {
-            "server": [self.server.pid, *_children(self.server.pid)],
+            "server": [self.server.pid, *children(self.server.pid)],
             "database": self._database_pids(),
         }
         return {
-            part: {pid: cpu for pid in pids if (cpu := _process_cpu_ms(pid)) is not None}
+            part: {pid: cpu for pid in pids if (cpu := process_cpu_ms(pid)) is not None}
             for part, pids in parts.items()
         }
 

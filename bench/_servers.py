@@ -1,0 +1,149 @@
+"""The product's own processes for the load benchmarks: gunicorn, a Celery worker and beat, as
+`make run` and docs/deploying.md start them, plus what /proc says about them (CPU, memory).
+
+The processes inherit the benchmark's environment (DATABASE_URL, CELERY_BROKER_URL,
+SIAMWEB_VAR_DIR), so they share its scratch database and broker.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = ROOT / ".venv" / "bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(
+    *, port: int, workers: int, threads: int, torch_threads: int, log: Path | None = None
+) -> subprocess.Popen:
+    env = dict(os.environ)
+    # Each worker is one process on a 2-core machine: intra-op threads beyond this would only
+    # fight the other workers for the same cores.
+    env["OMP_NUM_THREADS"] = str(torch_threads)
+    env["MKL_NUM_THREADS"] = str(torch_threads)
+    command = [
+        str(VENV_BIN / "gunicorn"),
+        "siamweb.wsgi",
+        f"--bind=127.0.0.1:{port}",
+        f"--workers={workers}",
+        f"--threads={threads}",
+        "--worker-class=gthread",
+        "--keep-alive=30",
+        "--timeout=120",
+        "--log-level=warning",
+    ]
+    output = log.open("ab") if log else None
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, start_new_session=True, stdout=output, stderr=output
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {process.returncode}")
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", "/healthz", headers={"Host": "localhost"})
+                if connection.getresponse().status == 200:
+                    return process
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError("gunicorn did not answer /healthz within 60 s")
+    except BaseException:  # Ctrl-C or SIGTERM while it starts: leave no server behind
+        stop_gunicorn(process)
+        raise
+
+
+def stop_gunicorn(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)  # gunicorn's graceful shutdown: workers finish, exit
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    print(f"gunicorn stopped (exit {process.returncode})")
+
+
+def start_celery(role: str, *, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """``celery worker`` (prefork, one child, both queues) or ``celery beat``, as the Procfile
+    starts them."""
+    command = [str(VENV_BIN / "celery"), "-A", "siamweb", role, "--loglevel=INFO"]
+    if role == "worker":
+        command += ["--pool=prefork", "--concurrency=1", "--queues=celery,training"]
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [*command, *extra],
+            cwd=ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill_tree(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Signal a process and every process of its session (a prefork worker's children)."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def stop_celery(process: subprocess.Popen) -> None:
+    kill_tree(process, signal.SIGTERM)
+
+
+_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_ms(pid: int) -> float | None:
+    """User + system CPU time of a process, all its threads, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # the name may hold spaces; fields after it don't
+    return (int(fields[11]) + int(fields[12])) * _TICK_MS
+
+
+def children(parent: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process in MB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
