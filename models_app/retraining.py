@@ -38,6 +38,7 @@ from annotations.services.audit import audit_record
 from annotations.services.review import review_items_repredict
 from models_app.live import encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.selectors import model_version_was_live
 from models_app.services import (
     NoLiveModel,
     deployment_activate,
@@ -212,6 +213,11 @@ def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun
     (model and index swap together at the end). None when the taxonomy already has a run."""
     if live_version(model_version.taxonomy) == model_version:
         raise RunStateError(f"{model_version.label} is already live")
+    if not model_version_was_live(model_version):
+        raise RunStateError(
+            f"{model_version.label} was never live (a candidate its gate did not promote): "
+            "there is nothing to roll back to; promote its run instead"
+        )
     with transaction.atomic():
         run = training_run_request(
             taxonomy=model_version.taxonomy,

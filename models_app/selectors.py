@@ -57,6 +57,41 @@ class VersionRow:
     is_live: bool
     primary: float | None
     accuracy: dict[str, float | None]
+    # False for a candidate that never went live (the gate rejected it, or its run failed or
+    # is still going): there is nothing to roll back *to*.
+    was_live: bool = True
+    # Where the figures come from: "build" (the version's own evaluation when it was made),
+    # "gate" (a fine-tune's candidate as its gate measured it) or "" (not measured).
+    measured_by: str = ""
+
+    @property
+    def figures(self) -> list[tuple[str, float | None]]:
+        """Accuracy per test set in the table's column order."""
+        return [(name, self.accuracy.get(name)) for name in SUITE_SETS]
+
+
+def never_live_version_ids(*, taxonomy: Taxonomy) -> set[int]:
+    """Fine-tune candidates that never served: their run was not promoted and no rollback made
+    them live since. (Builds and imported versions go live as they are made.)"""
+    candidates = set(
+        TrainingRun.objects.filter(taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE)
+        .exclude(status=TrainingRun.Status.PROMOTED)
+        .exclude(model_version=None)
+        .values_list("model_version_id", flat=True)
+    )
+    rolled_back_to = set(
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy,
+            kind=TrainingRun.Kind.ROLLBACK,
+            status=TrainingRun.Status.SUCCEEDED,
+            model_version_id__in=candidates,
+        ).values_list("model_version_id", flat=True)
+    )
+    return candidates - rolled_back_to
+
+
+def model_version_was_live(version: ModelVersion) -> bool:
+    return version.id not in never_live_version_ids(taxonomy=version.taxonomy)
 
 
 def model_versions_page(
@@ -69,16 +104,41 @@ def model_versions_page(
         .order_by("-number")
     )
     versions_page = Paginator(versions, VERSIONS_PER_PAGE).get_page(page)
-    versions_page.object_list = [
-        VersionRow(
-            version=version,
-            is_live=live is not None and version.id == live.id,
-            primary=suite_primary(version),
-            accuracy=suite_key_metrics(version),
+    never_live = never_live_version_ids(taxonomy=taxonomy)
+    rows = []
+    for version in versions_page.object_list:
+        is_live = live is not None and version.id == live.id
+        primary, accuracy, measured_by = suite_primary(version), suite_key_metrics(version), ""
+        if primary is not None:
+            measured_by = "build"
+        else:
+            gate = gate_candidate_metrics(version)
+            if gate:
+                accuracy = {name: gate.get(name) for name in SUITE_SETS}
+                primary, measured_by = _mean_or_none(list(gate.values())), "gate"
+        rows.append(
+            VersionRow(
+                version=version,
+                is_live=is_live,
+                primary=primary,
+                accuracy=accuracy,
+                was_live=is_live or version.id not in never_live,
+                measured_by=measured_by,
+            )
         )
-        for version in versions_page.object_list
-    ]
+    versions_page.object_list = rows
     return versions_page
+
+
+def gate_candidate_metrics(version: ModelVersion) -> dict[str, float]:
+    """A fine-tune candidate's accuracy per frozen test as its gate measured it (the search as
+    served, over the members of the gate's day); empty for a version no gate measured."""
+    rows = ((version.metrics or {}).get("gate") or {}).get("metrics") or []
+    return {
+        row["name"]: row["candidate"]
+        for row in rows
+        if row.get("suite") == "frozen" and row.get("name") in SUITE_SETS and "candidate" in row
+    }
 
 
 def _runs() -> QuerySet[TrainingRun]:

@@ -1,0 +1,135 @@
+"""The Models page's versions table: a candidate the gate rejected was never live, so it offers
+no rollback (and the service refuses one); it shows the figures its gate measured, marked as
+such; a run's progress bar never goes back."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from models_app.models import ModelVersion, TrainingRun
+from models_app.retraining import RunStateError, model_version_rollback
+from models_app.selectors import never_live_version_ids
+from models_app.services import run_progress_overall, training_run_progress_writer
+from tests.test_models_pages import GATE_REPORT, make_run
+
+
+@pytest.fixture
+def first_version(tiny_taxonomy) -> ModelVersion:
+    return ModelVersion.objects.get(taxonomy=tiny_taxonomy, number=1)
+
+
+def rejected_candidate(first_version: ModelVersion) -> ModelVersion:
+    """jobs/v2 as a fine-tune leaves it when its gate rejects it: the gate's report on the
+    version, no evaluation of its own, never deployed."""
+    candidate = ModelVersion.objects.create(
+        taxonomy=first_version.taxonomy,
+        number=2,
+        encoder_kind="char_ngram_tfidf",
+        artifact_path="jobs/models/none",
+        parent=first_version,
+        metrics={"steps": 40.0, "gate": GATE_REPORT},
+    )
+    make_run(
+        first_version.taxonomy,
+        status=TrainingRun.Status.REJECTED,
+        stage="done",
+        progress=1.0,
+        parent_version=first_version,
+        model_version=candidate,
+        gate_report=GATE_REPORT,
+        finished_at=timezone.now(),
+    )
+    return candidate
+
+
+@pytest.fixture
+def rejected(first_version) -> ModelVersion:
+    return rejected_candidate(first_version)
+
+
+def version_row(page: str, label: str) -> str:
+    start = page.index(f'data-label="{label}"')
+    return page[start : page.index("</tr>", start)]
+
+
+def test_a_rejected_candidate_offers_no_rollback_and_says_it_was_never_live(
+    client, admin_user, first_version, rejected
+):
+    client.force_login(admin_user)
+    page = client.get("/models/").content.decode()
+    row = version_row(page, "jobs/v2")
+    assert 'data-testid="rollback"' not in row
+    assert 'data-testid="never-live"' in row
+
+
+def test_a_rollback_to_a_version_that_was_never_live_is_refused(
+    client, admin_user, first_version, rejected
+):
+    with pytest.raises(RunStateError, match="jobs/v2 was never live"):
+        model_version_rollback(model_version=rejected, actor=admin_user)
+    client.force_login(admin_user)
+    response = client.post(f"/models/versions/{rejected.id}/rollback")
+    assert response.status_code == 409
+    assert "jobs/v2 was never live" in response.content.decode()
+    assert not TrainingRun.objects.filter(kind=TrainingRun.Kind.ROLLBACK).exists()
+
+
+def test_a_candidate_rolled_back_to_once_was_live(first_version, rejected):
+    assert never_live_version_ids(taxonomy=first_version.taxonomy) == {rejected.id}
+    make_run(
+        first_version.taxonomy,
+        kind=TrainingRun.Kind.ROLLBACK,
+        status=TrainingRun.Status.SUCCEEDED,
+        model_version=rejected,
+    )
+    assert never_live_version_ids(taxonomy=first_version.taxonomy) == set()
+
+
+def test_a_rejected_candidate_shows_the_figures_its_gate_measured(
+    client, curator, first_version, rejected
+):
+    client.force_login(curator)
+    page = client.get("/models/").content.decode()
+    row = version_row(page, "jobs/v2")
+    # typos 0.85 and composition 0.82 are frozen rows; extra_words is a drift row.
+    assert '<span class="md-badge md-badge-gate" data-testid="measured-by-gate">gate</span>' in row
+    assert 'data-testid="version-typos">0.850<' in row
+    assert 'data-testid="version-composition">0.820<' in row
+    assert 'data-testid="version-mean"' in row and ">0.835<" in row
+    # The live version's own evaluation is not marked as the gate's.
+    assert "measured-by-gate" not in version_row(page, "jobs/v1")
+    assert 'data-testid="versions-figures-note"' in page
+
+
+def test_the_run_page_says_its_figures_are_not_the_versions_tables(client, curator, rejected):
+    client.force_login(curator)
+    run = TrainingRun.objects.get(model_version=rejected)
+    page = client.get(f"/models/runs/{run.id}/").content.decode()
+    assert "not its own evaluation from when it was built" in page
+
+
+def test_a_stage_maps_into_its_share_of_the_run():
+    assert run_progress_overall("pairs", 0.0) == 0.0
+    assert run_progress_overall("train", 0.5) == pytest.approx(0.41)
+    assert run_progress_overall("index", 1.0) == pytest.approx(0.95)
+    assert run_progress_overall("done", 1.0) == 1.0
+    assert run_progress_overall("something new", 0.3) == 0.3
+
+
+def test_a_runs_progress_never_goes_back(tiny_taxonomy):
+    """A fine-tune's stages as they come: training stopped at 2 % by its time budget, the
+    held-out check, training again from 0 %, the index, the gate."""
+    run = make_run(tiny_taxonomy, stage="start", progress=0.0)
+    progress = training_run_progress_writer(run_id=run.id)
+    seen = []
+    for stage, fraction in [
+        ("pairs", 0.0), ("train", 0.02), ("evaluate", 0.0), ("train", 0.0), ("train", 0.5),
+        ("encode", 0.0), ("index", 0.5), ("index", 1.0), ("evaluate", 0.5), ("promote", 0.0),
+    ]:  # fmt: skip
+        progress(stage, fraction, None)
+        run.refresh_from_db()
+        seen.append(run.progress)
+        assert run.stage == stage
+    assert seen == sorted(seen)
+    assert seen[1] > 0 and seen[-1] == pytest.approx(0.95)
