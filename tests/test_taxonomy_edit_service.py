@@ -14,7 +14,9 @@ from annotations.models import (
     Member,
     Prediction,
     ReviewItem,
+    Taxonomy,
 )
+from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create, judgement_undo
 from annotations.services.taxonomy import taxonomy_import
 from annotations.services.taxonomy_edit import (
@@ -27,6 +29,7 @@ from annotations.services.taxonomy_edit import (
     member_remove,
 )
 from models_app.models import TrainingRun
+from models_app.services import taxonomy_needs_reindex
 from tests.conftest import TINY_CSV
 
 DEVS, NURSES, BARISTAS, DRIVERS, ACCOUNTANTS = (
@@ -58,6 +61,18 @@ def reindex_queued() -> bool:
     return TrainingRun.objects.filter(
         kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
     ).exists()
+
+
+def served(text: str) -> tuple[str, str]:
+    """The top group's code and member string for ``text``, as normalize serves it now."""
+    (result,) = normalize_texts(Taxonomy.objects.get(slug="jobs"), [text], k=1)
+    return result.groups[0].code, result.groups[0].member
+
+
+def served_at_once_without_a_run() -> None:
+    """An edit queues no run: it serves at once (group and members read at query time, new
+    members from the live engine's delta) and the scheduled check reindexes what changed."""
+    assert not reindex_queued()
 
 
 def snapshot() -> tuple:
@@ -144,7 +159,7 @@ def test_an_empty_new_name_is_refused(tiny_taxonomy, admin_user):
 # --- member_add -----------------------------------------------------------------------------
 
 
-def test_adding_a_member_stores_a_cleaned_admin_member_and_queues_a_reindex(
+def test_adding_a_member_stores_a_cleaned_admin_member_and_serves_it_at_once(
     tiny_taxonomy, admin_user
 ):
     added = member_add(group=group(BARISTAS), text="  Latte   Artist ", user=admin_user)
@@ -164,8 +179,9 @@ def test_adding_a_member_stores_a_cleaned_admin_member_and_queues_a_reindex(
         "group_id": group(BARISTAS).id,
         "source": "admin",
     }
-    run = TrainingRun.objects.get(kind=TrainingRun.Kind.REINDEX)
-    assert (run.status, run.trigger, run.requested_by) == ("queued", "manual", admin_user)
+    served_at_once_without_a_run()
+    assert served("latte artist") == (BARISTAS, "Latte Artist")
+    assert taxonomy_needs_reindex(added.taxonomy)
 
 
 def test_a_text_already_in_the_group_is_refused_in_any_spelling(tiny_taxonomy, admin_user):
@@ -232,7 +248,9 @@ def test_moving_a_member_changes_its_group_and_says_so_in_the_audit(tiny_taxonom
     assert event.before["group"] == BARISTAS
     assert event.after["group"] == DRIVERS
     assert event.object_id == str(moved.id)
-    assert reindex_queued()
+    served_at_once_without_a_run()
+    assert served("Coffee Shop Server") == (DRIVERS, "Coffee Shop Server")
+    assert not taxonomy_needs_reindex(moved.taxonomy)  # the index holds the member as it was
 
 
 def test_a_move_stores_a_positive_pair_for_the_new_group_and_a_hard_negative_for_the_old(
@@ -340,7 +358,10 @@ def test_removing_a_member_deletes_it_and_its_positive_pairs_and_audits_it(confi
     }
     assert event.after == {"feedback_pairs_removed": 1}
     assert event.object_id == str(removed.id)
-    assert reindex_queued()
+    served_at_once_without_a_run()
+    assert served("Java Barista")[1] != "Java Barista"
+    # The verdict's member was served from the delta and never indexed: nothing to rebuild.
+    assert not taxonomy_needs_reindex(removed.taxonomy)
 
 
 def test_removing_leaves_pairs_for_the_same_text_in_other_groups(tiny_taxonomy, admin_user):
@@ -395,7 +416,9 @@ def test_merging_moves_members_drops_duplicates_and_deletes_the_source(tiny_taxo
     assert event.after["target"]["members"] == 8
     assert (event.after["members_moved"], event.after["members_dropped"]) == (3, 1)
     assert event.after["dropped_texts"] == ["Coffee Maker"]
-    assert reindex_queued()
+    served_at_once_without_a_run()
+    assert served("Espresso Bar Attendant") == (NURSES, "Espresso Bar Attendant")
+    assert taxonomy_needs_reindex(merged.taxonomy)
 
 
 def test_merging_carries_review_items_predictions_verdicts_and_pairs_to_the_target(

@@ -2,9 +2,9 @@
 removed.
 
 Each edit records an audit event with the values before and after, in the transaction that makes
-the change. An edit that changes members queues a reindex, so that the next index build holds
-them; searches see the change at once without it (new members are searched live, removed ones
-are dropped at query time, and a member's group is read from its row).
+the change. Searches see a change at once (new members are searched live from the engine's
+delta, removed ones are dropped at query time, and a member's group is read from its row), so
+an edit queues no run: the scheduled check folds changed members into the next index build.
 
 Every function raises ``TaxonomyEditError`` for bad input, naming the field, and changes nothing
 when it does.
@@ -28,8 +28,6 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.services.audit import audit_record
-from models_app.models import TrainingRun
-from models_app.services import training_run_request
 from models_app.siamese.text import TextError, clean_text, normalize_text
 
 
@@ -172,8 +170,6 @@ def group_merge(*, source: Group, target: Group, user) -> Group:
     audit_record(
         actor=user, action="group.merge", obj=target, taxonomy=taxonomy, before=before, after=after
     )
-    if members_moved or members_dropped:
-        _request_reindex(taxonomy, user)
     return target
 
 
@@ -275,7 +271,6 @@ def member_add(*, group: Group, text: str, user) -> Member:
         taxonomy=group.taxonomy,
         after=_member_summary(member),
     )
-    _request_reindex(group.taxonomy, user)
     return member
 
 
@@ -361,7 +356,6 @@ def member_move(*, member: Member, group: Group, user) -> Member:
             "feedback_pairs_added": len(added),
         },
     )
-    _request_reindex(taxonomy, user)
     return member
 
 
@@ -386,7 +380,6 @@ def member_remove(*, member: Member, user) -> None:
         after={"feedback_pairs_removed": pairs_removed},
     )
     member.delete()
-    _request_reindex(taxonomy, user)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -444,12 +437,3 @@ def _member_summary(member: Member) -> dict:
         "group_id": member.group_id,
         "source": member.source,
     }
-
-
-def _request_reindex(taxonomy: Taxonomy, user) -> None:
-    training_run_request(
-        taxonomy=taxonomy,
-        kind=TrainingRun.Kind.REINDEX,
-        trigger=TrainingRun.Trigger.MANUAL,
-        requested_by=user if user is not None and user.is_authenticated else None,
-    )
