@@ -28,7 +28,7 @@ from annotations.services.inputs_upload import (
     upload_max_bytes,
     upload_max_rows,
 )
-from models_app.services import NoLiveModel
+from models_app.live import NoLiveModel
 from models_app.siamese.artifacts import ArtifactError
 
 # --- upload ---------------------------------------------------------------------------------

@@ -110,6 +110,14 @@ class LiveEngine:
         return ids, [text for _, text in rows], np.stack([self._delta[row] for row in rows])
 
 
+class NoLiveModel(Exception):
+    def __init__(self, taxonomy: Taxonomy) -> None:
+        super().__init__(
+            f"taxonomy {taxonomy.slug!r} has no live model yet; run "
+            f"`python manage.py train {taxonomy.slug} --activate`"
+        )
+
+
 def artifact_path(relative: str) -> Path:
     return Path(settings.SIAMWEB_ARTIFACTS_DIR) / relative
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxonomy
 from annotations.services.audit import audit_record
-from models_app.live import artifact_path, encoder_for
+from models_app.live import NoLiveModel, artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
@@ -58,13 +58,6 @@ Progress = Callable[[str, float, float | None], None]  # stage, fraction, second
 def _no_progress(stage: str, fraction: float, eta: float | None = None) -> None:
     return None
 
-
-class NoLiveModel(Exception):
-    def __init__(self, taxonomy: Taxonomy) -> None:
-        super().__init__(
-            f"taxonomy {taxonomy.slug!r} has no live model yet; run "
-            f"`python manage.py train {taxonomy.slug} --activate`"
-        )
 
 
 def _member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.normalization import normalize_texts
 from annotations.selectors import taxonomy_get
-from models_app.services import NoLiveModel
+from models_app.live import NoLiveModel
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 
