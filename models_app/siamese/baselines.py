@@ -75,6 +75,10 @@ class TrigramMatcher:
         self._postings = np.asarray(rows, dtype=np.int32)[order]  # candidate rows, by trigram
         self._starts = np.searchsorted(col_array[order], np.arange(len(vocabulary) + 1))
         self._sizes = np.asarray([len(g) for g in grams], dtype=np.int32)  # |T_C|
+        # The same pairs by candidate (``cols`` was filled row by row): a candidate's trigrams,
+        # for scoring chosen (query, candidate) pairs without a pass over every candidate.
+        self._grams = col_array.astype(np.int32)
+        self._gram_starts = np.concatenate(([0], np.cumsum(self._sizes, dtype=np.int64)))
 
         # Labels as dense indices in order of first appearance; candidates sorted by label so a
         # label's best candidate is one np.maximum.reduceat away.
@@ -103,6 +107,40 @@ class TrigramMatcher:
         else:
             overlap = np.zeros(len(self._sizes), dtype=np.int64)
         return 3 * overlap - self._sizes
+
+    def pair_scores(
+        self, queries: Sequence[str], rows: np.ndarray, candidates: np.ndarray
+    ) -> np.ndarray:
+        """``scores(queries[r])[c]`` for each pair ``(r, c)`` of ``rows`` and ``candidates``.
+
+        For a batch that needs a few candidates of each query: the intersections are counted on
+        the pairs' own trigrams, not on the postings of every candidate sharing one with the query.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        candidates = np.asarray(candidates, dtype=np.int64)
+        sizes = self._sizes[candidates].astype(np.int64)  # (P,)
+        if not len(candidates):
+            return np.zeros(0, np.int64)
+        width = len(self._vocabulary)
+        # Each query's trigram ids as keys row * width + id, sorted for a binary search.
+        keys = [
+            row * width + self._vocabulary[g]
+            for row, query in enumerate(queries)
+            for g in trigrams(query)
+            if g in self._vocabulary
+        ]
+        query_keys = np.sort(np.asarray(keys, dtype=np.int64))
+        # Every pair's candidate trigrams, flattened: pair p owns sizes[p] consecutive entries.
+        pair = np.repeat(np.arange(len(candidates)), sizes)  # (T,)
+        first = np.cumsum(sizes) - sizes  # where each pair's entries start in the flat list
+        offsets = np.arange(len(pair)) - first[pair] + self._gram_starts[candidates][pair]
+        wanted = rows[pair] * width + self._grams[offsets]
+        found = np.searchsorted(query_keys, wanted)
+        shared = np.zeros(len(wanted), bool)
+        if len(query_keys):
+            shared = query_keys[np.minimum(found, len(query_keys) - 1)] == wanted
+        overlap = np.bincount(pair[shared], minlength=len(candidates)).astype(np.int64)
+        return 3 * overlap - sizes
 
     def rank(self, queries: Sequence[str], k: int) -> list[list[int]]:
         if k < 1:

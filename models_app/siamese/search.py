@@ -48,6 +48,31 @@ Hits = list[tuple[int, float]]  # (member id, score), best first
 COSINE_CHUNK = 256
 
 
+# Members beyond the depth a query's near set reaches: ties at the depth's edge (O*NET lists one
+# title under several occupations) rarely reach past them.
+_NEAR_SLACK = 8
+# Below this many members a chunk's cosines are one matrix-vector product per query.
+_ROWWISE_BELOW = 4096
+
+
+def cosines(queries: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """``queries @ members.T``, (Q, N), each row the same whatever else the batch holds.
+
+    BLAS sums a product by a kernel chosen from its shape: one query goes through the
+    matrix-vector kernel and a small product (OpenBLAS: rows x members up to about a thousand)
+    through a small-matrix one, whose sums round differently in the last bit, so a text could
+    score differently alone than inside a batch, and near a tie get another answer. A lone
+    query over many members is multiplied as two copies; few members, one query at a time.
+    """
+    if len(members) < _ROWWISE_BELOW:
+        if not len(queries):
+            return np.zeros((0, len(members)), np.float32)
+        return np.stack([members @ query for query in queries])
+    if len(queries) == 1:
+        return (np.repeat(queries, 2, axis=0) @ members.T)[:1]
+    return queries @ members.T
+
+
 def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     """Sort key of hits: higher score first, then lower member id.
 
@@ -97,14 +122,17 @@ class MemberSearch:
         results = []
         for start in range(0, len(queries), COSINE_CHUNK):
             chunk = vectors[start : start + COSINE_CHUNK]
-            # One matrix product for a chunk of queries instead of one product per query.
-            cosines = chunk @ self.vectors.T if self.vectors is not None else [None] * len(chunk)
-            for query, vector, cosine in zip(
-                queries[start : start + COSINE_CHUNK], chunk, cosines, strict=True
-            ):
-                hits = self._hybrid(
-                    query, vector, cosine, depth, extra_ids, extra_texts, extra_vectors
+            chunk_queries = queries[start : start + COSINE_CHUNK]
+            if self.vectors is not None:
+                found = self._hybrid_flat(
+                    chunk_queries, chunk, depth, extra_ids, extra_texts, extra_vectors
                 )
+            else:
+                found = [
+                    self._hybrid(query, vector, depth, extra_ids, extra_texts, extra_vectors)
+                    for query, vector in zip(chunk_queries, chunk, strict=True)
+                ]
+            for hits in found:
                 hits.sort(key=best_first)
                 results.append(hits[:depth])
         return results
@@ -121,25 +149,159 @@ class MemberSearch:
             return [[] for _ in range(len(vectors))]
         keep = max(1, min(depth, total))
         fetch = max(1, min(total, keep + 1))
-        scores, ids = self.index.search(vectors, fetch)
+        # A lone query is searched as two copies: FAISS scores one query by another kernel
+        # than several, whose sums differ in the last bit (see ``cosines``).
+        scores, ids = self.index.search(
+            np.repeat(vectors, 2, axis=0) if len(vectors) == 1 else vectors, fetch
+        )
+        scores, ids = scores[: len(vectors)], ids[: len(vectors)]
         found = [(ids[row], scores[row]) for row in range(len(vectors))]
         if fetch > keep:
             edge_tied = (ids[:, keep] >= 0) & (scores[:, keep] == scores[:, keep - 1])
             for row in np.flatnonzero(edge_tied):
-                every_scores, every_ids = self.index.search(vectors[row : row + 1], total)
+                every_scores, every_ids = self.index.search(vectors[[row, row]], total)
                 tied_or_better = int((every_scores[0] >= scores[row, keep - 1]).sum())
                 found[row] = (every_ids[0][:tied_or_better], every_scores[0][:tied_or_better])
-        extra = extra_vectors @ vectors.T if len(extra_ids) else None  # (E, Q)
         results = []
         for row, (row_ids, row_scores) in enumerate(found):
             hits = [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
-            if extra is not None:
-                hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra[:, row], strict=True)]
+            if len(extra_ids):
+                extra = extra_vectors @ vectors[row]  # (E,): per query, as alone (``cosines``)
+                hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
             hits.sort(key=best_first)
             results.append(hits[:depth])
         return results
 
-    def _hybrid(self, query, vector, cosine, depth, extra_ids, extra_texts, extra_vectors) -> Hits:
+    def _hybrid_flat(
+        self, queries, vectors, depth, extra_ids, extra_texts, extra_vectors
+    ) -> list[Hits]:
+        """``_hybrid`` over an exact index for a chunk of queries at once: the same arithmetic
+        on the same float32 values, so each query gets the hits it gets on its own.
+
+        ``_hybrid`` makes several passes over every member for each query (trigram counts, the
+        window, the partition). Here one partition of the chunk's cosines finds a threshold
+        for each query that a few more than ``depth`` members reach; when the threshold is
+        outside the window and, unlifted, below the depth's last score, the window and the
+        depth's best are all among those members and trigrams are counted for them alone. A
+        query where either fails (a wide window, a tie at the edge) is scored against every
+        member (``_hybrid_rows``).
+        """
+        cosine = cosines(vectors, self.vectors)  # (Q, N): one product for the chunk
+        count, size = cosine.shape
+        # Per query (cosines, lexical scores) of the members added since the build, (E,) each.
+        extra = [
+            self._extra_terms(query, vector, extra_texts, extra_vectors)
+            for query, vector in zip(queries, vectors, strict=True)
+        ]
+        take = min(depth, size)
+        reach = take + _NEAR_SLACK
+        if reach >= size or not take:
+            return self._hybrid_rows(queries, cosine, extra, depth, extra_ids)
+        w, window = self.config.lexical_weight, self.config.lexical_window
+        threshold = np.partition(cosine, size - reach, axis=1)[:, size - reach]  # (Q,)
+        rows, members = np.nonzero(cosine >= threshold[:, None])  # row-major: by query
+        near = cosine[rows, members]  # (P,) at least ``reach`` a query
+        starts = np.searchsorted(rows, np.arange(count + 1))
+        best_cosine = np.maximum.reduceat(near, starts[:-1])  # (Q,)
+        for row, (extra_cosine, _) in enumerate(extra):
+            best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
+        floor = best_cosine - window  # (Q,) float32, as ``_hybrid`` subtracts it
+        eligible = np.flatnonzero(near >= floor[rows])
+        lexical = self.trigrams.pair_scores(queries, rows[eligible], members[eligible])
+        lexical = lexical.astype(np.float32)
+        scale, extra_scores = self._lexical_scale(rows[eligible], lexical, floor, extra, extra_ids)
+        combined = (1 - w) * near  # (P,)
+        combined[eligible] += w * np.clip(lexical * scale[rows[eligible]], 0, 1)
+        # The depth's last score of each query: its take-th best among its near members.
+        order = np.lexsort((-combined, rows))
+        edge = combined[order[starts[:-1] + take - 1]]  # (Q,)
+        # A member beyond the threshold has a cosine below it and no lift: outside the window,
+        # and scoring below the depth's last, it cannot be among the best or tie with them.
+        wide = (threshold >= floor) | ((1 - w) * threshold >= edge)
+        top = np.flatnonzero(combined >= edge[rows])
+        ids = self.ids[members[top]].tolist()
+        scores = combined[top].tolist()
+        bounds = np.searchsorted(rows[top], np.arange(count + 1))
+        results: list[Hits] = [
+            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
+                     strict=True)) + extra_scores[row]
+            for row in range(count)
+        ]  # fmt: skip
+        if wide.any():
+            again = np.flatnonzero(wide)
+            found = self._hybrid_rows(
+                [queries[row] for row in again], cosine[again], [extra[row] for row in again],
+                depth, extra_ids,
+            )  # fmt: skip
+            for row, hits in zip(again, found, strict=True):
+                results[row] = hits
+        return results
+
+    def _hybrid_rows(self, queries, cosine, extra, depth, extra_ids) -> list[Hits]:
+        """``_hybrid_flat`` for queries whose every member is scored: (Q, N) passes."""
+        w, window = self.config.lexical_weight, self.config.lexical_window
+        count, size = cosine.shape
+        best_cosine = cosine.max(axis=1)  # (Q,)
+        for row, (extra_cosine, _) in enumerate(extra):
+            best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
+        floor = best_cosine - window
+        rows, members = np.nonzero(cosine >= floor[:, None])  # the eligible pairs, (P,)
+        lexical = self.trigrams.pair_scores(queries, rows, members).astype(np.float32)  # (P,)
+        scale, extra_scores = self._lexical_scale(rows, lexical, floor, extra, extra_ids)
+        combined = (1 - w) * cosine  # (Q, N): members outside the window get no lift
+        combined[rows, members] += w * np.clip(lexical * scale[rows], 0, 1)
+        take = min(depth, size)
+        if take:
+            # As in ``_hybrid``: the depth's best and every member tied with the last of them.
+            negated = -combined
+            edge = np.partition(negated, take - 1, axis=1)[:, take - 1]  # (Q,)
+            top_rows, top_members = np.nonzero(negated <= edge[:, None])
+        else:
+            top_rows = top_members = np.zeros(0, np.int64)
+        ids = self.ids[top_members].tolist()
+        scores = combined[top_rows, top_members].tolist()
+        bounds = np.searchsorted(top_rows, np.arange(count + 1))
+        return [
+            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
+                     strict=True)) + extra_scores[row]
+            for row in range(count)
+        ]  # fmt: skip
+
+    def _lexical_scale(self, rows, lexical, floor, extra, extra_ids):
+        """Per query the trigram term's scale (one over the best lexical score the window holds)
+        and the hits of the members added since the build, scored as ``_hybrid`` scores them."""
+        w = self.config.lexical_weight
+        best = np.zeros(len(floor), np.float32)
+        np.maximum.at(best, rows, lexical)
+        for row, (extra_cosine, extra_lexical) in enumerate(extra):
+            lifted = extra_lexical[extra_cosine >= floor[row]]
+            best[row] = max(best[row], lifted.max(initial=0.0))
+        scale = np.zeros(len(floor), np.float32)
+        np.divide(np.float32(1.0), best, out=scale, where=best > 0)
+        extra_scores: list[Hits] = []
+        for row, (extra_cosine, extra_lexical) in enumerate(extra):
+            if not len(extra_ids):
+                extra_scores.append([])
+                continue
+            lifted = extra_cosine >= floor[row]
+            score = (1 - w) * extra_cosine + w * np.clip(extra_lexical * scale[row], 0, 1) * lifted
+            extra_scores.append([(int(m), float(v)) for m, v in zip(extra_ids, score, strict=True)])
+        return scale, extra_scores
+
+    @staticmethod
+    def _extra_terms(query, vector, extra_texts, extra_vectors) -> tuple[np.ndarray, np.ndarray]:
+        if not len(extra_texts):
+            return np.zeros(0, np.float32), np.zeros(0, np.float32)
+        query_grams = trigrams(query)
+        extra_lexical = np.array(
+            [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
+            dtype=np.float32,
+        )
+        return extra_vectors @ vector, extra_lexical  # (E,), (E,)
+
+    def _hybrid(self, query, vector, depth, extra_ids, extra_texts, extra_vectors) -> Hits:
+        """One query over an IVF index: the members it proposes, reranked with the lexical term
+        beside the best lexical candidates (an exact index goes through ``_hybrid_flat``)."""
         w, window = self.config.lexical_weight, self.config.lexical_window
         lexical = self.trigrams.scores(query).astype(np.float32)  # (N,)
         query_grams = trigrams(query)
@@ -147,17 +309,14 @@ class MemberSearch:
             [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
             dtype=np.float32,
         )
-        if cosine is not None:  # flat index: every member's cosine, (N,)
-            candidates = np.arange(len(self.ids))
-        else:  # IVF: rerank what the index proposes, plus the best lexical candidates
-            _, found = self.index.search(vector[None, :], depth * 4)
-            position = {int(m): i for i, m in enumerate(self.ids)}
-            lexical_top = np.argsort(-lexical, kind="stable")[: depth * 4]
-            candidates = np.unique(
-                np.concatenate([[position[int(m)] for m in found[0] if m >= 0], lexical_top])
-            ).astype(np.int64)
-            cosine = np.zeros(len(self.ids), np.float32)
-            cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
+        _, found = self.index.search(vector[None, :], depth * 4)
+        position = {int(m): i for i, m in enumerate(self.ids)}
+        lexical_top = np.argsort(-lexical, kind="stable")[: depth * 4]
+        candidates = np.unique(
+            np.concatenate([[position[int(m)] for m in found[0] if m >= 0], lexical_top])
+        ).astype(np.int64)
+        cosine = np.zeros(len(self.ids), np.float32)
+        cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
         cosine, lexical = cosine[candidates], lexical[candidates]
         extra_cosine = extra_vectors @ vector if len(extra_ids) else np.zeros(0, np.float32)  # (E,)
         # Which members the trigram term may lift: with a window, only those the embedding

@@ -1,0 +1,104 @@
+"""The lean batch path: a text gets the same answer inside a batch of any size as alone, and a
+batch costs a fixed number of queries whatever its size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotations.models import Group, Member
+from annotations.normalization import normalize_texts
+from annotations.services.review import inputs_submit, judgement_create
+from models_app.siamese.baselines import TrigramMatcher
+from models_app.siamese.index import MemberIndex
+from models_app.siamese.search import MemberSearch, SearchConfig
+from models_app.siamese.text import normalize_text
+
+WORDS = ["java", "nurse", "barista", "driver", "truck", "senior", "icu", "coffee", "tax",
+         "staff", "night", "lead", "python", "haul", "accountant", "shift"]  # fmt: skip
+
+
+def random_members(size: int, dim: int, seed: int):
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 4))) for _ in range(size)]
+    vectors = rng.standard_normal((size, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return texts, vectors
+
+
+@pytest.mark.parametrize("size", [40, 5000])  # both sides of the one-query-at-a-time cut
+@pytest.mark.parametrize("weight", [0.0, 0.3])
+def test_a_query_scores_bit_for_bit_the_same_alone_as_in_a_batch(size, weight):
+    texts, vectors = random_members(size, 32, seed=size)
+    ids = np.arange(1000, 1000 + size) * 2
+    index = MemberIndex.build(vectors, ids, kind="flat")
+    search = MemberSearch(index, texts, SearchConfig(lexical_weight=weight))
+    queries, query_vectors = random_members(300, 32, seed=7)  # two chunks, the last of 44
+    extra_texts, extra_vectors = random_members(3, 32, seed=8)
+    extra = {"extra_ids": np.array([5, 7, 9]), "extra_texts": extra_texts,
+             "extra_vectors": extra_vectors}  # fmt: skip
+    batch = search.search(queries, query_vectors, 24, **extra)
+    alone = [search.search([q], query_vectors[i : i + 1], 24, **extra)[0]
+             for i, q in enumerate(queries)]  # fmt: skip
+    assert batch == alone
+
+
+def test_pair_scores_are_the_trigram_scores_of_those_pairs():
+    texts, _ = random_members(200, 4, seed=1)
+    matcher = TrigramMatcher(texts, list(range(len(texts))))
+    queries = ["senior java nurse", "zzz", "coffee barista night shift", ""]
+    rows = np.array([0, 0, 1, 2, 2, 2, 3])
+    candidates = np.array([5, 17, 5, 0, 199, 42, 9])
+    expected = [int(matcher.scores(queries[r])[c]) for r, c in zip(rows, candidates, strict=True)]
+    assert matcher.pair_scores(queries, rows, candidates).tolist() == expected
+
+
+def test_a_mixed_batch_answers_each_text_as_it_is_answered_alone(tiny_taxonomy, curator):
+    taxonomy = tiny_taxonomy
+    # A curator's verdict on one text, a rejected group on another, a member added since the
+    # build: each changes what the batch must answer for that text only.
+    (confirmed,) = inputs_submit(taxonomy=taxonomy, texts=["Java Wizard"], source="api")
+    group = Group.objects.get(taxonomy=taxonomy, code="35-3023")
+    judgement_create(review_item=confirmed, user=curator, verdict="reassign", group=group)
+    (rejected,) = inputs_submit(taxonomy=taxonomy, texts=["Charge Nurse Lead"], source="api")
+    judgement_create(review_item=rejected, user=curator, verdict="false_match")
+    Member.objects.create(
+        taxonomy=taxonomy,
+        group=Group.objects.get(taxonomy=taxonomy, code="53-3032"),
+        text="Ice Road Trucker",
+        normalized_text=normalize_text("Ice Road Trucker"),
+    )
+    texts = ["Java Wizard", "Charge Nurse Lead", "ice road trucker", "Senior Java Engineer",
+             "java wizard", "zzqx unknown words", "Java Wizard", "Tax Accountant II",
+             "barista", "Long Haul Truck Driver"]  # fmt: skip
+    batch = [result.as_dict() for result in normalize_texts(taxonomy, texts, k=3)]
+    alone = [normalize_texts(taxonomy, [text], k=3)[0].as_dict() for text in texts]
+    assert batch == alone
+    assert batch[0]["source"] == batch[4]["source"] == "curator"
+    assert batch[0] == batch[6]  # a repeated text is answered once and given to both
+    assert batch[2]["groups"][0]["member"] == "Ice Road Trucker"
+    rejected_group = rejected.top_group.id
+    assert rejected_group not in [g["group_id"] for g in batch[1]["groups"]]
+
+
+def test_a_batch_costs_the_same_queries_whatever_its_size(tiny_taxonomy, curator):
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Wizard"], source="api")
+    normalize_texts(tiny_taxonomy, ["warm up"], k=5)  # the live engine loads once per process
+    counts = []
+    for size in (1, 10, 300):
+        texts = [f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} {i}" for i in range(size)]
+        with CaptureQueriesContext(connection) as queries:
+            normalize_texts(tiny_taxonomy, texts, k=5)
+        counts.append(len(queries))
+    assert counts[0] == counts[1] == counts[2]
+
+
+def test_a_batch_of_a_thousand_texts_stays_under_ten_queries(
+    tiny_taxonomy, django_assert_max_num_queries
+):
+    normalize_texts(tiny_taxonomy, ["warm up"], k=5)
+    texts = [f"nurse {i}" for i in range(1000)]
+    with django_assert_max_num_queries(10):
+        normalize_texts(tiny_taxonomy, texts, k=5)
