@@ -504,9 +504,12 @@ def _conflicts_context(request: HttpRequest, taxonomy: Taxonomy | None, **extra)
         item.chosen_groups = list(
             {j.group_id: j.group for j in item.final_judgements if j.group}.values()
         )
+    stats = curator_stats(taxonomy=taxonomy)
     return {
         "conflicts": conflicts,
-        "stats": curator_stats(taxonomy=taxonomy),
+        "stats": stats,
+        # "The curators agree" only means something once an input was judged twice.
+        "compared": any(row["seen_twice"] for row in stats),
         "taxonomy": taxonomy,
         "taxonomies": Taxonomy.objects.only("slug", "name"),
         "shown_limit": CONFLICTS_SHOWN,

@@ -9,7 +9,6 @@ error beside the form that caused it (status 400, naming the field) or the chang
 from __future__ import annotations
 
 import csv
-import json
 import re
 import tempfile
 import zipfile
@@ -29,6 +28,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotations.decorators import admin_required
 from annotations.importers import ONET_ALTERNATES, ONET_OCCUPATIONS, ONET_RELATED, ImportFileError
 from annotations.models import Group, Member, Taxonomy
+from annotations.selectors_audit import audit_rows
 from annotations.selectors_taxonomy import (
     AUDIT_ACTIONS,
     CSV_EXPORT_COLUMNS,
@@ -467,10 +467,6 @@ def _int(value: str | None) -> int:
         return 0
 
 
-def _json(value) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def _error(exc: TaxonomyEditError) -> str:
     return f"{exc.field}: {exc}"
 
@@ -501,15 +497,12 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         action=filters["action"].strip(),
         before=filters["before"],
     )
-    for event in page.events:
-        # Shown as JSON, as stored: keys in a stable order, non-ASCII as is.
-        event.before_json = _json(event.before)
-        event.after_json = _json(event.after)
     query = request.GET.copy()
     query.pop("before", None)
     context = {
         "form": form,
-        "events": page.events,
+        # Values in words: field names, groups and items by name, objects linked.
+        "events": audit_rows(page.events),
         "next_before": page.next_before,
         "filter_query": query.urlencode(),
         "actions": AUDIT_ACTIONS,

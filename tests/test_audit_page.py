@@ -9,6 +9,7 @@ import pytest
 
 from annotations.models import AuditEvent, Group
 from annotations.selectors_taxonomy import AUDIT_PAGE_SIZE
+from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from annotations.services.taxonomy_edit import group_rename, member_add, member_move
 from tests.conftest import TINY_CSV
@@ -19,7 +20,7 @@ def group(code: str, slug: str = "jobs") -> Group:
 
 
 def shown(response) -> list[str]:
-    return [event.action for event in response.context["events"]]
+    return [row.event.action for row in response.context["events"]]
 
 
 @pytest.fixture
@@ -57,8 +58,8 @@ def test_events_are_shown_newest_first_with_who_what_and_before_and_after(
     ]
     page = response.content.decode()
     assert "carla" in page and "ada" in page
-    assert "&quot;name&quot;: &quot;Baristas&quot;" in page
-    assert "&quot;name&quot;: &quot;Coffee people&quot;" in page
+    assert "<dt>name:</dt> <dd>Baristas</dd>" in page
+    assert "<dt>name:</dt> <dd>Coffee people</dd>" in page
     assert "group.rename" in page
 
 
@@ -118,7 +119,7 @@ def test_older_events_are_reached_by_keyset_pages_that_keep_the_filters(
     )
     client.force_login(admin_user)
     first = client.get("/audit/", filters)
-    events = first.context["events"]
+    events = [row.event for row in first.context["events"]]
     assert len(events) == AUDIT_PAGE_SIZE
     assert events[0].after == {"n": AUDIT_PAGE_SIZE + 6}
     next_before = first.context["next_before"]
@@ -127,5 +128,34 @@ def test_older_events_are_reached_by_keyset_pages_that_keep_the_filters(
     assert older in first.content.decode()
 
     second = client.get("/audit/", {**filters, "before": next_before})
-    assert [e.after["n"] for e in second.context["events"]] == list(range(6, -1, -1))
+    assert [r.event.after["n"] for r in second.context["events"]] == list(range(6, -1, -1))
     assert second.context["next_before"] is None
+
+
+def test_values_are_named_fields_with_groups_and_items_by_name_and_objects_linked(
+    client, admin_user, curator, tiny_taxonomy
+):
+    item = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")[0]
+    baristas, developers = group("35-3023"), group("15-1252")
+    reassigned_from = item.top_group
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=developers)
+    added = member_add(group=baristas, text="Latte Artist", user=admin_user)
+    member_move(member=added, group=developers, user=admin_user)
+    client.force_login(admin_user)
+    page = client.get("/audit/").content.decode()
+
+    # The verdict: the item by its text, the groups by code and name, each linked.
+    assert "<dt>item:</dt> <dd>“Java Barista”</dd>" in page
+    assert (
+        '<dt>group:</dt> <dd><a href="/taxonomies/jobs/groups/15-1252/">15-1252 Software '
+        "Developers</a></dd>" in page
+    )
+    assert (
+        f'<dt>rejected group:</dt> <dd><a href="/taxonomies/jobs/groups/{reassigned_from.code}/">'
+        f"{reassigned_from.code} {reassigned_from.name}</a></dd>" in page
+    )
+    # The moved member: its group before and after, by name, with no numeric id left.
+    assert '<dt>group:</dt> <dd><a href="/taxonomies/jobs/groups/35-3023/">35-3023 Baristas' in page
+    assert "group_id" not in page and "&quot;" not in page
+    # The object of a member event links to the group it is in now.
+    assert '<a href="/taxonomies/jobs/groups/15-1252/">member “Latte Artist” in 15-1252</a>' in page
