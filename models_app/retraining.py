@@ -35,7 +35,6 @@ from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, Taxonomy
 from annotations.services.audit import audit_record
-from annotations.services.review import review_items_repredict
 from models_app.live import encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.selectors import model_version_was_live
@@ -458,9 +457,6 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     flips = comparison.flips()
     laps.lap("flips")
     _go_live(build=build, actor=None)
-    progress("repredict", 0.0, None)
-    review_items_repredict(taxonomy=taxonomy)
-    laps.lap("repredict")
     return {
         "status": TrainingRun.Status.PROMOTED,
         "flip_report": flips,
@@ -513,9 +509,15 @@ def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         raise RunStateError("a rollback run needs the version to restore")
     build = index_build_create(model_version=target, progress=progress)
     _go_live(build=build, actor=None)
-    progress("repredict", 0.0, None)
-    review_items_repredict(taxonomy=run.taxonomy)
     return {"status": TrainingRun.Status.SUCCEEDED, "index_build": build}
+
+
+def run_moved_live_model(run: TrainingRun) -> bool:
+    """Whether the run ended by putting another model live: the pending inputs' predictions
+    are then out of date, and the worker predicts them again (``repredict_pending_inputs``)."""
+    return run.status == TrainingRun.Status.PROMOTED or (
+        run.kind == TrainingRun.Kind.ROLLBACK and run.status == TrainingRun.Status.SUCCEEDED
+    )
 
 
 def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
@@ -580,8 +582,8 @@ def promotions_resend_pending(*, older_than_seconds: int) -> int:
 
 
 def promotion_finish(*, run_id: int) -> TrainingRun:
-    """After a forced promotion: the flip report, then pending inputs predicted again. Safe to
-    run twice: a report that is not pending any more is left as it is."""
+    """After a forced promotion: the flip report (the worker then predicts pending inputs
+    again). Safe to run twice: a report that is not pending any more is left as it is."""
     run = TrainingRun.objects.select_related("taxonomy", "model_version").get(id=run_id)
     if run.status != TrainingRun.Status.PROMOTED or not run.flip_report.get("pending"):
         return run
@@ -591,8 +593,6 @@ def promotion_finish(*, run_id: int) -> TrainingRun:
         if replaced is not None
         else {}
     )
-    # Predictions first: a failure here leaves the report pending, so a retry does both.
-    review_items_repredict(taxonomy=run.taxonomy)
     TrainingRun.objects.filter(id=run.id).update(flip_report=flips)
     run.refresh_from_db()
     return run

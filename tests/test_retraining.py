@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import redis
 import torch
+from celery import current_app
 
 from annotations.models import AuditEvent, FeedbackPair, Group, Member, ReviewItem, Taxonomy
 from annotations.normalization import normalize_texts
@@ -45,6 +46,7 @@ from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import normalize_text
 from models_app.siamese.train import FeedbackExample, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
+from worker import tasks
 
 # Small enough to train in a second or two on the five-group taxonomy.
 TRAINABLE = {
@@ -160,7 +162,7 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert training["select_best"] is False
     assert run.flip_report["counts"]["fixed"] >= 1
     stages = report["stage_seconds"]
-    assert set(stages) == {"learn", "index", "gate", "flips", "repredict"}
+    assert set(stages) == {"learn", "index", "gate", "flips"}
     assert all(seconds >= 0 for seconds in stages.values())
     assert live_engine(taxonomy).model_label == run.model_version.label
     # The run is over: its half-gigabyte checkpoint, kept only for a retry, is gone.
@@ -222,11 +224,31 @@ def test_promotion_predicts_pending_inputs_again(taxonomy, curator, admin_user):
     training_run_promote(run=run, actor=admin_user)
     pending.refresh_from_db()
     assert pending.prediction_id == old_prediction  # the worker's part, not the request's
-    promotion_finish(run_id=run.id)
+    tasks.finish_promotion.run(run.id)
     pending.refresh_from_db()
     assert pending.prediction_id != old_prediction
     assert pending.prediction.model_version == run.model_version
     assert pending.status == ReviewItem.Status.PENDING
+
+
+def test_the_worker_predicts_pending_inputs_again_after_a_promoted_finetune(
+    taxonomy, curator, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_ALPHA = 1e-9
+    (pending,) = inputs_submit(taxonomy=taxonomy, texts=["Espresso Maker"], source="api")
+    old_prediction = pending.prediction_id
+    correct_everything(taxonomy, curator)
+    run = finetune_run_request(
+        taxonomy=taxonomy, trigger="manual", config={"training": {"max_steps": 200}}, enqueue=False
+    )
+    # The chained task runs in this process instead of going through a broker.
+    monkeypatch.setitem(current_app.conf, "task_always_eager", True)
+
+    assert tasks.execute_training_run.apply(args=[run.id]).result == "promoted"
+
+    pending.refresh_from_db()
+    assert pending.prediction_id != old_prediction
+    assert pending.prediction.model_version == live_version(taxonomy)
 
 
 def test_a_rollback_makes_an_earlier_version_live_with_a_fresh_index(taxonomy, admin_user):

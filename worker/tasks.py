@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
+from annotations.services.review import review_items_repredict
 from models_app import retraining
 from models_app.models import TrainingRun
 from models_app.services import (
@@ -61,9 +62,24 @@ def execute_training_run(run_id: int) -> str | None:
     run = training_run_execute(run_id=run_id)
     if run is None:
         return None
+    if retraining.run_moved_live_model(run):
+        repredict_pending_inputs.delay(run.taxonomy_id)
     # A new taxonomy went live with the pretrained tower as it comes: now train it.
     first_training_request(run=run)
     return run.status
+
+
+@shared_task(
+    name="worker.tasks.repredict_pending_inputs",
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def repredict_pending_inputs(taxonomy_id: int) -> int:
+    """After another model went live: the open review items predicted again with it. Chained
+    here rather than called by training, which knows nothing of the review queue."""
+    return review_items_repredict(taxonomy=Taxonomy.objects.get(id=taxonomy_id))
 
 
 @shared_task(
@@ -74,8 +90,10 @@ def execute_training_run(run_id: int) -> str | None:
     retry_jitter=True,
 )
 def finish_promotion(run_id: int) -> dict:
-    """After an admin forced a candidate live: its flip report and the new predictions."""
+    """After an admin forced a candidate live: its flip report, then the new predictions (a
+    retry after a failure does what is left: the report is written once)."""
     run = retraining.promotion_finish(run_id=run_id)
+    review_items_repredict(taxonomy=run.taxonomy)
     return run.flip_report.get("counts", {})
 
 

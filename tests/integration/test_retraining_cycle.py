@@ -14,7 +14,7 @@ from models_app.models import ModelVersion
 from models_app.retraining import finetune_run_request, live_version
 from models_app.siamese.search import HybridMatcher
 from models_app.siamese.train import parse_search_config
-from tests.integration.conftest import wait_until_finished, wait_until_idle
+from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
 from tests.test_retraining import CORRECTIONS
 
 pytestmark = pytest.mark.integration
@@ -94,10 +94,14 @@ def test_corrections_are_learned_by_a_worker_and_generalise_to_an_unseen_input(
     assert flips["counts"]["fixed"] >= 1 and flips["counts"]["confirmed_now_wrong"] == 0
     fixed = {row["input"]: row["after"] for row in flips["fixed"]}
     assert fixed["Latte Artist"] == {"code": BARISTAS, "name": "Baristas"}
-    # Pending inputs were predicted again by the new model.
-    pending.refresh_from_db()
+
+    # Pending inputs were predicted again by the new model, in a task the worker chained.
+    def predicted_again():
+        pending.refresh_from_db()
+        return pending.prediction.model_version == run.model_version
+
+    wait_for(predicted_again, "the pending input predicted again", worker.log)
     assert pending.status == ReviewItem.Status.PENDING
-    assert pending.prediction.model_version == run.model_version
 
     # The unseen input now lands with the baristas, by the model: by the new model alone, too.
     (after,) = normalize_texts(taxonomy, [UNSEEN], k=3)
