@@ -59,6 +59,15 @@ class InputsUploadForm(FieldErrorsMixin, forms.Form):
         label="Skip bad rows: store the good rows and list the bad ones",
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        only = list(self.fields["taxonomy"].queryset[:2])
+        if len(only) == 1:
+            # One taxonomy: nothing to choose, so no "---------" to trip over.
+            self.fields["taxonomy"].empty_label = None
+            if not self.initial.get("taxonomy"):
+                self.initial["taxonomy"] = only[0].slug
+
     def clean_file(self):
         upload = self.cleaned_data["file"]
         # Checked before the file is read: its size is known from the request.

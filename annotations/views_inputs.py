@@ -141,6 +141,9 @@ def playground_results(request: HttpRequest) -> HttpResponse:
 def _playground_results(form: PlaygroundForm) -> tuple[dict, int]:
     """Normalize the typed text without storing anything."""
     if not form.is_valid():
+        if set(form.errors) == {"text"} and not str(form.data.get("text", "")).strip():
+            # The box was cleared: nothing is wrong, there is just nothing to match yet.
+            return {"prompt": True}, 200
         return {"error": form.errors_text()}, 400
     taxonomy, text = form.cleaned_data["taxonomy"], form.cleaned_data["text"]
     try:

@@ -105,8 +105,6 @@ def test_k_chooses_how_many_groups_are_shown_from_1_to_10(client, curator, tiny_
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "text: is empty"),
-        ("   ", "text: is empty"),
         ("x" * 201, "text: is longer than 200 characters (201)"),
         ("Java\x00Dev", "text: contains control characters"),
     ],
@@ -117,6 +115,16 @@ def test_bad_text_gets_a_clear_message_and_a_400(client, curator, tiny_taxonomy,
     assert response.status_code == 400
     assert message in response.content.decode()
     assert 'role="alert"' in response.content.decode()
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_a_cleared_box_gets_a_prompt_not_an_error(client, curator, tiny_taxonomy, text):
+    client.force_login(curator)
+    response = results(client, text)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'data-testid="playground-prompt"' in page
+    assert "is empty" not in page and 'role="alert"' not in page
 
 
 def test_an_unknown_taxonomy_gets_a_400_naming_it(client, curator, tiny_taxonomy):
