@@ -278,6 +278,40 @@ class Judgement(models.Model):
         return f"{self.verdict} by {self.user} on {self.review_item}"
 
 
+class ReviewFlag(models.Model):
+    """A curator's note on a review item for the admins: unsure of the verdict, a group the
+    taxonomy lacks, or a comment. Not a verdict: the item stays in the queue as it was."""
+
+    class Kind(models.TextChoices):
+        UNSURE = "unsure", "Unsure"
+        TAXONOMY_GAP = "taxonomy_gap", "Taxonomy gap"
+        COMMENT = "comment", "Comment"
+
+    COMMENT_MAX_LENGTH = 1000
+
+    review_item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="flags")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # An admin who dealt with it; open flags are the ones the admins' list shows first.
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["-id"], condition=Q(resolved_at__isnull=True), name="review_flags_open"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.user} on {self.review_item}"
+
+
 class FeedbackPair(models.Model):
     """A training pair: two strings and whether they mean the same group."""
 

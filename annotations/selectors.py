@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db.models import (
@@ -19,10 +19,11 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Length, RowNumber
 from django.utils import timezone
 
-from annotations.models import Group, Judgement, Member, ReviewItem, Taxonomy
+from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem, Taxonomy
+from annotations.text_match import name_relevance, similarity
 
 
 def taxonomy_get(slug: str) -> Taxonomy | None:
@@ -99,6 +100,12 @@ def rejected_groups_for(item: ReviewItem, *, user=None) -> set[int]:
     if item.reviews_required > 1 and user is not None:
         judgements = judgements.filter(user=user)
     return set(judgements.values_list("rejected_group_id", flat=True))
+
+
+def rejected_group_names(item: ReviewItem, *, user=None) -> list[str]:
+    """The names of the groups ``rejected_groups_for`` returns, alphabetically."""
+    ids = rejected_groups_for(item, user=user)
+    return list(Group.objects.filter(id__in=ids).order_by("name").values_list("name", flat=True))
 
 
 def review_card_groups(item: ReviewItem, *, user=None) -> list[dict]:
@@ -233,15 +240,41 @@ def recent_judgements(*, user, limit: int = 10) -> QuerySet[Judgement]:
     )
 
 
-def group_search(*, taxonomy: Taxonomy, query: str, limit: int = 10) -> list[Group]:
-    """Groups whose name or code contains every word of ``query``, shortest names first."""
+def group_search(
+    *,
+    taxonomy: Taxonomy,
+    query: str,
+    limit: int = 10,
+    exclude: Collection[int] = (),
+    scores: Mapping[int, float] | None = None,
+) -> list[Group]:
+    """Groups whose name or code contains every word of ``query``, most relevant first (see
+    ``text_match.name_relevance``); ties go to the model's score for the input (``scores``, by
+    group id, where the card has one), then to the shorter name. ``exclude``: group ids never
+    offered (those already rejected for the input)."""
     words = query.split()
     if not words:
         return []
-    groups = Group.objects.filter(taxonomy=taxonomy)
+    groups = Group.objects.filter(taxonomy=taxonomy).exclude(id__in=list(exclude))
     for word in words[:6]:
         groups = groups.filter(Q(name__icontains=word) | Q(code__istartswith=word))
-    return sorted(groups[:200], key=lambda g: (len(g.name), g.name))[:limit]
+    # A common word matches hundreds of groups: the names starting with the query come first
+    # among the candidates, so the best of them are never cut off.
+    starts = Case(When(name__istartswith=query.strip(), then=Value(0)), default=Value(1))
+    candidates = groups.order_by(starts, Length("name"), "name")[:500]
+    scores = scores or {}
+
+    def rank(group: Group) -> tuple:
+        score = scores.get(group.id)
+        return (
+            name_relevance(group.name, group.code, query),
+            score is None,
+            -(score or 0.0),
+            len(group.name),
+            group.name,
+        )
+
+    return sorted(candidates, key=rank)[:limit]
 
 
 def review_item_held(*, user, item_id: int) -> ReviewItem | None:
@@ -261,9 +294,14 @@ def review_item_held(*, user, item_id: int) -> ReviewItem | None:
     )
 
 
-def review_card_members(*, groups: Sequence[dict], per_group: int = 3) -> dict[int, list[str]]:
+def review_card_members(
+    *, groups: Sequence[dict], text: str = "", per_group: int = 3, scan: int = 400
+) -> dict[int, list[str]]:
     """Up to ``per_group`` member strings of each shown group, besides the one its prediction
-    matched (``groups`` are ranked-group dicts): what the group means, in one query for all."""
+    matched (``groups`` are ranked-group dicts): the members nearest ``text`` by character
+    trigrams, what the group means as seen from the input. One query for all groups; a group
+    with more than ``scan`` members is read in part (taxonomy titles, then admin and curator
+    members, oldest first)."""
     group_ids = [g["group_id"] for g in groups]
     if not group_ids:
         return {}
@@ -280,13 +318,17 @@ def review_card_members(*, groups: Sequence[dict], per_group: int = 3) -> dict[i
         .annotate(
             rank=Window(RowNumber(), partition_by=[F("group_id")], order_by=[source_rank, F("id")])
         )
-        .filter(rank__lte=per_group)
+        .filter(rank__lte=scan if text else per_group)
         .order_by("group_id", "rank")
         .values_list("group_id", "text")
     )
     members: dict[int, list[str]] = defaultdict(list)
-    for group_id, text in rows:
-        members[group_id].append(text)
+    for group_id, member in rows:
+        members[group_id].append(member)
+    if text:
+        # Stable sort: equally near members keep the taxonomy-titles-first order.
+        for group_id, texts in members.items():
+            members[group_id] = sorted(texts, key=lambda m: -similarity(text, m))[:per_group]
     return dict(members)
 
 
@@ -303,3 +345,15 @@ def group_members_sample(*, group: Group, limit: int = 8) -> list[str]:
         .order_by(Case(When(source=Member.Source.TAXONOMY, then=Value(0)), default=Value(1)), "id")
         .values_list("text", flat=True)[:limit]
     )
+
+
+def review_flags(*, kind: str | None = None, resolved: bool | None = False) -> QuerySet[ReviewFlag]:
+    """Curators' flags, newest first: open ones only by default (``resolved=None``: all)."""
+    flags = ReviewFlag.objects.select_related(
+        "review_item__input", "review_item__taxonomy", "review_item__top_group", "user"
+    )
+    if kind:
+        flags = flags.filter(kind=kind)
+    if resolved is not None:
+        flags = flags.filter(resolved_at__isnull=not resolved)
+    return flags.order_by("-id")

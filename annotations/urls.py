@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views
+from annotations import views, views_flags
 
 urlpatterns = [
     path("review/", views.review, name="review"),
@@ -18,6 +18,13 @@ urlpatterns = [
         "review/judgements/<int:judgement_id>/undo",
         views.review_judgement_undo,
         name="review-judgement-undo",
+    ),
+    path("review/items/<int:item_id>/flag", views.review_item_flag, name="review-item-flag"),
+    path("review/flags/", views_flags.review_flags_page, name="review-flags"),
+    path(
+        "review/flags/<int:flag_id>/resolve",
+        views_flags.review_flag_resolve_view,
+        name="review-flag-resolve",
     ),
     path("review/progress/", views.review_progress, name="review-progress"),
     path("review/queue/", views.review_queue_list, name="review-queue"),

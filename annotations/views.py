@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -24,7 +25,8 @@ from annotations.forms import (
     QueuePageForm,
     ReviewFiltersForm,
 )
-from annotations.models import Group, Judgement, ReviewItem, Taxonomy
+from annotations.forms_flags import ReviewFlagForm
+from annotations.models import Group, Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors import (
     QueueFilters,
     curator_stats,
@@ -32,6 +34,8 @@ from annotations.selectors import (
     group_search,
     judgements_today_count,
     recent_judgements,
+    rejected_group_names,
+    rejected_groups_for,
     review_batch_queue,
     review_card_groups,
     review_card_members,
@@ -46,6 +50,7 @@ from annotations.selectors_calibration import (
     review_items_probability,
     taxonomy_calibrator,
 )
+from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review import (
     VerdictError,
     judgement_create,
@@ -56,6 +61,7 @@ from annotations.services.review import (
     review_item_claim,
     review_items_claim_for_group,
 )
+from annotations.text_match import matched_parts, words
 from models_app.siamese.calibration import LOW_CONFIDENCE
 
 REVIEW_PAGE = "annotations/review.html"
@@ -96,8 +102,11 @@ def _card_context(
     if item is None:
         item = review_item_claim(user=request.user, filters=filters)
     groups = review_card_groups(item, user=request.user) if item else []
-    others = review_card_members(groups=groups)
+    text = item.input.text if item else ""
+    others = review_card_members(groups=groups, text=text)
     awaiting = item is not None and item.status == ReviewItem.Status.AWAITING_GROUP
+    # The input's words found in a member string are marked on the card (escaped as any text).
+    input_words = words(text)
     options = [
         {
             "pick": position,
@@ -105,7 +114,8 @@ def _card_context(
             "name": group["name"],
             "score": group["score"],
             "member": group.get("member"),
-            "others": others.get(group["group_id"], []),
+            "member_parts": matched_parts(group.get("member") or "", input_words),
+            "others": [matched_parts(m, input_words) for m in others.get(group["group_id"], [])],
             # The top group of an open item is confirmed; any other group is a reassignment.
             "verdict": "confirm"
             if not awaiting and group["group_id"] == item.top_group_id
@@ -127,6 +137,8 @@ def _card_context(
         "low_confidence": probability is not None and probability < LOW_CONFIDENCE,
         "first": options[0] if options else None,
         "awaiting": awaiting,
+        # After a false match: the groups ruled out, named on the card with what to do next.
+        "rejected_names": rejected_group_names(item, user=request.user) if awaiting else [],
         "blind": filters_form.is_blind,
         "filters_query": query,
         "judge_url": _with_query(reverse("review-item-judge", args=[item.id]), query)
@@ -134,6 +146,8 @@ def _card_context(
         else "",
         # A fresh key per card shown: a double click replays the first verdict, no error.
         "card_key": uuid.uuid4().hex,
+        "flag_kinds": ReviewFlag.Kind.choices,
+        "flag_comment_max": ReviewFlag.COMMENT_MAX_LENGTH,
         # Counting a big queue is the slowest part of a card: after a verdict the next card
         # goes out without it, and the counter asks for itself once swapped in.
         "progress": _progress(request, filters) if with_progress else None,
@@ -144,9 +158,13 @@ def _card_context(
 
 
 def _progress(request: HttpRequest, filters: QueueFilters) -> dict:
+    today = judgements_today_count(user=request.user)
+    goal = settings.SIAMWEB_DAILY_GOAL
     return {
         "counts": review_counts(filters=filters),
-        "today": judgements_today_count(user=request.user),
+        "today": today,
+        "goal": goal,
+        "goal_percent": min(100, round(100 * today / goal)),
     }
 
 
@@ -209,7 +227,9 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
                 idempotency_key=form.cleaned_data["idempotency_key"],
             )
         except VerdictError as exc:
+            # The card says why in words, without the field name the API answers with.
             error, status = _verdict_error(exc)
+            error = f"Not stored: {exc}."
     else:
         error, status = _form_errors(form), 400
     if not request.htmx:
@@ -247,22 +267,73 @@ def review_judgement_undo(request: HttpRequest, judgement_id: int) -> HttpRespon
 
 
 @curator_required
+@require_POST
+def review_item_flag(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Flag a card for the admins; the same card stays in front of the curator."""
+    filters_form = ReviewFiltersForm(request.GET)
+    if not filters_form.is_valid():
+        return _filters_refused(request, filters_form)
+    item = get_object_or_404(ReviewItem.objects.select_related("taxonomy"), id=item_id)
+    form = ReviewFlagForm(request.POST)
+    error, notice, status = None, None, 200
+    if form.is_valid():
+        try:
+            flag = review_flag_create(
+                review_item=item,
+                user=request.user,
+                kind=form.cleaned_data["kind"],
+                comment=form.cleaned_data["comment"],
+            )
+        except FlagError as exc:
+            error, status = f"Not flagged: {exc}.", 400
+        else:
+            notice = f"Flagged for the admins: {flag.get_kind_display().lower()}."
+    else:
+        error, status = f"Not flagged: {_form_errors(form)}", 400
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif notice:
+            messages.success(request, notice)
+        return redirect(_with_query(reverse("review"), filters_form.query_string()))
+    shown = review_item_held(user=request.user, item_id=item.id)
+    context = _card_context(
+        request, filters_form, item=shown, error=error, notice=notice, with_progress=True
+    )
+    return render(request, REVIEW_PANEL, context, status=status)
+
+
+@curator_required
 @require_GET
 def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse:
     """Type-ahead over the item's taxonomy: buttons that reassign the card, or (``purpose=
     resolve``) settle the item's conflict."""
-    item = get_object_or_404(ReviewItem.objects.select_related("taxonomy"), id=item_id)
+    item = get_object_or_404(
+        ReviewItem.objects.select_related("taxonomy", "prediction"), id=item_id
+    )
     # Search words only: control characters (NUL included) can't be in a group name anyway.
     query = "".join(ch for ch in request.GET.get("q", "")[:100] if ch.isprintable())
-    groups = group_search(taxonomy=item.taxonomy, query=query)
     if request.GET.get("purpose") == "resolve":
+        # An admin settling a conflict may choose any group, one rejected before included.
+        groups = group_search(taxonomy=item.taxonomy, query=query)
         action, verdict = reverse("review-conflict-resolve", args=[item.id]), ""
         target = "#conflicts-panel"
     else:
+        # A group already rejected for this input would only be refused: it is not offered.
+        scores = {g["group_id"]: g["score"] for g in item.prediction.ranked_groups}
+        groups = group_search(
+            taxonomy=item.taxonomy,
+            query=query,
+            exclude=rejected_groups_for(item, user=request.user),
+            scores=scores,
+        )
         filters_form = ReviewFiltersForm(request.GET)
         filters_query = filters_form.query_string() if filters_form.is_valid() else ""
         action = _with_query(reverse("review-item-judge", args=[item.id]), filters_query)
         verdict, target = "reassign", "#review-panel"
+    for group in groups:
+        # One key per button: a retried pick replays, a different pick is a new verdict.
+        group.idempotency_key = uuid.uuid4().hex
     context = {
         "item": item,
         "groups": groups,

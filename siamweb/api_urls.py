@@ -6,7 +6,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
-from annotations import api
+from annotations import api, api_flags
 from models_app import api as models_api
 
 urlpatterns = [
@@ -36,6 +36,17 @@ urlpatterns = [
         "judgements/<int:judgement_id>/undo",
         api.JudgementUndoApi.as_view(),
         name="api-judgement-undo",
+    ),
+    path(
+        "review-items/<int:item_id>/flags",
+        api_flags.ReviewItemFlagCreateApi.as_view(),
+        name="api-review-item-flags",
+    ),
+    path("review-flags", api_flags.ReviewFlagListApi.as_view(), name="api-review-flags"),
+    path(
+        "review-flags/<int:flag_id>/resolve",
+        api_flags.ReviewFlagResolveApi.as_view(),
+        name="api-review-flag-resolve",
     ),
     path("feedback-pairs", api.FeedbackPairListApi.as_view(), name="api-feedback-pairs"),
     # models

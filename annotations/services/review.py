@@ -549,7 +549,10 @@ def _judge(
         if chosen is None:
             raise VerdictError("group", "the prediction has no group to confirm")
         if chosen.id in rejected_before:
-            raise VerdictError("group", f"{chosen.name} was rejected for this input")
+            raise VerdictError(
+                "group",
+                f"{chosen.name} was rejected for this input (a false match): pick another group",
+            )
         pairs.append(_pair(taxonomy, text, _evidence(item.prediction, chosen), True, "confirm"))
     elif verdict == Judgement.Verdict.FALSE_MATCH:
         rejected = group or predicted
@@ -564,7 +567,10 @@ def _judge(
         if group is None:
             raise VerdictError("group", "reassign needs the group the input belongs to")
         if group.id in rejected_before:
-            raise VerdictError("group", f"{group.name} was rejected for this input")
+            raise VerdictError(
+                "group",
+                f"{group.name} was rejected for this input (a false match): pick another group",
+            )
         chosen = group
         # After a false match the wrong group is already recorded; don't count it twice.
         rejected = (

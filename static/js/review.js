@@ -5,7 +5,12 @@
  * button that shows <kbd>a</kbd>), so what the screen says and what the key does can't drift.
  *
  * - The card (#review-panel[data-shortcuts]): 1-9 pick a group, a confirm, x false match,
- *   n none of these, space skip, u undo the latest verdict, r search groups to reassign.
+ *   n none of these, space skip, u undo the latest verdict, r search groups to reassign,
+ *   f flag the card for the admins, ? the list of shortcuts (a <dialog>; Esc closes it).
+ *   A key the card declares unavailable (data-unavailable-keys) shows why, not nothing.
+ * - A verdict whose request got no answer (network error) or a 502/503/504 is sent again,
+ *   the same form with the same idempotency key, a few times; the card stays until the server
+ *   has stored it, and says so when it could not.
  * - A type-ahead ([data-typeahead], results in data-results): ArrowUp/ArrowDown choose,
  *   Enter picks, Escape leaves the box.
  * - Batch review ([data-batch]): arrows or j/k move between tiles, x or space toggles
@@ -16,6 +21,7 @@
 
   // Inputs that take no typing: keys pressed on them are still shortcuts.
   var NOT_TYPING = ["checkbox", "radio", "button", "submit", "reset", "hidden", "range", "color", "file"];
+  var retrying = null;  // a verdict form waiting to be sent again (see "verdicts sent again")
 
   function isTyping(element) {
     if (!element || !element.tagName) return false;
@@ -26,9 +32,10 @@
     return NOT_TYPING.indexOf((element.getAttribute("type") || "text").toLowerCase()) < 0;
   }
 
-  // A verdict is on its way: a second key would land on a card that is being replaced.
+  // A verdict is on its way (or waiting to be sent again): a second key would land on a card
+  // that is being replaced, or judge it twice.
   function busy() {
-    return document.querySelector("form.htmx-request") !== null;
+    return retrying !== null || document.querySelector("form.htmx-request") !== null;
   }
 
   function keyName(event) {
@@ -71,7 +78,11 @@
       case "Enter":
         event.preventDefault();
         var chosen = buttons[active >= 0 ? active : 0];
-        if (chosen && !busy()) chosen.click();
+        if (!chosen || busy()) return;
+        // Results swapped in a moment ago may not be wired up by htmx yet (it does so once
+        // they settle): unwired, the pick would post as a plain form and reload the page.
+        if (window.htmx) window.htmx.process(chosen.closest("form") || chosen);
+        chosen.click();
         return;
       case "Escape":
         event.preventDefault();
@@ -83,8 +94,26 @@
 
   // --- the card ---------------------------------------------------------------------------
 
+  function openShortcuts() {
+    var help = document.getElementById("shortcuts-help");
+    if (help && !help.open) help.showModal();
+  }
+
   function onCardKey(event, panel) {
     var key = keyName(event);
+    if (key === "?") {
+      event.preventDefault();
+      openShortcuts();
+      return;
+    }
+    if (key === "f") {
+      var flag = panel.querySelector("[data-flag]");
+      if (flag) {
+        event.preventDefault();
+        flag.focus();
+      }
+      return;
+    }
     if (key === "r") {
       var search = panel.querySelector("[data-typeahead]");
       if (search) {
@@ -95,9 +124,23 @@
       return;
     }
     var button = panel.querySelector('[data-shortcut="' + CSS.escape(key) + '"]');
-    if (!button) return;
+    if (!button) {
+      unavailable(panel, key);
+      return;
+    }
     event.preventDefault();
     if (!busy()) button.click();
+  }
+
+  // A key this card has no use for right now (a and x once its group is marked a false match):
+  // say so and what to press instead, rather than swallow it.
+  function unavailable(panel, key) {
+    var card = panel.querySelector("[data-unavailable-keys]");
+    if (!card || card.dataset.unavailableKeys.split(" ").indexOf(key) < 0) return;
+    var hint = card.querySelector("[data-key-hint]");
+    if (!hint) return;
+    hint.hidden = true;  // shown afresh, so a screen reader announces it again
+    window.setTimeout(function () { hint.hidden = false; }, 0);
   }
 
   // --- batch review -----------------------------------------------------------------------
@@ -168,6 +211,8 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    // The shortcuts list is open: keys are its own (Esc closes it, natively).
+    if (document.querySelector("dialog[open]")) return;
     var target = event.target;
     if (target && target.matches && target.matches("[data-typeahead]")) {
       onTypeaheadKey(event, target);
@@ -212,9 +257,42 @@
     if (boxes.length && !isTyping(document.activeElement)) focusTile(panel, boxes, 0);
   }
 
+  // --- verdicts sent again ----------------------------------------------------------------
+
+  // Waits before the 2nd, 3rd and 4th try. The form carries its idempotency key, so a verdict
+  // the server stored before its answer was lost is replayed, not recorded twice.
+  var RETRY_DELAYS_MS = [300, 1000, 2500];
+  var RETRIABLE_STATUS = [0, 502, 503, 504];
+
+  function verdictForm(element) {
+    if (!element || !element.matches || !element.matches("form")) return null;
+    if (!element.closest("[data-shortcuts]")) return null;
+    return element.querySelector('input[name="idempotency_key"]') ? element : null;
+  }
+
+  function verdictFailed(form, why) {
+    var tries = parseInt(form.dataset.tries || "1", 10);
+    if (tries > RETRY_DELAYS_MS.length) {
+      form.dataset.tries = "1";  // the curator's next press starts a fresh round
+      retrying = null;
+      showFailure("Your verdict could not be stored: " + why + ". The card stays: press the " +
+        "key again to retry, or reload the page.", "failure");
+      return;
+    }
+    retrying = form;
+    showFailure(why + ": your verdict was not stored yet. Trying again (" + (tries + 1) +
+      " of " + (RETRY_DELAYS_MS.length + 1) + ")…", "retrying");
+    window.setTimeout(function () {
+      retrying = null;
+      if (!document.body.contains(form)) return;
+      form.dataset.tries = String(tries + 1);
+      form.requestSubmit();
+    }, RETRY_DELAYS_MS[tries - 1]);
+  }
+
   // A 5xx or a lost connection swaps nothing: say so in the panel rather than leave the
   // curator pressing keys at a card that silently stopped answering.
-  function showFailure(message) {
+  function showFailure(message, state) {
     var panel = document.querySelector("[data-shortcuts], [data-batch], #conflicts-panel");
     if (!panel) return;
     var box = panel.querySelector("[data-failure]");
@@ -227,14 +305,29 @@
       panel.insertBefore(box, panel.firstChild);
     }
     box.textContent = message;
+    box.setAttribute("data-state", state || "failure");
   }
 
   document.addEventListener("htmx:responseError", function (event) {
     var status = event.detail.xhr ? event.detail.xhr.status : "";
+    var form = verdictForm(event.detail.elt);
+    if (form && RETRIABLE_STATUS.indexOf(status) >= 0) {
+      verdictFailed(form, "the server is unavailable (" + status + ")");
+      return;
+    }
     showFailure("The server failed (" + status + "). Reload the page to see where things stand.");
   });
-  document.addEventListener("htmx:sendError", function () {
+  document.addEventListener("htmx:sendError", function (event) {
+    var form = verdictForm(event.detail.elt);
+    if (form) {
+      verdictFailed(form, "the server could not be reached");
+      return;
+    }
     showFailure("The server could not be reached: that action was not sent. Try again.");
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-shortcuts-open]")) openShortcuts();
   });
 
   document.addEventListener("DOMContentLoaded", startBatch);

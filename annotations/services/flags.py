@@ -1,0 +1,74 @@
+"""Curators' flags on review items (unsure, a taxonomy gap, a comment) and the admins who
+settle them. A flag is not a verdict: the item, its lease and the queue are left as they are."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import ReviewFlag, ReviewItem
+from annotations.services.audit import audit_record
+
+# Line breaks and tabs are a comment's own; other control characters (NUL above all, which
+# PostgreSQL can't store) are refused.
+CONTROL_PATTERN = r"[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]"
+CONTROL_CHARACTERS = re.compile(CONTROL_PATTERN)
+
+
+class FlagError(ValueError):
+    """A flag that can't be stored or settled; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@transaction.atomic
+def review_flag_create(
+    *, review_item: ReviewItem, user, kind: str, comment: str = ""
+) -> ReviewFlag:
+    """Flag ``review_item`` for the admins. A comment is optional, except on a bare comment."""
+    comment = comment.strip()
+    if kind not in ReviewFlag.Kind.values:
+        choices = ", ".join(ReviewFlag.Kind.values)
+        raise FlagError("kind", f"unknown kind {kind!r}: one of {choices}")
+    if kind == ReviewFlag.Kind.COMMENT and not comment:
+        raise FlagError("comment", "write the comment")
+    if CONTROL_CHARACTERS.search(comment):
+        raise FlagError("comment", "may not hold control characters")
+    if len(comment) > ReviewFlag.COMMENT_MAX_LENGTH:
+        raise FlagError(
+            "comment",
+            f"at most {ReviewFlag.COMMENT_MAX_LENGTH} characters (got {len(comment)})",
+        )
+    flag = ReviewFlag.objects.create(review_item=review_item, user=user, kind=kind, comment=comment)
+    audit_record(
+        actor=user,
+        action="review_flag.create",
+        obj=flag,
+        taxonomy=review_item.taxonomy,
+        after={"review_item": review_item.id, "kind": kind, "comment": comment},
+    )
+    return flag
+
+
+@transaction.atomic
+def review_flag_resolve(*, flag: ReviewFlag, user) -> ReviewFlag:
+    """An admin marks a flag dealt with; it leaves the list of open flags."""
+    if not user.is_staff:
+        raise FlagError("user", "only an admin can resolve a flag")
+    flag = ReviewFlag.objects.select_for_update(of=("self",)).get(id=flag.id)
+    if flag.resolved_at is not None:
+        raise FlagError("flag", "this flag was already resolved")
+    flag.resolved_at, flag.resolved_by = timezone.now(), user
+    flag.save(update_fields=["resolved_at", "resolved_by"])
+    audit_record(
+        actor=user,
+        action="review_flag.resolve",
+        obj=flag,
+        taxonomy=flag.review_item.taxonomy,
+        after={"review_item": flag.review_item_id},
+    )
+    return flag

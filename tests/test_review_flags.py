@@ -1,0 +1,181 @@
+"""Flags on review items: a curator flags a card (page or API), the admins list and resolve them;
+a flag is not a verdict and never changes the queue."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotations.models import AuditEvent, Judgement, ReviewFlag, ReviewItem
+from annotations.services.flags import FlagError, review_flag_create, review_flag_resolve
+from annotations.services.review import inputs_submit, review_item_claim
+
+API = "/api/v1"
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def item(tiny_taxonomy):
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["drone pilot"], source="api")
+    return item
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def test_a_flag_is_stored_with_its_audit_event_and_leaves_the_item_alone(curator, item):
+    held = review_item_claim(user=curator)
+    flag = review_flag_create(
+        review_item=held, user=curator, kind="taxonomy_gap", comment="  no drone group  "
+    )
+    assert (flag.kind, flag.comment, flag.resolved_at) == ("taxonomy_gap", "no drone group", None)
+    item.refresh_from_db()
+    assert (item.status, item.leased_by) == (ReviewItem.Status.PENDING, curator)
+    assert not Judgement.objects.exists()
+    event = AuditEvent.objects.get(action="review_flag.create")
+    assert event.after == {
+        "review_item": item.id,
+        "kind": "taxonomy_gap",
+        "comment": "no drone group",
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "comment", "field", "message"),
+    [
+        ("bogus", "", "kind", "unknown kind 'bogus'"),
+        ("comment", "   ", "comment", "write the comment"),
+        ("unsure", "x" * 1001, "comment", "at most 1000 characters"),
+        ("unsure", "bad\x00byte", "comment", "control characters"),
+    ],
+)
+def test_a_bad_flag_is_refused_naming_the_field(curator, item, kind, comment, field, message):
+    with pytest.raises(FlagError, match=message) as refused:
+        review_flag_create(review_item=item, user=curator, kind=kind, comment=comment)
+    assert refused.value.field == field
+    assert not ReviewFlag.objects.exists()
+
+
+def test_only_an_admin_resolves_a_flag_and_only_once(curator, admin_user, item):
+    flag = review_flag_create(review_item=item, user=curator, kind="unsure")
+    with pytest.raises(FlagError, match="only an admin"):
+        review_flag_resolve(flag=flag, user=curator)
+    review_flag_resolve(flag=flag, user=admin_user)
+    flag.refresh_from_db()
+    assert flag.resolved_by == admin_user and flag.resolved_at is not None
+    with pytest.raises(FlagError, match="already resolved"):
+        review_flag_resolve(flag=flag, user=admin_user)
+
+
+def test_the_card_flag_form_keeps_the_same_card_and_says_so(client, curator, item):
+    client.force_login(curator)
+    client.get("/review/")
+    response = client.post(
+        f"/review/items/{item.id}/flag", {"kind": "unsure", "comment": ""}, **HTMX
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Flagged for the admins: unsure." in page
+    assert f'data-item-id="{item.id}"' in page
+    assert ReviewFlag.objects.get().kind == "unsure"
+
+
+def test_a_bare_comment_without_words_is_refused_on_the_card(client, curator, item):
+    client.force_login(curator)
+    client.get("/review/")
+    response = client.post(f"/review/items/{item.id}/flag", {"kind": "comment"}, **HTMX)
+    assert response.status_code == 400
+    assert "Not flagged: comment: write the comment" in response.content.decode()
+    assert f'data-item-id="{item.id}"' in response.content.decode()
+    assert not ReviewFlag.objects.exists()
+
+
+def test_the_flags_page_is_for_admins_and_lists_open_flags_with_links(curator, admin_user, item):
+    review_flag_create(review_item=item, user=curator, kind="comment", comment="<i>odd</i>")
+    resolved = review_flag_create(review_item=item, user=curator, kind="unsure")
+    review_flag_resolve(flag=resolved, user=admin_user)
+    carla, ada = Client(), Client()
+    carla.force_login(curator)
+    ada.force_login(admin_user)
+    assert carla.get("/review/flags/").status_code == 403
+
+    page = ada.get("/review/flags/").content.decode()
+    assert page.count('data-testid="flag"') == 1
+    assert "&lt;i&gt;odd&lt;/i&gt;" in page and "<i>odd</i>" not in page
+    assert "/inputs/?taxonomy=jobs&amp;q=drone%20pilot" in page
+    assert f"/api/v1/review-items/{item.id}" in page
+    assert ada.get("/review/flags/?status=all").content.decode().count('data-testid="flag"') == 2
+    assert ada.get("/review/flags/?kind=nope").status_code == 400
+
+
+def test_a_curator_cannot_resolve_a_flag_from_the_page(curator, item):
+    flag = review_flag_create(review_item=item, user=curator, kind="unsure")
+    carla = Client()
+    carla.force_login(curator)
+    assert carla.post(f"/review/flags/{flag.id}/resolve").status_code == 403
+    flag.refresh_from_db()
+    assert flag.resolved_at is None
+
+
+def test_the_api_flags_an_item_and_admins_list_and_resolve_flags(curator, admin_user, item):
+    carla, ada = token_client(curator), token_client(admin_user)
+    response = carla.post(
+        f"{API}/review-items/{item.id}/flags",
+        {"kind": "taxonomy_gap", "comment": "drones"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    flag = response.json()
+    assert (flag["review_item"], flag["kind"], flag["comment"], flag["user"]) == (
+        item.id,
+        "taxonomy_gap",
+        "drones",
+        "carla",
+    )
+    assert carla.get(f"{API}/review-flags").status_code == 403
+
+    listed = ada.get(f"{API}/review-flags").json()["results"]
+    assert [f["id"] for f in listed] == [flag["id"]]
+    assert carla.post(f"{API}/review-flags/{flag['id']}/resolve").status_code == 403
+    resolved = ada.post(f"{API}/review-flags/{flag['id']}/resolve")
+    assert resolved.status_code == 200
+    assert resolved.json()["resolved_by"] == "ada"
+    again = ada.post(f"{API}/review-flags/{flag['id']}/resolve")
+    assert again.status_code == 409 and "already resolved" in again.json()["flag"][0]
+    assert ada.get(f"{API}/review-flags").json()["results"] == []
+    assert len(ada.get(f"{API}/review-flags?status=resolved").json()["results"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"kind": "maybe"}, "kind"),
+        ({}, "kind"),
+        ({"kind": "comment"}, "comment"),
+        ({"kind": "unsure", "comment": "y" * 1001}, "comment"),
+        ({"kind": "unsure", "comment": "nul\u0000"}, "comment"),
+    ],
+)
+def test_the_api_refuses_a_bad_flag_naming_the_field(curator, item, body, field):
+    response = token_client(curator).post(
+        f"{API}/review-items/{item.id}/flags", body, format="json"
+    )
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not ReviewFlag.objects.exists()
+
+
+def test_the_api_answers_404_for_an_unknown_item_or_flag(curator, admin_user, item):
+    assert (
+        token_client(curator)
+        .post(f"{API}/review-items/999999/flags", {"kind": "unsure"}, format="json")
+        .status_code
+        == 404
+    )
+    assert token_client(admin_user).post(f"{API}/review-flags/999999/resolve").status_code == 404
