@@ -14,13 +14,12 @@ deep page costs what the first one does.
 
 from __future__ import annotations
 
-import inspect
+import re
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, Length
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -36,6 +35,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotations.api_schema import MAX_ID, SLUG_PATTERN, ApiSchema
+from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH
 from annotations.models import (
     FeedbackPair,
     Group,
@@ -78,27 +79,10 @@ from siamweb.parsers import SafeJSONParser
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_LENGTH = 100  # Judgement.idempotency_key's column
+# The characters Django's username validator allows; anything else cannot name a user.
+USERNAME_PATTERN = r"^[\w.@+-]+$"
 
 # --- plumbing shared by every view of the API ---------------------------------------------
-
-
-# The largest id a row can have (a 64-bit signed integer, on PostgreSQL and SQLite alike).
-MAX_ID = 2**63 - 1
-
-
-class ApiSchema(AutoSchema):
-    """Components named after the view that declares them: every view nests its own
-    ``InputSerializer``/``OutputSerializer``, and the class name alone would collide."""
-
-    def get_serializer_name(self, serializer, direction) -> str:
-        return type(serializer).__qualname__.replace(".", "")
-
-    def get_description(self) -> str:
-        # The view's own docstring or its method's, never one inherited from a base class
-        # (those say how the API works, not what this operation does).
-        method_doc = getattr(self.view, self.method.lower(), None).__doc__
-        view_doc = type(self.view).__dict__.get("__doc__")
-        return inspect.cleandoc(method_doc or view_doc or "")
 
 
 class JsonApi(APIView):
@@ -116,6 +100,17 @@ class JsonApi(APIView):
         return super().handle_exception(exc)
 
 
+@extend_schema(exclude=True)
+class ApiNotFoundApi(JsonApi):
+    """Every path under the API that no endpoint matches (``/groups/abc``, ``/groups/-1``): a JSON
+    404 like any other of the API, where Django would answer its HTML page."""
+
+    def _not_found(self, request: Request, *args, **kwargs) -> Response:
+        raise NotFound(f"no endpoint {request.path}")
+
+    get = post = put = patch = delete = options = _not_found
+
+
 class CuratorApi(JsonApi):
     permission_classes = [IsAuthenticated, IsCurator]
 
@@ -130,6 +125,13 @@ class AdminApi(JsonApi):
 
 class PagePagination(PageNumberPagination):
     page_size = 50
+
+    def get_page_number(self, request, paginator):
+        # DRF reads an empty ?page= as the first page; the schema says a page is an integer, so
+        # it is refused like ?page=abc is.
+        if request.query_params.get(self.page_query_param) == "":
+            raise NotFound("Invalid page: empty")
+        return super().get_page_number(request, paginator)
 
 
 class CursorNewestFirst(CursorPagination):
@@ -316,7 +318,20 @@ def _item_judgements(item: ReviewItem) -> list[Judgement]:
 
 
 class CleanTextField(serializers.CharField):
-    """A short text, whitespace collapsed; control characters and over-long texts refused."""
+    """A short text, whitespace collapsed; control characters and over-long texts refused.
+
+    ``max_length`` defaults to SIAMWEB_MAX_TEXT_LENGTH, read when a text is validated; it counts
+    the text as sent, so the schema's ``maxLength`` is the rule (annotations/api_schema.py).
+    ``forbidden`` are further characters refused.
+    """
+
+    def __init__(self, *, max_length: int | None = None, forbidden: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text_max_length = max_length
+        self.forbidden = forbidden
+
+    def limit(self) -> int:
+        return self.text_max_length or settings.SIAMWEB_MAX_TEXT_LENGTH
 
     def run_validation(self, data=serializers.empty):
         # CharField answers "" before to_internal_value sees it; every text goes through
@@ -330,17 +345,46 @@ class CleanTextField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string")
+        limit = self.limit()
+        if len(data) > limit:
+            raise serializers.ValidationError(f"is longer than {limit} characters ({len(data)})")
+        for char in self.forbidden:
+            if char in data:
+                raise serializers.ValidationError(f"may not contain {char!r}")
         try:
-            return clean_text(data, max_length=settings.SIAMWEB_MAX_TEXT_LENGTH)
+            return clean_text(data, max_length=limit)
         except TextError as exc:
             raise serializers.ValidationError(str(exc)) from None
+
+
+class TextListField(serializers.ListField):
+    """Texts, at most SIAMWEB_MAX_TEXTS_PER_REQUEST of them (checked by the serializer)."""
+
+
+class KField(serializers.IntegerField):
+    """How many groups to rank, at most SIAMWEB_MAX_K (checked by the serializer)."""
+
+
+class TaxonomySlugField(serializers.SlugRelatedField):
+    """A taxonomy named by slug. Anything that cannot be a slug is refused before the lookup:
+    a NUL character, say, is an error from PostgreSQL, not an unknown taxonomy."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(slug_field="slug", queryset=Taxonomy.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not re.fullmatch(SLUG_PATTERN.strip("^$"), data):
+            raise serializers.ValidationError("must be a slug: letters, digits, - and _")
+        if len(data) > 64:
+            raise serializers.ValidationError("is longer than a slug can be (64 characters)")
+        return super().to_internal_value(data)
 
 
 class TextsSerializer(serializers.Serializer):
     """Texts to predict, within the request limits the settings set."""
 
-    texts = serializers.ListField(child=CleanTextField(), allow_empty=False)
-    k = serializers.IntegerField(min_value=1, required=False)
+    texts = TextListField(child=CleanTextField(), allow_empty=False)
+    k = KField(min_value=1, required=False)
 
     def validate_texts(self, texts: list[str]) -> list[str]:
         limit = settings.SIAMWEB_MAX_TEXTS_PER_REQUEST
@@ -445,9 +489,7 @@ def review_item_detail(item: ReviewItem) -> dict:
 class QueueFilterSerializer(serializers.Serializer):
     """What a curator narrows the queue to, for listing and for claiming."""
 
-    taxonomy = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Taxonomy.objects.all(), required=False
-    )
+    taxonomy = TaxonomySlugField(required=False)
     group = serializers.PrimaryKeyRelatedField(
         queryset=Group.objects.select_related("taxonomy"),
         required=False,
@@ -602,8 +644,8 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
         pass
 
     class CreateInputSerializer(serializers.Serializer):
-        code = serializers.CharField(max_length=64)
-        name = serializers.CharField(max_length=300)
+        code = CleanTextField(max_length=MAX_CODE_LENGTH, forbidden="/")
+        name = CleanTextField(max_length=MAX_NAME_LENGTH)
 
     @extend_schema(
         summary="Groups of a taxonomy",
@@ -639,7 +681,7 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
         pending_items = serializers.IntegerField(help_text="Pending items predicted as this group")
 
     class RenameInputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=300)
+        name = CleanTextField(max_length=MAX_NAME_LENGTH)
 
     def _detail(self, pk: int) -> dict:
         group = _group(pk)
@@ -977,7 +1019,9 @@ class JudgementListCreateApi(CuratorApi):
 
     class FilterSerializer(serializers.Serializer):
         review_item = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
-        user = serializers.CharField(required=False, max_length=150, help_text="A username")
+        user = serializers.RegexField(
+            USERNAME_PATTERN, required=False, max_length=150, help_text="A username"
+        )
         verdict = VerdictField(required=False)
         include_undone = serializers.BooleanField(
             required=False, default=False, help_text="Also the verdicts that were undone"
@@ -1033,7 +1077,7 @@ class JudgementListCreateApi(CuratorApi):
         parameters=[
             OpenApiParameter(
                 IDEMPOTENCY_HEADER,
-                str,
+                {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH},
                 OpenApiParameter.HEADER,
                 description=f"At most {IDEMPOTENCY_KEY_MAX_LENGTH} characters, unique per user",
             )
@@ -1113,9 +1157,7 @@ class FeedbackPairListApi(CuratorApi):
     pagination_class = CursorNewestFirst
 
     class FilterSerializer(serializers.Serializer):
-        taxonomy = serializers.SlugRelatedField(
-            slug_field="slug", queryset=Taxonomy.objects.all(), required=False
-        )
+        taxonomy = TaxonomySlugField(required=False)
         origin = FeedbackOriginField(required=False)
         label = serializers.BooleanField(
             required=False, help_text="true: both texts belong to one group"

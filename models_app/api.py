@@ -23,6 +23,7 @@ from annotations.api import (
     CuratorApi,
     CuratorReadsAdminWritesApi,
     PagePagination,
+    TaxonomySlugField,
     filters_of,
     named_choice_field,
     object_or_404,
@@ -108,9 +109,7 @@ class ModelVersionListApi(CuratorApi):
     pagination_class = PagePagination
 
     class FilterSerializer(serializers.Serializer):
-        taxonomy = serializers.SlugRelatedField(
-            slug_field="slug", queryset=Taxonomy.objects.all(), required=False
-        )
+        taxonomy = TaxonomySlugField(required=False)
 
     class OutputSerializer(ModelVersionSerializer):
         pass
@@ -327,16 +326,14 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
     pagination_class = PagePagination
 
     class FilterSerializer(serializers.Serializer):
-        taxonomy = serializers.SlugRelatedField(
-            slug_field="slug", queryset=Taxonomy.objects.all(), required=False
-        )
+        taxonomy = TaxonomySlugField(required=False)
         status = TrainingRunStatusField(required=False)
 
     class OutputSerializer(TrainingRunSerializer):
         pass
 
     class RequestInputSerializer(serializers.Serializer):
-        taxonomy = serializers.SlugRelatedField(slug_field="slug", queryset=Taxonomy.objects.all())
+        taxonomy = TaxonomySlugField()
         kind = TrainingRunRequestKindField()
 
     @extend_schema(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
@@ -97,4 +97,6 @@ urlpatterns = [
         SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
         name="api-docs",
     ),
+    # Last: any other path under the API is a JSON 404, not Django's HTML page.
+    re_path(r"", api.ApiNotFoundApi.as_view(), name="api-not-found"),
 ]

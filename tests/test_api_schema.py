@@ -122,3 +122,82 @@ def test_the_schema_generates_without_warnings():
     )
     assert result.returncode == 0, result.stderr
     assert "openapi: 3" in result.stdout
+
+
+# --- the schema states what the server enforces ---------------------------------------------
+
+
+def _component(schema: dict, name: str) -> dict:
+    return schema["components"]["schemas"][name]
+
+
+def test_the_schema_states_the_request_limits_the_settings_set(api_client, settings):
+    settings.SIAMWEB_MAX_TEXTS_PER_REQUEST = 7
+    settings.SIAMWEB_MAX_TEXT_LENGTH = 30
+    settings.SIAMWEB_MAX_K = 9
+    schema = api_client.get("/api/v1/schema", HTTP_ACCEPT="application/json").json()
+    for name in ("NormalizeApiInput", "InputListSubmitApiSubmitInput"):
+        texts = _component(schema, name)["properties"]["texts"]
+        assert (texts["minItems"], texts["maxItems"]) == (1, 7)
+        assert (texts["items"]["minLength"], texts["items"]["maxLength"]) == (1, 30)
+        k = _component(schema, name)["properties"]["k"]
+        assert (k["minimum"], k["maximum"]) == (1, 9)
+    member = _component(schema, "MemberListCreateApiCreateInput")["properties"]["text"]
+    assert member["maxLength"] == 30
+
+
+def test_the_text_pattern_is_the_rule_clean_text_applies(schema):
+    pattern = _component(schema, "NormalizeApiInput")["properties"]["texts"]["items"]["pattern"]
+    for accepted in ("nurse", " welder ", "مهندس\u200f", "chef 👩‍🍳", "a\tb\nc"):
+        assert re.search(pattern, accepted), accepted
+    for refused in ("", "   ", "\t\n", "\u3000", "bell\x07", "nul\x00", "\x85x"):
+        assert not re.search(pattern, refused), refused
+
+
+def test_group_codes_names_and_the_idempotency_key_state_their_limits(schema):
+    create = _component(schema, "GroupListCreateApiCreateInput")["properties"]
+    assert create["code"]["maxLength"] == 64 and "/" in create["code"]["pattern"]
+    assert create["name"]["maxLength"] == 300
+    rename = _component(schema, "GroupDetailApiRenameInput")
+    assert rename["required"] == ["name"]  # a PATCH body is whole, not partial
+    create_judgement = schema["paths"]["/api/v1/judgements"]["post"]
+    (header,) = [p for p in create_judgement["parameters"] if p["in"] == "header"]
+    assert header["schema"]["maxLength"] == 100
+
+
+def test_path_ids_and_slugs_are_described_as_the_urls_match_them(schema):
+    parameters = [
+        parameter
+        for operations in schema["paths"].values()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "path"
+    ]
+    assert parameters
+    for parameter in parameters:
+        if parameter["name"] == "slug":
+            assert parameter["schema"]["pattern"] == "^[-a-zA-Z0-9_]+$"
+        else:
+            assert parameter["schema"] == {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
+
+def test_every_operation_documents_its_errors_as_json(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert {"401", "406", "503"} <= set(responses), (path, method)
+            if "{" in path:
+                assert "404" in responses, (path, method)
+            if "requestBody" in operation:
+                assert {"400", "415"} <= set(responses), (path, method)
+            for code, response in responses.items():
+                if code >= "400":
+                    assert list(response["content"]) == ["application/json"], (path, method)
+
+
+def test_admin_operations_document_403(schema):
+    assert "403" in schema["paths"]["/api/v1/groups/{group_id}/merge"]["post"]["responses"]
+    assert "403" in schema["paths"]["/api/v1/training-runs"]["post"]["responses"]
+    assert "403" in schema["paths"]["/api/v1/judgements"]["post"]["responses"]  # curators only
+    # any signed-in user may normalize
+    assert "403" not in schema["paths"]["/api/v1/taxonomies/{slug}/normalize"]["post"]["responses"]

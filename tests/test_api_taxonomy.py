@@ -226,10 +226,10 @@ def test_an_admin_creates_a_group(admin_client, tiny_taxonomy):
         ({"code": "99-0001"}, "name", "This field is required."),
         ({"code": "15-1252", "name": "Again"}, "code", "already taken"),
         ({"code": "a/b", "name": "Slash"}, "code", "may not contain '/'"),
-        ({"code": "   ", "name": "Blank"}, "code", "may not be blank"),
-        ({"code": "99-1", "name": "x" * 301}, "name", "no more than 300 characters"),
-        ({"code": "99-1", "name": ["a list"]}, "name", "Not a valid string."),
-        ({"code": "99-1", "name": "nul\x00"}, "name", "Null characters are not allowed."),
+        ({"code": "   ", "name": "Blank"}, "code", "is empty"),
+        ({"code": "99-1", "name": "x" * 301}, "name", "longer than 300 characters"),
+        ({"code": "99-1", "name": ["a list"]}, "name", "must be a string"),
+        ({"code": "99-1", "name": "nul\x00"}, "name", "contains control characters"),
     ],
 )
 def test_a_bad_new_group_is_a_400_naming_the_field(

@@ -1,0 +1,176 @@
+"""Dependencies run one way (docs/architecture.md): each module belongs to a layer and imports
+only from its own layer or those below, and no import cycle spans the two apps.
+
+Layers, bottom to top: the engine (no Django); rows (models, the taxonomy's reading, audit);
+serving (the live model and index, normalize); curation (inputs, queue, verdicts, flags);
+jobs (builds, fine-tunes, the gate, promotion, bulk normalization); and on top the HTTP layer,
+commands and Celery tasks, which orchestrate across the others.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("annotations", "models_app", "worker", "siamweb")
+LAYERS = ("engine", "rows", "serving", "curation", "jobs", "top")
+
+# First match wins; a module no rule matches fails the test, so a new one is placed on purpose.
+RULES: tuple[tuple[str, str], ...] = (
+    (r"models_app\.siamese(\..+)?", "engine"),
+    # The project package loads the Celery app, as Celery's Django layout has it.
+    (r"siamweb", "top"),
+    # Packages whose __init__ holds nothing.
+    (r"annotations|models_app|worker|annotations\.services", "rows"),
+    (r"(annotations|models_app)\.management(\.commands)?", "rows"),
+    (r".+\.(views|api|urls|forms|admin)(_\w+)?", "top"),
+    (r".+\.management\.commands\.\w+", "top"),
+    (r".+\.(decorators|permissions)", "top"),
+    (r"worker\.tasks", "top"),
+    (r"siamweb\.(urls|api_urls|wsgi|asgi|celery)", "top"),
+    (r"models_app\.(services|retraining|selectors|bulk)", "jobs"),
+    (r"annotations\.services\.(review|inputs_upload|taxonomy_edit|flags)", "curation"),
+    (r"annotations\.selectors(_audit)?", "curation"),
+    (r"models_app\.live", "serving"),
+    (r"annotations\.(normalization|selectors_calibration|text_match)", "serving"),
+    (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
+    (r"annotations\.(selectors_taxonomy|importers|lookups)", "rows"),
+    (r"annotations\.services\.(audit|accounts|taxonomy)", "rows"),
+    (r"siamweb\.(env|parsers|middleware|settings|settings_test)", "rows"),
+    (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers
+)
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def imports(modules: dict[str, Path]) -> set[tuple[str, str]]:
+    """(importer, imported) for every import between project modules, local ones included."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = set()
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in names:
+                target = owner(name) if name.split(".")[0] in PACKAGES else None
+                if target and target != module:
+                    edges.add((module, target))
+    return edges
+
+
+def layer_of(module: str) -> str:
+    for pattern, layer in RULES:
+        if re.fullmatch(pattern, module):
+            return layer
+    raise AssertionError(f"{module} belongs to no layer: add it to RULES in {__file__}")
+
+
+def app_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_every_module_has_a_layer():
+    for module in project_modules():
+        assert layer_of(module) in LAYERS
+
+
+def test_imports_only_go_down_or_sideways():
+    modules = project_modules()
+    upward = sorted(
+        f"{importer} ({layer_of(importer)}) imports {imported} ({layer_of(imported)})"
+        for importer, imported in imports(modules)
+        if LAYERS.index(layer_of(imported)) > LAYERS.index(layer_of(importer))
+    )
+    assert upward == []
+
+
+def test_the_engine_never_imports_django_or_the_apps():
+    modules = project_modules()
+    for module, path in modules.items():
+        if layer_of(module) != "engine" or not module.startswith("models_app.siamese"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(from|import) (django|rest_framework|celery)\b", source, re.M), (
+            module
+        )
+        assert not any(
+            layer_of(imported) != "engine"
+            for _, imported in {e for e in imports(modules) if e[0] == module}
+        ), module
+
+
+def test_no_import_cycle_spans_the_two_apps():
+    modules = project_modules()
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for importer, imported in imports(modules):
+        graph[importer].add(imported)
+    spanning = [
+        sorted(component)
+        for component in strongly_connected(graph)
+        if len({app_of(module) for module in component} & {"annotations", "models_app"}) > 1
+    ]
+    assert spanning == []
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iteratively (the graph is small, but recursion depth is not free)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
