@@ -57,9 +57,6 @@ class Normalization:
     # The chance the top group is right, calibrated on the taxonomy's verdicts; None for a
     # curator's answer (a verdict on this very text) or before there are verdicts to fit on.
     probability: float | None = None
-    # The runner-up's score below the top group's (1.0 with no runner-up): what the probability
-    # reads beside the score, and what a bulk job reports.
-    margin: float = 1.0
 
     @property
     def low_confidence(self) -> bool:
@@ -146,7 +143,6 @@ def normalize_texts(
             model_version=engine.model_label,
             model_version_id=engine.model_version_id,
             probability=probability,
-            margin=margin,
         )
     return [by_text[text] for text in texts]
 

@@ -28,6 +28,7 @@ _lock = threading.Lock()
 _engines: dict[int, LiveEngine] = {}
 _loading: dict[int, threading.Lock] = {}  # per taxonomy: held by the thread loading its engine
 _encoders: dict[int, Encoder] = {}
+_pinned: dict[int, LiveEngine] = {}  # by index build: one not live that a caller asked for
 _MAX_CACHED_ENCODERS = 4
 
 
@@ -163,7 +164,31 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
         loading.release()
 
 
+def engine_for_build(taxonomy: Taxonomy, build) -> LiveEngine:
+    """The engine of this index build: the live one while the build is live, else one loaded
+    for its callers alone (a bulk job answers every row with the build it started with, even
+    after a promotion). The last such build is kept; the live engines are left as they are."""
+    with _lock:
+        live = _engines.get(taxonomy.id)
+        pinned = _pinned.get(build.id)
+    if live is not None and live.index_build_id == build.id:
+        return live
+    if pinned is None:
+        pinned = _engine_of(taxonomy, build)
+        with _lock:
+            _pinned.clear()
+            _pinned[build.id] = pinned
+    return pinned
+
+
 def _load_engine(taxonomy: Taxonomy, build) -> LiveEngine:
+    engine = _engine_of(taxonomy, build)
+    with _lock:
+        _engines[taxonomy.id] = engine
+    return engine
+
+
+def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
     index = MemberIndex.load(artifact_path(build.artifact_path))
     encoder = encoder_for(build.model_version)
     if index.dim != encoder.dim:
@@ -189,8 +214,6 @@ def _load_engine(taxonomy: Taxonomy, build) -> LiveEngine:
         search=MemberSearch(index, texts, search_config),
         indexed_ids=np.sort(index.member_ids()),
     )
-    with _lock:
-        _engines[taxonomy.id] = engine
     return engine
 
 
@@ -199,3 +222,4 @@ def forget_loaded_engines() -> None:
     with _lock:
         _engines.clear()
         _encoders.clear()
+        _pinned.clear()

@@ -153,3 +153,72 @@ class TrainingRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} run {self.pk} of {self.taxonomy} ({self.status})"
+
+
+class BulkJob(models.Model):
+    """A file of texts normalized in the background, chunk by chunk, into a result file.
+
+    The input is stored under the artifacts folder; the results are written beside it as
+    ``.part`` files and renamed when the last row is in, so a result on disk under its final
+    name is whole. After each chunk the job records how far it read and how long each result
+    file was: a worker that dies leaves a job a retry continues from there, with the model
+    version and index build pinned when it started.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    class Format(models.TextChoices):
+        CSV = "csv", "CSV"
+        TEXT = "txt", "Text, one per line"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="bulk_jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    filename = models.CharField(max_length=255)
+    input_format = models.CharField(max_length=8, choices=Format.choices)
+    column = models.CharField(max_length=200, blank=True, help_text="The CSV column to normalize")
+    folder = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
+    input_bytes = models.BigIntegerField()
+    # Pinned by the first chunk: every row is answered by this version and index.
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    index_build = models.ForeignKey(
+        IndexBuild, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The checkpoint, written with each chunk: input read up to this byte, rows written, and
+    # the result files' lengths then (a resumed job cuts them back to these).
+    input_offset = models.BigIntegerField(default=0)
+    input_line = models.BigIntegerField(default=1, help_text="The line input_offset starts")
+    rows_done = models.BigIntegerField(default=0)
+    rows_failed = models.BigIntegerField(default=0, help_text="Rows whose text could not be used")
+    csv_bytes = models.BigIntegerField(default=0)
+    jsonl_bytes = models.BigIntegerField(default=0)
+    progress = models.FloatField(default=0.0)
+    eta_seconds = models.FloatField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"bulk job {self.pk} of {self.taxonomy} ({self.status})"
+
+    @property
+    def active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES

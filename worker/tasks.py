@@ -18,12 +18,13 @@ import logging
 import kombu.exceptions
 import redis.exceptions
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from annotations.services.review import review_items_repredict
-from models_app import retraining
+from models_app import bulk, retraining
 from models_app.models import TrainingRun
 from models_app.services import (
     first_training_request,
@@ -46,6 +47,8 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     kombu.exceptions.OperationalError,
 )
 MAX_RETRIES = 3
+# A bulk job another delivery holds is asked for again this many times, a heartbeat apart.
+BULK_BUSY_RETRIES = 30
 
 
 @shared_task(
@@ -132,3 +135,34 @@ def retrain_due_taxonomies() -> int:
     for run in started:
         logger.info("started fine-tune run %d of %s (%s)", run.id, run.taxonomy.slug, run.trigger)
     return len(started)
+
+
+@shared_task(
+    name="worker.tasks.execute_bulk_job",
+    bind=True,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def execute_bulk_job(self, job_id: int) -> str | None:
+    """Normalize a bulk job's file from its checkpoint on; its final status, or None when there
+    was nothing to do. A job another worker holds (or held until it died a moment ago) is
+    asked for again once its heartbeat would be stale: then this delivery resumes it."""
+    try:
+        job = bulk.bulk_job_execute(job_id=job_id)
+    except bulk.JobBusy:
+        raise self.retry(countdown=bulk.STALE_SECONDS + 5, max_retries=BULK_BUSY_RETRIES) from None
+    except SoftTimeLimitExceeded:
+        # A file too big for one task's time: queued again, the next delivery reads on from
+        # the last checkpoint.
+        bulk.bulk_job_requeue(job_id=job_id)
+        return bulk.BulkJob.Status.QUEUED
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception as exc:
+        # Not worth retrying by itself (a bug, a full disk): FAILED, its checkpoint kept, so a
+        # retry from the page or the API continues once the cause is fixed.
+        bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    return job.status if job is not None else None

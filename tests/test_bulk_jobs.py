@@ -1,0 +1,271 @@
+"""A bulk job normalizes a whole file in chunks into result files: every input column kept, the
+answer beside it, resumable after its worker dies, cancellable, one model version throughout,
+and a clear error for a file it cannot read."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from annotations.normalization import normalize_texts
+from annotations.services.taxonomy import taxonomy_import
+from models_app import bulk
+from models_app.bulk import (
+    RESULT_COLUMNS,
+    BulkFileError,
+    BulkStateError,
+    JobBusy,
+    bulk_job_cancel,
+    bulk_job_create,
+    bulk_job_execute,
+    bulk_job_result,
+    bulk_job_retry,
+)
+from models_app.live import artifact_path
+from models_app.models import BulkJob
+from tests.conftest import TINY_CSV, build_live_model
+
+TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",
+          "python developer", "night charge nurse", "espresso bar attendant", "long haul trucker",
+          "staff accountant ii", "backend developer remote"]  # fmt: skip
+
+
+def csv_bytes(rows: list[list[str]]) -> bytes:
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    return out.getvalue().encode("utf-8")
+
+
+def jobs_csv(titles=TITLES) -> bytes:
+    return csv_bytes(
+        [["id", "title", "city"], *[[str(i), t, f"City {i}"] for i, t in enumerate(titles)]]
+    )
+
+
+def create(taxonomy, data: bytes, filename="jobs.csv", column="title", user=None) -> BulkJob:
+    return bulk_job_create(
+        taxonomy=taxonomy,
+        upload=io.BytesIO(data),
+        filename=filename,
+        column=column,
+        user=user,
+        enqueue=False,
+    )
+
+
+def result_rows(job: BulkJob) -> list[dict]:
+    with bulk_job_result(job, "csv").open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def jsonl_rows(job: BulkJob) -> list[dict]:
+    lines = bulk_job_result(job, "jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_csv_is_normalized_in_chunks_keeping_every_column(tiny_taxonomy, curator):
+    job = create(tiny_taxonomy, jobs_csv(), user=curator)
+    assert job.status == BulkJob.Status.QUEUED and job.requested_by == curator
+    done = bulk_job_execute(job_id=job.id, chunk_rows=3)
+    assert done.status == BulkJob.Status.SUCCEEDED, done.error
+    assert (done.rows_done, done.rows_failed, done.progress) == (len(TITLES), 0, 1.0)
+    rows = result_rows(done)
+    assert list(rows[0]) == ["id", "title", "city", *RESULT_COLUMNS]
+    assert [(r["id"], r["title"], r["city"]) for r in rows] == [
+        (str(i), t, f"City {i}") for i, t in enumerate(TITLES)
+    ]
+    expected = normalize_texts(tiny_taxonomy, TITLES, k=2)
+    for row, answer in zip(rows, expected, strict=True):
+        top, runner_up = answer.groups
+        assert (row["group_code"], row["group_name"], row["matched_member"]) == (
+            top.code, top.name, top.member,
+        )  # fmt: skip
+        assert float(row["score"]) == top.score
+        assert (row["source"], row["model_version"]) == ("model", "jobs/v1")
+        assert (row["runner_up_code"], float(row["runner_up_score"])) == (
+            runner_up.code, runner_up.score,
+        )  # fmt: skip
+        assert float(row["margin"]) == round(top.score - runner_up.score, 4)
+    lines = jsonl_rows(done)
+    assert [line["input"]["title"] for line in lines] == TITLES
+    assert lines[1]["group_code"] == "29-1141" and lines[1]["score"] == expected[1].groups[0].score
+
+
+def test_a_text_file_is_one_text_a_line(tiny_taxonomy):
+    job = create(tiny_taxonomy, "\ufeffJava Developer\r\nicu nurse\n".encode(), "t.txt", "")
+    done = bulk_job_execute(job_id=job.id)
+    rows = result_rows(done)
+    assert [(r["text"], r["group_code"]) for r in rows] == [
+        ("Java Developer", "15-1252"),
+        ("icu nurse", "29-1141"),
+    ]
+
+
+def test_quoted_fields_with_commas_and_newlines_stay_one_row(tiny_taxonomy):
+    data = csv_bytes([["title", "note"], ["icu nurse", 'nights, "ward 3"\nsecond line'],
+                      ["Head Barista", ""]])  # fmt: skip
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id, chunk_rows=1)
+    rows = result_rows(done)
+    assert [r["note"] for r in rows] == ['nights, "ward 3"\nsecond line', ""]
+    assert [r["group_code"] for r in rows] == ["29-1141", "35-3023"]
+
+
+def test_empty_and_unusable_rows_are_kept_with_the_reason(tiny_taxonomy):
+    data = csv_bytes([["id", "title"], ["1", "icu nurse"], ["2", "   "], ["3"], ["4", "x" * 300]])
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id)
+    assert (done.status, done.rows_done, done.rows_failed) == (BulkJob.Status.SUCCEEDED, 4, 3)
+    rows = result_rows(done)
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4"]
+    assert rows[0]["error"] == "" and rows[0]["group_code"] == "29-1141"
+    assert rows[1]["error"] == "line 3: title is empty" and rows[1]["group_code"] == ""
+    assert rows[2]["error"] == "line 4: title is missing: the row has 1 field(s)"
+    assert rows[3]["error"].startswith("line 5: title is longer than 200 characters")
+
+
+def test_cells_a_spreadsheet_would_run_as_formulas_are_defused(tiny_taxonomy):
+    data = csv_bytes([["title", "note"], ["icu nurse", '=HYPERLINK("http://evil","x")'],
+                      ["+barista", "-3.5"], ["@head barista", "-cmd|' /C calc'!A0"]])  # fmt: skip
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id)
+    rows = result_rows(done)
+    assert [r["note"] for r in rows] == [
+        "'=HYPERLINK(\"http://evil\",\"x\")", "-3.5", "'-cmd|' /C calc'!A0",
+    ]  # fmt: skip
+    assert [r["title"] for r in rows] == ["icu nurse", "'+barista", "'@head barista"]
+    # The JSON Lines file is data, not a spreadsheet: the texts as they came.
+    assert jsonl_rows(done)[1]["input"]["title"] == "+barista"
+
+
+class WorkerDied(BaseException):
+    """What a killed worker leaves behind: the job stops between two statements."""
+
+
+def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
+    whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id, chunk_rows=2)
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def die_after_two_chunks(current: BulkJob) -> None:
+        if current.rows_done == 4:
+            raise WorkerDied
+
+    with pytest.raises(WorkerDied):
+        bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=die_after_two_chunks)
+    job.refresh_from_db()
+    assert (job.status, job.rows_done) == (BulkJob.Status.RUNNING, 4)
+    assert bulk_job_result(job, "csv") is None  # nothing is offered while half-written
+    folder = artifact_path(job.folder)
+    # The worker wrote more rows after its last checkpoint before it died: they must not count.
+    for name in ("result.csv.part", "result.jsonl.part"):
+        with (folder / name).open("ab") as handle:
+            handle.write(b"half a row,")
+    with pytest.raises(JobBusy):  # its heartbeat is fresh: it may still be alive
+        bulk_job_execute(job_id=job.id, chunk_rows=2)
+    BulkJob.objects.filter(id=job.id).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.STALE_SECONDS + 1)
+    )
+    done = bulk_job_execute(job_id=job.id, chunk_rows=3)
+    assert (done.status, done.rows_done, done.attempts) == (BulkJob.Status.SUCCEEDED, 11, 2)
+    for kind in ("csv", "jsonl"):
+        assert bulk_job_result(done, kind).read_bytes() == bulk_job_result(whole, kind).read_bytes()
+
+
+def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    promoted = []
+
+    def promote_a_new_version(current: BulkJob) -> None:
+        if not promoted:
+            promoted.append(build_live_model(tiny_taxonomy))
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=4, after_chunk=promote_a_new_version)
+    assert normalize_texts(tiny_taxonomy, ["icu nurse"], k=1)[0].model_version == "jobs/v2"
+    assert {row["model_version"] for row in result_rows(done)} == {"jobs/v1"}
+    assert done.model_version.label == "jobs/v1"
+
+
+def test_a_queued_job_is_cancelled_at_once(tiny_taxonomy):
+    job = bulk_job_cancel(job=create(tiny_taxonomy, jobs_csv()))
+    assert job.status == BulkJob.Status.CANCELLED
+    assert bulk_job_execute(job_id=job.id) is None
+    with pytest.raises(BulkStateError, match="is cancelled"):
+        bulk_job_cancel(job=job)
+
+
+def test_a_running_job_stops_after_its_chunk_and_leaves_no_result(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def cancel(current: BulkJob) -> None:
+        bulk_job_cancel(job=current)
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=cancel)
+    assert (done.status, done.rows_done) == (BulkJob.Status.CANCELLED, 2)
+    assert not list(artifact_path(done.folder).glob("result*"))
+
+
+def test_a_failed_job_is_retried_from_its_checkpoint(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    with pytest.raises(BulkStateError, match="only a failed job"):
+        bulk_job_retry(job=job)
+    BulkJob.objects.filter(id=job.id).update(status=BulkJob.Status.FAILED, error="disk full")
+    job = bulk_job_retry(job=job)
+    assert (job.status, job.error) == (BulkJob.Status.QUEUED, "")
+    assert bulk_job_execute(job_id=job.id).status == BulkJob.Status.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "column", "message"),
+    [
+        (b"title\nnurse\n", "jobs.xlsx", "title", "neither a .csv nor a .txt file"),
+        (b"", "jobs.csv", "title", "jobs.csv is empty"),
+        (b"title\n", "jobs.csv", "title", "jobs.csv holds no rows"),
+        (b"id,title\n1,nurse\n", "jobs.csv", "job", "has no column 'job'; its columns are 'id', "),
+        (b"title\nnurse\ncaf\xe9\n", "jobs.csv", "title", "is not UTF-8: line 3 (byte 15)"),
+        (b"\xff\xfet\x00", "jobs.txt", "", "UTF-16 text; save it as UTF-8"),
+        (b'title\n"nurse\n', "jobs.csv", "title", "a quote opened on line 2 is never closed"),
+    ],
+)  # fmt: skip
+def test_a_file_it_cannot_read_is_refused_with_the_reason(
+    tiny_taxonomy, data, filename, column, message
+):
+    with pytest.raises(BulkFileError, match=re.escape(message)):
+        create(tiny_taxonomy, data, filename, column)
+    assert not BulkJob.objects.exists()
+    assert not list(Path(artifact_path("bulk")).glob("*/input"))
+
+
+def test_a_file_over_the_size_limit_is_refused_and_not_kept(tiny_taxonomy, settings):
+    settings.SIAMWEB_BULK_MAX_BYTES = 1024
+    with pytest.raises(BulkFileError, match="is over 1 KB, the largest file a bulk job takes"):
+        create(tiny_taxonomy, b"title\n" + b"icu nurse\n" * 200)
+    assert not list(Path(artifact_path("bulk")).glob("*/input"))
+
+
+def test_a_taxonomy_without_a_live_model_is_refused(db):
+    taxonomy = taxonomy_import(slug="bare", path=TINY_CSV, fmt="csv", name="Bare").taxonomy
+    with pytest.raises(BulkFileError, match="bare has no live model yet"):
+        create(taxonomy, jobs_csv())
+
+
+def test_a_bad_byte_past_the_first_check_fails_the_job_naming_it(tiny_taxonomy, monkeypatch):
+    monkeypatch.setattr(bulk, "_HEAD_BYTES", 16)  # the upload's check reads this far only
+    data = b"title\nicu nurse\nhead barista\ncaf\xe9 owner\nnurse\n"
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id, chunk_rows=1)
+    assert done.status == BulkJob.Status.FAILED
+    assert done.error.startswith("jobs.csv is not UTF-8: line 4 (byte 32)")
+    assert bulk_job_result(done, "csv") is None
+    assert done.rows_done == 2  # its checkpoint is kept: a fixed file could go on from there
+
+
+def test_a_job_another_worker_runs_is_not_taken_twice(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    BulkJob.objects.filter(id=job.id).update(
+        status=BulkJob.Status.RUNNING, heartbeat_at=timezone.now()
+    )
+    with pytest.raises(JobBusy):
+        bulk_job_execute(job_id=job.id)
+    assert bulk_job_execute(job_id=job.id + 1000) is None
