@@ -23,7 +23,7 @@ from django.db.models.functions import Length, RowNumber
 from django.utils import timezone
 
 from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem, Taxonomy
-from annotations.text_match import name_relevance, similarity
+from annotations.text_match import name_relevance, nearest
 
 
 def taxonomy_get(slug: str) -> Taxonomy | None:
@@ -295,7 +295,7 @@ def review_item_held(*, user, item_id: int) -> ReviewItem | None:
 
 
 def review_card_members(
-    *, groups: Sequence[dict], text: str = "", per_group: int = 3, scan: int = 400
+    *, groups: Sequence[dict], text: str = "", per_group: int = 3, scan: int = 200
 ) -> dict[int, list[str]]:
     """Up to ``per_group`` member strings of each shown group, besides the one its prediction
     matched (``groups`` are ranked-group dicts): the members nearest ``text`` by character
@@ -328,7 +328,7 @@ def review_card_members(
     if text:
         # Stable sort: equally near members keep the taxonomy-titles-first order.
         for group_id, texts in members.items():
-            members[group_id] = sorted(texts, key=lambda m: -similarity(text, m))[:per_group]
+            members[group_id] = nearest(text, texts, per_group)
     return dict(members)
 
 

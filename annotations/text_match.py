@@ -48,12 +48,21 @@ def _trigrams(text: str) -> set[str]:
     return {padded[i : i + 3] for i in range(len(padded) - 2)}
 
 
-def similarity(a: str, b: str) -> float:
-    """Character-trigram Dice similarity of two strings, 0 to 1 (words folded as above)."""
-    left, right = _trigrams(a), _trigrams(b)
+def _dice(left: set[str], right: set[str]) -> float:
     if not left or not right:
         return 0.0
     return 2 * len(left & right) / (len(left) + len(right))
+
+
+def similarity(a: str, b: str) -> float:
+    """Character-trigram Dice similarity of two strings, 0 to 1 (words folded as above)."""
+    return _dice(_trigrams(a), _trigrams(b))
+
+
+def nearest(text: str, candidates: list[str], n: int) -> list[str]:
+    """The ``n`` candidates most similar to ``text``; equally near ones keep their order."""
+    wanted = _trigrams(text)
+    return sorted(candidates, key=lambda c: -_dice(wanted, _trigrams(c)))[:n]
 
 
 def name_relevance(name: str, code: str, query: str) -> int:

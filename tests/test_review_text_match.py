@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from annotations.models import Group
 from annotations.selectors import group_search
-from annotations.text_match import matched_parts, name_relevance, similarity, words
+from annotations.text_match import matched_parts, name_relevance, nearest, similarity, words
 
 
 def test_marked_parts_give_the_text_back_and_mark_the_inputs_words():
@@ -49,3 +49,12 @@ def test_group_search_leaves_out_excluded_groups_and_breaks_ties_by_score(tiny_t
     scored = group_search(taxonomy=tiny_taxonomy, query="nurses", scores={registered.id: 0.4})
     assert scored == [registered, acute]
     assert group_search(taxonomy=tiny_taxonomy, query="nurses", exclude={registered.id}) == [acute]
+
+
+def test_nearest_keeps_the_closest_and_the_given_order_among_equals():
+    candidates = ["Tax Preparer", "Senior Tax Accountant", "Payroll Clerk", "Payroll Clerk II"]
+    assert nearest("senior tax accountant", candidates, 2) == [
+        "Senior Tax Accountant",
+        "Tax Preparer",
+    ]
+    assert nearest("", ["b", "a"], 2) == ["b", "a"]
