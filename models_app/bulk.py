@@ -42,7 +42,7 @@ from django.utils import timezone
 from annotations.models import Taxonomy
 from annotations.normalization import Normalization, normalize_texts
 from annotations.services.inputs_upload import format_size
-from models_app.live import artifact_path, engine_for_build
+from models_app.live import NoLiveModel, artifact_path, engine_for_build
 from models_app.models import BulkJob, Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
@@ -211,16 +211,14 @@ def bulk_job_create(
     user=None,
     enqueue: bool = True,
 ) -> BulkJob:
-    """Store an uploaded file and queue its job; ``BulkFileError`` says what is wrong with it.
+    """Store an uploaded file and queue its job; ``BulkFileError`` says what is wrong with it,
+    ``NoLiveModel`` that there is nothing to answer with yet.
 
     ``upload`` is read in pieces (Django keeps a large upload in a temporary file), so a file
     of any size up to ``SIAMWEB_BULK_MAX_BYTES`` passes through bounded memory.
     """
     if not Deployment.objects.filter(taxonomy=taxonomy).exists():
-        raise BulkFileError(
-            f"{taxonomy.slug} has no live model yet; build one first (manage.py train "
-            f"{taxonomy.slug} --activate, or from the Models page)"
-        )
+        raise NoLiveModel(taxonomy)
     suffix = Path(filename).suffix.lower()
     fmt = BULK_FORMATS.get(suffix)
     if fmt is None:
@@ -356,7 +354,7 @@ def bulk_job_execute(
     job = BulkJob.objects.select_related("taxonomy", "index_build__model_version").get(id=job_id)
     try:
         return _run(job, chunk_rows or settings.SIAMWEB_BULK_CHUNK_ROWS, after_chunk)
-    except (BulkFileError, ArtifactError) as exc:
+    except (BulkFileError, ArtifactError, NoLiveModel) as exc:
         return _fail(job, str(exc))
 
 
@@ -367,7 +365,7 @@ def _pin(job: BulkJob) -> BulkJob:
             Deployment.objects.filter(taxonomy=job.taxonomy).select_related("index_build").first()
         )
         if deployment is None:
-            raise BulkFileError(f"{job.taxonomy.slug} has no live model")
+            raise NoLiveModel(job.taxonomy)
         build = deployment.index_build
         BulkJob.objects.filter(id=job.id, index_build__isnull=True).update(
             index_build=build, model_version_id=build.model_version_id

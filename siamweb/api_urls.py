@@ -8,6 +8,7 @@ from rest_framework.permissions import IsAuthenticated
 
 from annotations import api, api_flags
 from models_app import api as models_api
+from models_app import api_bulk as bulk_api
 
 urlpatterns = [
     # taxonomies, their groups and member strings
@@ -85,6 +86,29 @@ urlpatterns = [
         "training-runs/<int:run_id>/retry",
         models_api.TrainingRunRetryApi.as_view(),
         name="api-training-run-retry",
+    ),
+    # bulk normalization jobs
+    path("bulk-jobs", bulk_api.BulkJobListCreateApi.as_view(), name="api-bulk-jobs"),
+    path("bulk-jobs/<int:job_id>", bulk_api.BulkJobDetailApi.as_view(), name="api-bulk-job"),
+    path(
+        "bulk-jobs/<int:job_id>/cancel",
+        bulk_api.BulkJobCancelApi.as_view(),
+        name="api-bulk-job-cancel",
+    ),
+    path(
+        "bulk-jobs/<int:job_id>/retry",
+        bulk_api.BulkJobRetryApi.as_view(),
+        name="api-bulk-job-retry",
+    ),
+    path(
+        "bulk-jobs/<int:job_id>/result.csv",
+        bulk_api.BulkJobCsvApi.as_view(),
+        name="api-bulk-job-csv",
+    ),
+    path(
+        "bulk-jobs/<int:job_id>/result.jsonl",
+        bulk_api.BulkJobJsonlApi.as_view(),
+        name="api-bulk-job-jsonl",
     ),
     # the OpenAPI description and its docs page (Swagger UI from static files, no CDN)
     path(

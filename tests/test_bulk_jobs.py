@@ -27,7 +27,7 @@ from models_app.bulk import (
     bulk_job_result,
     bulk_job_retry,
 )
-from models_app.live import artifact_path
+from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
 from tests.conftest import TINY_CSV, build_live_model
 
@@ -247,7 +247,7 @@ def test_a_file_over_the_size_limit_is_refused_and_not_kept(tiny_taxonomy, setti
 
 def test_a_taxonomy_without_a_live_model_is_refused(db):
     taxonomy = taxonomy_import(slug="bare", path=TINY_CSV, fmt="csv", name="Bare").taxonomy
-    with pytest.raises(BulkFileError, match="bare has no live model yet"):
+    with pytest.raises(NoLiveModel, match="'bare' has no live model yet"):
         create(taxonomy, jobs_csv())
 
 

@@ -1,0 +1,251 @@
+"""REST API, version 1, for bulk normalization jobs: upload a file, follow it, download it.
+
+A curator uploads a CSV (naming the column to normalize) or a text file, one text a line, as
+``multipart/form-data``; a worker normalizes it in chunks (``models_app.bulk``). The job's
+``progress`` and ``eta_seconds`` move as it goes; its results download once it has succeeded,
+never before. Cancelling and retrying are for whoever asked for the job, or an admin.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import FileResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotations.api import (
+    BAD_REQUEST,
+    CONFLICT,
+    NOT_FOUND,
+    CuratorApi,
+    PagePagination,
+    TaxonomySlugField,
+    named_choice_field,
+    object_or_404,
+    paginated,
+)
+from models_app.bulk import (
+    RESULT_FILES,
+    BulkFileError,
+    BulkStateError,
+    bulk_job_cancel,
+    bulk_job_create,
+    bulk_job_result,
+    bulk_job_retry,
+)
+from models_app.live import NoLiveModel
+from models_app.models import BulkJob
+
+BulkJobStatusField = named_choice_field("BulkJobStatus", BulkJob.Status.choices)
+BulkJobFormatField = named_choice_field("BulkJobFormat", BulkJob.Format.choices)
+CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+
+
+def bulk_jobs() -> QuerySet[BulkJob]:
+    return BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
+
+
+def may_change(user, job: BulkJob) -> bool:
+    return user.is_staff or job.requested_by_id == user.id
+
+
+class BulkJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    taxonomy = serializers.CharField(source="taxonomy.slug")
+    status = BulkJobStatusField()
+    filename = serializers.CharField()
+    format = BulkJobFormatField(source="input_format")
+    column = serializers.CharField(help_text="The CSV column normalized; empty for a text file")
+    input_bytes = serializers.IntegerField()
+    rows_done = serializers.IntegerField(help_text="Rows written to the results so far")
+    rows_failed = serializers.IntegerField(help_text="Rows whose text could not be used")
+    progress = serializers.FloatField(help_text="Share of the file read, 0 to 1")
+    eta_seconds = serializers.FloatField(allow_null=True, help_text="Estimated seconds left")
+    model_version = serializers.CharField(
+        source="model_version.label",
+        allow_null=True,
+        help_text="The version every row is answered by, pinned when the job starts",
+    )
+    requested_by = serializers.CharField(source="requested_by.username", allow_null=True)
+    error = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    results = serializers.SerializerMethodField(
+        help_text="Download links by format (csv, jsonl), once the job has succeeded"
+    )
+
+    def get_results(self, job: BulkJob) -> dict[str, str]:
+        if job.status != BulkJob.Status.SUCCEEDED:
+            return {}
+        request = self.context["request"]
+        return {
+            kind: request.build_absolute_uri(reverse(f"api-bulk-job-{kind}", args=[job.id]))
+            for kind in RESULT_FILES
+        }
+
+
+class BulkJobListCreateApi(CuratorApi):
+    parser_classes = [MultiPartParser]
+    pagination_class = PagePagination
+
+    class InputSerializer(serializers.Serializer):
+        taxonomy = TaxonomySlugField()
+        file = serializers.FileField(
+            help_text="A .csv with a header row (UTF-8) or a .txt file, one text a line"
+        )
+        column = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text="The CSV column to normalize (default: text)",
+        )
+
+    class OutputSerializer(BulkJobSerializer):
+        pass
+
+    @extend_schema(
+        summary="Bulk normalization jobs, newest first", responses=OutputSerializer(many=True)
+    )
+    def get(self, request: Request) -> Response:
+        return paginated(self, request, bulk_jobs(), self.OutputSerializer)
+
+    @extend_schema(
+        summary="Upload a file to normalize in the background",
+        request={"multipart/form-data": InputSerializer},
+        responses={
+            202: OutputSerializer,
+            400: BAD_REQUEST,
+            409: OpenApiResponse(description="The taxonomy has no live model yet"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        upload = data["file"]
+        try:
+            job = bulk_job_create(
+                taxonomy=data["taxonomy"],
+                upload=upload,
+                filename=upload.name,
+                column=data.get("column", ""),
+                user=request.user,
+            )
+        except NoLiveModel as exc:
+            return Response({"taxonomy": [str(exc)]}, status=status.HTTP_409_CONFLICT)
+        except BulkFileError as exc:
+            return Response({"file": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        job = bulk_jobs().get(id=job.id)
+        return Response(
+            self.OutputSerializer(job, context={"request": request}).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class BulkJobDetailApi(CuratorApi):
+    class OutputSerializer(BulkJobSerializer):
+        pass
+
+    @extend_schema(
+        summary="A bulk job: its status, progress and time left",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        job = object_or_404(bulk_jobs(), job_id, "bulk job")
+        return Response(self.OutputSerializer(job, context={"request": request}).data)
+
+
+class _BulkJobActionApi(CuratorApi):
+    action = staticmethod(bulk_job_cancel)
+
+    class OutputSerializer(BulkJobSerializer):
+        pass
+
+    def post(self, request: Request, job_id: int) -> Response:
+        job = object_or_404(bulk_jobs(), job_id, "bulk job")
+        if not may_change(request.user, job):
+            raise PermissionDenied("only whoever asked for the job, or an admin")
+        try:
+            job = type(self).action(job=job)
+        except BulkStateError as exc:
+            return Response({"status": [str(exc)]}, status=status.HTTP_409_CONFLICT)
+        job = bulk_jobs().get(id=job.id)
+        return Response(self.OutputSerializer(job, context={"request": request}).data)
+
+
+class BulkJobCancelApi(_BulkJobActionApi):
+    action = staticmethod(bulk_job_cancel)
+
+    @extend_schema(
+        summary="Cancel a job: a queued one at once, a running one after its chunk",
+        request=None,
+        responses={200: BulkJobSerializer, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    def post(self, request: Request, job_id: int) -> Response:
+        return super().post(request, job_id)
+
+
+class BulkJobRetryApi(_BulkJobActionApi):
+    action = staticmethod(bulk_job_retry)
+
+    @extend_schema(
+        summary="Queue a failed job (or one whose worker stopped) again, from its checkpoint",
+        request=None,
+        responses={200: BulkJobSerializer, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    def post(self, request: Request, job_id: int) -> Response:
+        return super().post(request, job_id)
+
+
+class _BulkJobResultApi(CuratorApi):
+    kind = "csv"
+
+    def get(self, request: Request, job_id: int):
+        job = object_or_404(bulk_jobs(), job_id, "bulk job")
+        path = bulk_job_result(job, self.kind)
+        if path is None:
+            detail = f"bulk job {job.id} is {job.get_status_display().lower()}: no result yet"
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+        stem = job.filename.rsplit(".", 1)[0] or "bulk"
+        return FileResponse(
+            path.open("rb"),
+            as_attachment=True,
+            filename=f"{stem}-normalized.{self.kind}",
+            content_type=CONTENT_TYPES[self.kind],
+        )
+
+
+RESULT_RESPONSES = {
+    200: OpenApiResponse(OpenApiTypes.BINARY),
+    404: NOT_FOUND,
+    409: OpenApiResponse(description="The job has not succeeded: no result to download"),
+}
+
+
+class BulkJobCsvApi(_BulkJobResultApi):
+    kind = "csv"
+
+    @extend_schema(
+        summary="The results as CSV: every input column, then the answer's columns",
+        responses=RESULT_RESPONSES,
+    )
+    def get(self, request: Request, job_id: int):
+        return super().get(request, job_id)
+
+
+class BulkJobJsonlApi(_BulkJobResultApi):
+    kind = "jsonl"
+
+    @extend_schema(
+        summary="The results as JSON Lines: one object a row, the input under `input`",
+        responses=RESULT_RESPONSES,
+    )
+    def get(self, request: Request, job_id: int):
+        return super().get(request, job_id)

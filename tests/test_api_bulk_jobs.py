@@ -1,0 +1,116 @@
+"""The bulk job API: upload a file as multipart, follow the job, download its results once
+(and only once) it has succeeded; cancel and retry are for its owner or an admin."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from models_app.bulk import RESULT_COLUMNS, bulk_job_execute
+from models_app.models import BulkJob
+
+URL = "/api/v1/bulk-jobs"
+DATA = b"id,title\n1,icu nurse\n2,Senior Java Engineer\n3,=cmd()\n"
+
+
+def upload(client, data=DATA, name="ads.csv", **fields):
+    body = {"taxonomy": "jobs", "file": SimpleUploadedFile(name, data), "column": "title"}
+    return client.post(URL, {**body, **fields}, format="multipart")
+
+
+def client_of(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def test_an_upload_is_queued_then_followed_to_its_results(api_client, tiny_taxonomy, curator):
+    response = upload(api_client)
+    assert response.status_code == 202, response.content
+    job = response.json()
+    assert (job["status"], job["taxonomy"], job["column"], job["format"]) == (
+        "queued", "jobs", "title", "csv",
+    )  # fmt: skip
+    assert job["results"] == {} and job["requested_by"] == "carla"
+    pending = api_client.get(f"{URL}/{job['id']}/result.csv")
+    assert pending.status_code == 409
+    assert pending.json()["detail"] == f"bulk job {job['id']} is queued: no result yet"
+
+    bulk_job_execute(job_id=job["id"])  # what the worker does with the task the upload sent
+
+    done = api_client.get(f"{URL}/{job['id']}").json()
+    assert (done["status"], done["rows_done"], done["progress"]) == ("succeeded", 3, 1.0)
+    assert done["model_version"] == "jobs/v1"
+    assert done["results"]["csv"].endswith(f"/api/v1/bulk-jobs/{job['id']}/result.csv")
+    response = api_client.get(f"{URL}/{job['id']}/result.csv")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert 'filename="ads-normalized.csv"' in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert list(rows[0]) == ["id", "title", *RESULT_COLUMNS]
+    assert [r["group_code"] for r in rows[:2]] == ["29-1141", "15-1252"]
+    assert rows[2]["title"] == "'=cmd()"
+    lines = b"".join(api_client.get(f"{URL}/{job['id']}/result.jsonl").streaming_content)
+    assert len(lines.decode().splitlines()) == 3
+    listed = api_client.get(URL).json()
+    assert [row["id"] for row in listed["results"]] == [job["id"]]
+
+
+def test_a_bad_file_is_a_400_naming_the_field(api_client, tiny_taxonomy):
+    response = upload(api_client, column="job")
+    assert response.status_code == 400
+    assert response.json() == {
+        "file": ["ads.csv has no column 'job'; its columns are 'id', 'title'"]
+    }
+    response = upload(api_client, data=b"title\ncaf\xe9\n")
+    assert response.status_code == 400
+    assert "is not UTF-8: line 2" in response.json()["file"][0]
+    response = api_client.post(URL, {"taxonomy": "jobs"}, format="multipart")
+    assert response.json() == {"file": ["No file was submitted."]}
+    assert not BulkJob.objects.exists()
+
+
+def test_an_upload_over_the_limit_is_a_400(api_client, tiny_taxonomy, settings):
+    settings.SIAMWEB_BULK_MAX_BYTES = 1024
+    response = upload(api_client, data=b"title\n" + b"icu nurse\n" * 200)
+    assert response.status_code == 400
+    assert "the largest file a bulk job takes" in response.json()["file"][0]
+
+
+def test_a_taxonomy_without_a_live_model_is_a_409(api_client, db):
+    from annotations.services.taxonomy import taxonomy_import
+    from tests.conftest import TINY_CSV
+
+    taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv", name="Tiny jobs")
+    response = upload(api_client)
+    assert response.status_code == 409
+    assert "has no live model yet" in response.json()["taxonomy"][0]
+
+
+def test_a_json_body_is_refused(api_client, tiny_taxonomy):
+    response = api_client.post(URL, {"taxonomy": "jobs"}, format="json")
+    assert response.status_code == 415
+
+
+def test_only_the_owner_or_an_admin_cancels(api_client, tiny_taxonomy, other_curator, admin_user):
+    job_id = upload(api_client).json()["id"]
+    response = client_of(other_curator).post(f"{URL}/{job_id}/cancel")
+    assert response.status_code == 403
+    assert BulkJob.objects.get(id=job_id).status == "queued"
+    response = client_of(admin_user).post(f"{URL}/{job_id}/cancel")
+    assert (response.status_code, response.json()["status"]) == (200, "cancelled")
+    again = api_client.post(f"{URL}/{job_id}/cancel")
+    assert again.status_code == 409
+    assert again.json() == {"status": [f"bulk job {job_id} is cancelled"]}
+    retry = api_client.post(f"{URL}/{job_id}/retry")
+    assert retry.status_code == 409
+
+
+def test_an_unknown_job_is_a_404(api_client, tiny_taxonomy):
+    assert api_client.get(f"{URL}/999999").status_code == 404
+    assert api_client.get(f"{URL}/999999/result.jsonl").status_code == 404
