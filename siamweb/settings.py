@@ -238,12 +238,14 @@ if CELERY_BROKER_URL.split("://", 1)[0] not in {"filesystem", "redis", "rediss",
 if CELERY_BROKER_URL == "filesystem://":
     _broker_dir = VAR_DIR / "broker"
     # kombu's filesystem transport needs its folders before the first message is sent.
-    for _folder in ("queue", "processed"):
+    # "control" holds the exchanges' bindings; kombu's default is ./control in the working folder.
+    for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
