@@ -119,9 +119,7 @@ class ReviewFlagListApi(AdminApi):
     def get(self, request: Request) -> Response:
         filters = filters_of(self.FilterSerializer, request)
         resolved = {"open": False, "resolved": True, "all": None}[filters["status"]]
-        flags = review_flags(kind=filters.get("kind"), resolved=resolved).select_related(
-            "resolved_by"
-        )
+        flags = review_flags(kind=filters.get("kind"), resolved=resolved)
         return paginated(self, request, flags, self.OutputSerializer)
 
 

@@ -350,7 +350,11 @@ def group_members_sample(*, group: Group, limit: int = 8) -> list[str]:
 def review_flags(*, kind: str | None = None, resolved: bool | None = False) -> QuerySet[ReviewFlag]:
     """Curators' flags, newest first: open ones only by default (``resolved=None``: all)."""
     flags = ReviewFlag.objects.select_related(
-        "review_item__input", "review_item__taxonomy", "review_item__top_group", "user"
+        "review_item__input",
+        "review_item__taxonomy",
+        "review_item__top_group",
+        "user",
+        "resolved_by",
     )
     if kind:
         flags = flags.filter(kind=kind)

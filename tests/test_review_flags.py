@@ -179,3 +179,29 @@ def test_the_api_answers_404_for_an_unknown_item_or_flag(curator, admin_user, it
         == 404
     )
     assert token_client(admin_user).post(f"{API}/review-flags/999999/resolve").status_code == 404
+
+
+def test_the_flags_page_costs_the_same_queries_for_one_flag_or_many(
+    curator, admin_user, tiny_taxonomy
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    items = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["a", "drone pilot", "kite maker", "tea taster"], source="api"
+    )
+    ada = Client()
+    ada.force_login(admin_user)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert ada.get("/review/flags/?status=all").status_code == 200
+        return len(captured)
+
+    flag = review_flag_create(review_item=items[0], user=curator, kind="unsure")
+    review_flag_resolve(flag=flag, user=admin_user)
+    one = queries()
+    for item in items[1:]:
+        flag = review_flag_create(review_item=item, user=curator, kind="taxonomy_gap")
+        review_flag_resolve(flag=flag, user=admin_user)
+    assert queries() == one
