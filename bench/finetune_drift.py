@@ -16,7 +16,7 @@ only, on the same data, so that recipes can be compared over several seeds:
    the member of the wrong group it matched). Every judged input becomes a curator member of
    its gold group.
 4. Per recipe and seed: a fine-tune from the starting model for ``--minutes`` with those
-   verdicts (replay and no best-weights selection, as ``models_app.retraining._finetune_spec``
+   verdicts (replay and no best-weights selection, as ``models_app.finetune_recipe.finetune_spec``
    sets them; one phase, no held-out fifth), then:
 
    - *Typos, Composition, Extra Words*: the gate's frozen suite (the taxonomy's titles, seed 0,
@@ -78,7 +78,7 @@ ROUND_SIZE = 500
 NEVER_SEEN = 1000
 SUITE_SIZE = 1000
 FROZEN = ("typos", "composition", "extra_words")
-# What models_app.retraining._finetune_spec changes in the parent's training config (this
+# What models_app.finetune_recipe.finetune_spec changes in the parent's training config (this
 # script leaves Django and the product out).
 FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
 RECIPES = {

@@ -39,7 +39,7 @@ from models_app.siamese import networks  # noqa: E402
 from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402
 from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
 
-# As models_app.retraining._finetune_spec sets them (the engine may not import Django).
+# As models_app.finetune_recipe.finetune_spec sets them (the engine may not import Django).
 FINETUNE = {
     "replay_share": 0.5,
     "feedback_augment_share": 1.0,

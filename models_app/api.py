@@ -31,13 +31,8 @@ from annotations.api import (
 )
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.retraining import (
-    RunStateError,
-    finetune_run_request,
-    model_version_rollback,
-    training_run_promote,
-    training_run_retry,
-)
+from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
+from models_app.retraining import finetune_run_request, training_run_retry
 from models_app.services import NoLiveModel, deployment_activate, training_run_request
 
 TrainingRunKindField = named_choice_field("TrainingRunKind", TrainingRun.Kind.choices)

@@ -59,7 +59,6 @@ def _no_progress(stage: str, fraction: float, eta: float | None = None) -> None:
     return None
 
 
-
 def _member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
     return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
 
@@ -540,13 +539,12 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
 
     try:
         if run.kind in (TrainingRun.Kind.FINETUNE, TrainingRun.Kind.ROLLBACK):
-            # Imported here: the retraining module builds on this one.
-            from models_app import retraining
+            # Imported here: the retraining and promotion modules build on this one.
+            from models_app.promotion import rollback_execute
+            from models_app.retraining import finetune_execute
 
             execute = (
-                retraining.finetune_execute
-                if run.kind == TrainingRun.Kind.FINETUNE
-                else retraining.rollback_execute
+                finetune_execute if run.kind == TrainingRun.Kind.FINETUNE else rollback_execute
             )
             outcome = execute(run=run, progress=progress)
         else:

@@ -22,13 +22,8 @@ from annotations.models import Taxonomy
 from models_app.charts import line_chart_svg
 from models_app.live import NoLiveModel
 from models_app.models import ModelVersion, TrainingRun
-from models_app.retraining import (
-    RunStateError,
-    finetune_run_request,
-    model_version_rollback,
-    training_run_promote,
-    training_run_retry,
-)
+from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
+from models_app.retraining import finetune_run_request, training_run_retry
 from models_app.selectors import (
     RunRow,
     flip_report_of,

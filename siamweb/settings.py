@@ -144,6 +144,22 @@ SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Production runs behind a proxy that terminates TLS and says so in X-Forwarded-Proto
+# (docs/deploying.md): plain HTTP is redirected, and browsers are told to stay on HTTPS.
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # a load balancer's probe may come over plain HTTP
+SECURE_HSTS_SECONDS = env_int(
+    "SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if PRODUCTION else 0, minimum=0
+)
+# Subdomains and the browsers' preload list reach beyond this site: the deployer opts in.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+# check --deploy asks for both; they are the deployer's choice above, not an oversight.
+SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -207,15 +223,16 @@ SIAMWEB_RETRAIN_MIN_VERDICTS = env_int("SIAMWEB_RETRAIN_MIN_VERDICTS", default=5
 SIAMWEB_RETRAIN_MAX_AGE_HOURS = env_int("SIAMWEB_RETRAIN_MAX_AGE_HOURS", default=24, minimum=1)
 SIAMWEB_RETRAIN_CHECK_SECONDS = env_int("SIAMWEB_RETRAIN_CHECK_SECONDS", default=300, minimum=5)
 SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.0, minimum=0.01)
-# The budget above is for this many new verdicts; a run with more (the verdicts of two rounds after
-# a rejection, say) trains proportionally longer, up to retraining.FINETUNE_BUDGET_GROWTH_CAP times.
+# The budget above is for this many new verdicts; a run with more (the verdicts of two rounds
+# after a rejection, say) trains proportionally longer, up to FINETUNE_BUDGET_GROWTH_CAP times
+# (models_app/finetune_recipe.py).
 SIAMWEB_FINETUNE_BUDGET_VERDICTS = env_int(
     "SIAMWEB_FINETUNE_BUDGET_VERDICTS", default=500, minimum=1
 )
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
 # The gate blocks a candidate only where it is significantly worse than the live version (or the
 # version its chain of promotions started from) on the same cases: McNemar's exact test, this
-# significance level shared over every row tested (models_app/retraining.py, gate).
+# significance level shared over every row tested (models_app/gate.py).
 SIAMWEB_GATE_ALPHA = env_float("SIAMWEB_GATE_ALPHA", default=0.05, minimum=1e-9)
 if SIAMWEB_GATE_ALPHA >= 0.5:
     raise ImproperlyConfigured(

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from annotations.models import AuditEvent, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.retraining import promotion_finish
+from models_app.promotion import promotion_finish
 from models_app.services import training_run_execute, training_run_request
 from tests.conftest import TINY_MODEL
 

@@ -107,11 +107,11 @@ def test_a_tower_spec_without_training_options_gets_the_towers_own():
 def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
     from types import SimpleNamespace
 
-    from models_app.retraining import _finetune_spec
+    from models_app.finetune_recipe import finetune_spec
 
     run = training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
     parent = SimpleNamespace(config=run.model_version.config)
-    _, training = parse_model_spec(_finetune_spec(parent, {}))
+    _, training = parse_model_spec(finetune_spec(parent, {}))
     assert training.max_steps > 0 and training.learning_rate == 3e-5
 
 
@@ -190,12 +190,12 @@ def test_a_bad_distill_section_is_refused_before_any_work(distill, message):
 
 def test_a_students_fine_tune_learns_the_verdicts_without_distilling_again(new_taxonomy, curator):
     from annotations.services.review import inputs_submit, judgement_create
-    from models_app import retraining
+    from models_app import finetune_recipe, retraining
 
     training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
     run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=QUICK_STUDENT)
     student = training_run_execute(run_id=run.id).model_version
-    spec = retraining._finetune_spec(student, {"training": {"max_steps": 20}})
+    spec = finetune_recipe.finetune_spec(student, {"training": {"max_steps": 20}})
     assert "distill" not in spec and spec["encoder"] == student.config["encoder"]
     (item,) = inputs_submit(taxonomy=new_taxonomy, texts=["Latte Artist"], source="api")
     group = item.taxonomy.groups.get(code="35-3023")

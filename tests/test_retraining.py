@@ -17,25 +17,22 @@ from annotations.models import AuditEvent, FeedbackPair, Group, Member, ReviewIt
 from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from models_app import retraining
+from models_app import finetune_recipe, gate, retraining
+from models_app.finetune_recipe import finetune_minutes, finetune_spec, half_fresh
 from models_app.live import artifact_path, encoder_for, live_engine
 from models_app.models import ModelVersion, TrainingRun
-from models_app.retraining import (
+from models_app.promotion import (
     RunStateError,
-    _finetune_spec,
-    _half_fresh,
-    finetune_minutes,
-    finetune_run_request,
     live_version,
     model_version_rollback,
     promotion_finish,
     promotions_resend_pending,
-    retrain_due_taxonomies,
     training_run_promote,
-    training_run_retry,
 )
+from models_app.retraining import finetune_run_request, retrain_due_taxonomies, training_run_retry
 from models_app.services import (
     feedback_is_held_out,
+    member_vectors,
     model_version_fit,
     run_checkpoint_dir,
     training_run_execute,
@@ -108,13 +105,13 @@ def test_the_gate_measures_the_candidate_and_the_first_phase_as_they_would_be_se
     settings.SIAMWEB_GATE_ALPHA = 1e-9
     correct_everything(taxonomy, curator)
     measured = {}
-    add = retraining._Comparison.add
+    add = gate.Comparison.add
 
     def recording_add(self, name, encoder, search, **options):
         measured[name] = encoder
         return add(self, name, encoder, search, **options)
 
-    monkeypatch.setattr(retraining._Comparison, "add", recording_add)
+    monkeypatch.setattr(gate.Comparison, "add", recording_add)
     (item,) = inputs_submit(taxonomy=taxonomy, texts=[HELD_OUT_TEXT], source="api")
     judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
     run = finetune(taxonomy, training={"max_steps": 40})
@@ -123,10 +120,8 @@ def test_the_gate_measures_the_candidate_and_the_first_phase_as_they_would_be_se
     texts = list(CORRECTIONS)
     assert measured["candidate"].encode(texts).tolist() == stored.encode(texts).tolist()
     # Its members' vectors came from its own index, built with the same files: the same.
-    matcher = retraining._Comparison.of_versions(taxonomy, run.model_version, run.model_version)
-    from_index = retraining._member_vectors(
-        stored, run.index_build, matcher.member_ids, matcher.texts
-    )
+    matcher = gate.Comparison.of_versions(taxonomy, run.model_version, run.model_version)
+    from_index = member_vectors(stored, run.index_build, matcher.member_ids, matcher.texts)
     assert np.allclose(from_index, stored.encode(matcher.texts), atol=1e-5)
     # Phase 1's model is never stored: it is measured through a save and a load, so its table
     # rows are int8 steps of their own scale, as a stored model's are.
@@ -410,7 +405,7 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     live_encoder = learn["parent"]
     assert learn["anchor"] is None and catch_up["anchor"] is live_encoder
     # ... once: the catch-up phase continues from phase 1's weights before its blend.
-    assert retraining.FINETUNE_KEEP_PARENT_SHARE > 0
+    assert finetune_recipe.FINETUNE_KEEP_PARENT_SHARE > 0
     learnt = learn["fit"].result
     assert catch_up["parent"] is learnt.trained_encoder
     assert learnt.trained_encoder is not learnt.encoder
@@ -462,12 +457,12 @@ def test_fresh_verdicts_are_repeated_to_as_many_judged_texts_as_the_rest():
     # Counted in judged texts: a reassign's two pairs are one verdict.
     rest = [example("a"), example("a", False), example("b"), example("c"), example("d")]
     fresh = [example("new")]
-    assert _half_fresh(fresh=fresh, rest=rest) == fresh * 4 + rest
-    assert _half_fresh(fresh=fresh, rest=rest, max_repeats=2) == fresh * 2 + rest
+    assert half_fresh(fresh=fresh, rest=rest) == fresh * 4 + rest
+    assert half_fresh(fresh=fresh, rest=rest, max_repeats=2) == fresh * 2 + rest
     three = [example("x"), example("y"), example("z")]
-    assert _half_fresh(fresh=three, rest=rest) == three + rest  # 4 texts against 3: once
-    assert _half_fresh(fresh=fresh, rest=[]) == fresh
-    assert _half_fresh(fresh=[], rest=rest) == rest
+    assert half_fresh(fresh=three, rest=rest) == three + rest  # 4 texts against 3: once
+    assert half_fresh(fresh=fresh, rest=[]) == fresh
+    assert half_fresh(fresh=[], rest=rest) == rest
 
 
 def test_a_finetune_with_nothing_held_out_learns_in_one_phase(taxonomy, curator, settings):
@@ -508,7 +503,7 @@ def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(
     # A verdict arrives before the retry: it adds a curator member, so the data differ.
     (late,) = inputs_submit(taxonomy=taxonomy, texts=["Barista Trainee"], source="api")
     judgement_create(review_item=late, user=curator, verdict="reassign", group=group("35-3023"))
-    run_queued()  # the reindex that verdict asked for
+    run_queued()
 
     retry = training_run_retry(run=failed, actor=admin_user)
     run_queued()
@@ -560,7 +555,7 @@ def test_a_gate_row_blocks_only_a_significant_paired_loss(n, lost, gained, passe
     padding = n - len(live)  # wrong for both
     live, candidate = live + [False] * padding, candidate + [False] * padding
 
-    row = retraining.gate_row("held_out_feedback", "feedback", "live", live, candidate, alpha=0.05)
+    row = gate.gate_row("held_out_feedback", "feedback", "live", live, candidate, alpha=0.05)
 
     assert (row["n"], row["lost"], row["gained"]) == (n, lost, gained)
     assert row["delta"] == pytest.approx((gained - lost) / n, abs=1e-4)
@@ -574,7 +569,7 @@ def test_a_gate_row_blocks_only_a_significant_paired_loss(n, lost, gained, passe
 
 def test_the_gate_shares_its_level_over_the_rows_it_tests(taxonomy):
     encoder = live_engine(taxonomy).encoder
-    comparison = retraining._Comparison.build(taxonomy)
+    comparison = gate.Comparison.build(taxonomy)
     comparison.add("live", encoder, SearchConfig())
     comparison.add("candidate", encoder, SearchConfig())
     report = comparison.gate(alpha=0.06, held_out=([True, False], [True, True]))
@@ -611,7 +606,7 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
 ):
     settings.SIAMWEB_GATE_ALPHA = 1e-9
     built = live_version(taxonomy)
-    assert retraining.gate_reference(built) == built  # built from scratch: its own reference
+    assert gate.gate_reference(built) == built  # built from scratch: its own reference
     first = promote_a_finetune(taxonomy, curator, "Latte Artist", "35-3023")
     # The second verdict must be one the live model still gets wrong, or nothing can rise.
     text, code = first_wrong_now(
@@ -620,8 +615,8 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
          ("Big Rig Operator", "53-3032"), ("Caregiver", "29-1141"), ("Code Monkey", "15-1252")],
     )  # fmt: skip
     second = promote_a_finetune(taxonomy, curator, text, code)
-    assert retraining.gate_reference(first.model_version) == built
-    assert retraining.gate_reference(second.model_version) == built
+    assert gate.gate_reference(first.model_version) == built
+    assert gate.gate_reference(second.model_version) == built
 
     # Round two measured the frozen suite against the built version as well as the live one;
     # the members did not change, so the built version scores what it scored as live in round one.
@@ -639,7 +634,7 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
     # A run that failed after its version went live (say, predicting pending inputs again)
     # still promoted it through the gate: the chain goes on through it.
     TrainingRun.objects.filter(id=first.id).update(status="failed")
-    assert retraining.gate_reference(second.model_version) == built
+    assert gate.gate_reference(second.model_version) == built
 
     # An admin who promotes a candidate against the gate accepts what it lost: a new reference,
     # and the gate's promotions after it start from it.
@@ -650,7 +645,7 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
     assert rejected.status == "rejected"
     training_run_promote(run=rejected, actor=admin_user)
     forced = rejected.model_version
-    assert retraining.gate_reference(forced) == forced
+    assert gate.gate_reference(forced) == forced
     settings.SIAMWEB_GATE_ALPHA = 1e-9
     # A correction the forced model does not already get right, so the share can rise.
     text, code = first_wrong_now(
@@ -659,14 +654,14 @@ def test_the_reference_is_where_the_chain_of_gate_promotions_started(
          ("Auditor", "13-2011"), ("Midwife", "29-1141"), ("Scrum Coder", "15-1252")],
     )  # fmt: skip
     third = promote_a_finetune(taxonomy, curator, text, code)
-    assert retraining.gate_reference(third.model_version) == forced
+    assert gate.gate_reference(third.model_version) == forced
     assert third.gate_report.get("reference_version") is None  # its reference was live
 
     # A rollback does not change where a version's chain started.
     run_queued()
     rollback = model_version_rollback(model_version=second.model_version, actor=admin_user)
     training_run_execute(run_id=rollback.id)
-    assert retraining.gate_reference(live_version(taxonomy)) == built
+    assert gate.gate_reference(live_version(taxonomy)) == built
 
 
 def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(db, tmp_path):
@@ -684,7 +679,7 @@ def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(
     # Every string squeezed onto a plane: far worse than the good encoder on every test.
     squeezed = fit_encoder(members, {"kind": "char_ngram_tfidf", "dim": 2, "min_df": 1})
     embedding_alone = SearchConfig(lexical_weight=0.0)
-    comparison = retraining._Comparison.build(taxonomy)
+    comparison = gate.Comparison.build(taxonomy)
     # Live and candidate are the same model, so nothing fell since the live version ...
     comparison.add("live", squeezed, embedding_alone)
     comparison.add("candidate", squeezed, embedding_alone)
@@ -713,7 +708,7 @@ def test_the_gate_rejects_a_candidate_whose_losses_added_up_since_the_reference(
 
 
 def test_a_reference_model_without_its_label_is_refused(taxonomy):
-    comparison = retraining._Comparison.build(taxonomy)
+    comparison = gate.Comparison.build(taxonomy)
     for name in ("live", "candidate", "reference"):
         comparison.add(name, live_engine(taxonomy).encoder, SearchConfig())
     with pytest.raises(ValueError, match="needs the label of its version"):
@@ -724,7 +719,7 @@ def test_a_reference_model_without_its_label_is_refused(taxonomy):
 def test_only_a_loss_that_takes_margins_gets_the_feedback_margin(loss, margin):
     training = {"batch_size": 64} if loss is None else {"loss": loss}  # None: the default loss
     parent = SimpleNamespace(config={"encoder": {"kind": "ngram_bag"}, "training": training})
-    spec = _finetune_spec(parent, {})
+    spec = finetune_spec(parent, {})
     assert spec["training"].get("feedback_margin") == margin
     parse_model_spec(spec)  # a valid spec either way
     assert "feedback_margin" not in parent.config["training"]  # the parent's spec is not touched
@@ -737,10 +732,10 @@ def test_a_fine_tune_that_changes_the_loss_drops_a_margin_the_new_loss_cannot_ta
             "training": {"loss": "sdml", "feedback_margin": 0.05},  # a fine-tune's own spec
         }
     )
-    spec = _finetune_spec(parent, {"training": {"loss": "contrastive"}})
+    spec = finetune_spec(parent, {"training": {"loss": "contrastive"}})
     assert "feedback_margin" not in spec["training"]
     parse_model_spec(spec)
-    asked = _finetune_spec(parent, {"training": {"feedback_margin": 0.1}})
+    asked = finetune_spec(parent, {"training": {"feedback_margin": 0.1}})
     assert asked["training"]["feedback_margin"] == 0.1  # an admin's own value is kept
 
 
@@ -754,7 +749,7 @@ def test_a_fine_tune_on_more_new_verdicts_than_its_budget_is_for_trains_longer(
     settings.SIAMWEB_FINETUNE_MAX_MINUTES = 2.0
     settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS = 500
     assert finetune_minutes(new_verdicts) == pytest.approx(minutes)
-    assert retraining.FINETUNE_BUDGET_GROWTH_CAP == 1.5  # the 3.0 above is 2.0 x the cap
+    assert finetune_recipe.FINETUNE_BUDGET_GROWTH_CAP == 1.5  # the 3.0 above is 2.0 x the cap
 
 
 def test_a_run_trains_on_the_budget_of_its_new_verdicts_unless_it_asks_for_its_own(
@@ -768,5 +763,5 @@ def test_a_run_trains_on_the_budget_of_its_new_verdicts_unless_it_asks_for_its_o
     assert run.gate_report["new_verdicts"] == len(CORRECTIONS)
     assert run.model_version.config["training"]["max_minutes"] == pytest.approx(3.0)
     parent = SimpleNamespace(config={"encoder": {"kind": "ngram_bag"}, "training": {}})
-    asked = _finetune_spec(parent, {"training": {"max_minutes": 0.5}}, new_verdicts=1000)
+    asked = finetune_spec(parent, {"training": {"max_minutes": 0.5}}, new_verdicts=1000)
     assert asked["training"]["max_minutes"] == 0.5  # a run's own budget is not scaled

@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from annotations.services.review import review_items_repredict
-from models_app import bulk, retraining
+from models_app import bulk, promotion, retraining
 from models_app.models import TrainingRun
 from models_app.services import (
     first_training_request,
@@ -65,7 +65,7 @@ def execute_training_run(run_id: int) -> str | None:
     run = training_run_execute(run_id=run_id)
     if run is None:
         return None
-    if retraining.run_moved_live_model(run):
+    if promotion.run_moved_live_model(run):
         repredict_pending_inputs.delay(run.taxonomy_id)
     # A new taxonomy went live with the pretrained tower as it comes: now train it.
     first_training_request(run=run)
@@ -95,7 +95,7 @@ def repredict_pending_inputs(taxonomy_id: int) -> int:
 def finish_promotion(run_id: int) -> dict:
     """After an admin forced a candidate live: its flip report, then the new predictions (a
     retry after a failure does what is left: the report is written once)."""
-    run = retraining.promotion_finish(run_id=run_id)
+    run = promotion.promotion_finish(run_id=run_id)
     review_items_repredict(taxonomy=run.taxonomy)
     return run.flip_report.get("counts", {})
 
@@ -111,7 +111,7 @@ def reindex_stale_taxonomies() -> int:
     resent = training_runs_resend_queued(older_than_seconds=settings.SIAMWEB_REINDEX_CHECK_SECONDS)
     if resent:
         logger.warning("sent %d queued training run(s) again", resent)
-    reports = retraining.promotions_resend_pending(
+    reports = promotion.promotions_resend_pending(
         older_than_seconds=settings.SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS
     )
     if reports:

@@ -1,0 +1,361 @@
+"""The gate: live and candidate answer the same cases, and a candidate goes live only when no
+test shows it significantly worse and the share of verdicts it gets right by itself rises.
+
+The cases:
+- the frozen suite, the paper's tests generated from the taxonomy's own strings with a fixed
+  seed, so every run sees the same cases;
+- the held-out fifth of the verdicts new since the live version, answered by the run's
+  phase-1 model before the run learns them (``retraining.finetune_execute``);
+- every past verdict as a regression suite, answered by the model by itself: a verdict's own
+  curator member is left out of the search, or the model would only be finding the answer it
+  was given.
+Each row is a paired McNemar test (``models_app/siamese/stats.py``); the frozen suite is also
+measured against the *reference*, the version the chain of gate promotions behind the live one
+started from (``gate_reference``), so losses spread over rounds cannot add up unseen. The same
+comparison gives the flip report: the inputs whose top group a promotion changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from annotations.models import Group, Input, Judgement, Member, Taxonomy
+from models_app.live import encoder_for
+from models_app.models import IndexBuild, ModelVersion, TrainingRun
+from models_app.services import member_vectors
+from models_app.siamese.evaluation import build_test_suite, evaluate
+from models_app.siamese.search import HybridMatcher, SearchConfig
+from models_app.siamese.stats import paired_comparison
+from models_app.siamese.text import normalize_text
+from models_app.siamese.train import parse_search_config
+
+FROZEN_SETS = ("typos", "composition", "extra_words")
+FLIP_ROWS_KEPT = 200
+# What the gate tests: each frozen test's accuracy against the live version (and the chain's
+# reference, see gate_reference) and the held-out verdicts, each a paired McNemar test of the
+# same cases (models_app/siamese/stats.py). MRR and P@10 are reported beside them, not tested:
+# they move with the accuracies and would test the same losses twice.
+# The flip report compares the newest inputs; beyond this many it reports a sample of them.
+FLIP_INPUTS_COMPARED = 20_000
+
+
+def gate_reference(version: ModelVersion) -> ModelVersion:
+    """The version the chain of gate promotions that led to ``version`` started from.
+
+    Walks up the parents while a version went live through the gate. It stops at one that did
+    not: built from scratch, shipped, or promoted by an admin against the gate (a person
+    accepted what it lost, so it becomes the new reference). ``version`` itself when it did
+    not go live through the gate.
+    """
+    # The gate's own decision, stored before the version goes live: a run that failed after
+    # that still put its version live through the gate, and a forced one says "reject".
+    gated = set(
+        TrainingRun.objects.filter(
+            taxonomy_id=version.taxonomy_id,
+            kind=TrainingRun.Kind.FINETUNE,
+            gate_report__decision="promote",
+        ).values_list("model_version_id", flat=True)
+    )
+    parents = dict(
+        ModelVersion.objects.filter(taxonomy_id=version.taxonomy_id).values_list("id", "parent_id")
+    )
+    reference_id, walked = version.id, {version.id}
+    while reference_id in gated and parents.get(reference_id) not in (None, *walked):
+        reference_id = parents[reference_id]
+        walked.add(reference_id)
+    return version if reference_id == version.id else ModelVersion.objects.get(id=reference_id)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    text: str
+    group_id: int | None  # None: "none of these"
+    verdict: str
+
+
+class Comparison:
+    """Models over the same members, ready to answer the same cases: "live", "candidate", and
+    while the gate needs them "learnt" (the phase-1 model) and "reference" (see
+    gate_reference)."""
+
+    def __init__(self, taxonomy, texts, labels, verdicts) -> None:
+        self.taxonomy = taxonomy
+        self.texts, self.labels = texts, labels
+        self.verdicts: dict[str, Verdict] = verdicts
+        self.matchers: dict[str, HybridMatcher] = {}
+        self.member_ids: list[int] = []  # of ``texts``, where known
+
+    @classmethod
+    def build(cls, taxonomy: Taxonomy) -> Comparison:
+        verdicts = _final_verdicts(taxonomy)
+        # Curator members of judged texts are left out: the models answer those by themselves.
+        rows = Member.objects.filter(taxonomy=taxonomy).values_list(
+            "id", "group_id", "text", "normalized_text", "source"
+        )
+        members = [
+            (member_id, group_id, text)
+            for member_id, group_id, text, key, source in rows.order_by("id")
+            if not (source == Member.Source.CURATOR and key in verdicts)
+        ]
+        comparison = cls(
+            taxonomy, [text for *_, text in members], [g for _, g, _ in members], verdicts
+        )
+        comparison.member_ids = [member_id for member_id, _, _ in members]
+        return comparison
+
+    @classmethod
+    def of_versions(cls, taxonomy: Taxonomy, live: ModelVersion, candidate: ModelVersion):
+        comparison = cls.build(taxonomy)
+        for name, version in (("live", live), ("candidate", candidate)):
+            comparison.add(name, encoder_for(version), parse_search_config(version.config))
+        return comparison
+
+    def add(
+        self, name: str, encoder, search: SearchConfig, *, index_build: IndexBuild | None = None
+    ) -> None:
+        """``index_build``: one built with ``encoder``, whose vectors stand in for encoding the
+        members it holds again (the tower takes minutes to encode a large taxonomy)."""
+        vectors = None
+        if index_build is not None and self.member_ids:
+            vectors = member_vectors(encoder, index_build, self.member_ids, self.texts)
+        self.matchers[name] = HybridMatcher(
+            encoder, self.texts, self.labels, config=search, vectors=vectors
+        )
+
+    def drop(self, name: str) -> None:
+        del self.matchers[name]
+
+    def held_out_hits(self, held_out: frozenset[str]) -> tuple[list[bool], list[bool]] | None:
+        """The held-out verdicts, answered by the live model and the phase-1 ("learnt") one:
+        per verdict, whether each model's top group is the curator's."""
+        cases = [
+            (verdict.text, verdict.group_id)
+            for key, verdict in self.verdicts.items()
+            if key in held_out and verdict.group_id
+        ]
+        if not cases:
+            return None
+        return self._hits(self.matchers["live"], cases), self._hits(self.matchers["learnt"], cases)
+
+    def gate(
+        self,
+        *,
+        alpha: float,
+        held_out: tuple[list[bool], list[bool]] | None = None,
+        reference_label: str | None = None,
+    ) -> dict[str, Any]:
+        """Live against candidate on each frozen test and the held-out verdicts; where a
+        "reference" matcher was added (the version labelled ``reference_label``), reference
+        against candidate on the frozen tests too. A row blocks only when the candidate is
+        significantly worse on its cases: McNemar's exact one-sided p below ``alpha`` divided
+        by the number of rows tested (Bonferroni), so that one of many rows failing by chance
+        stays below ``alpha`` for a candidate that is no worse."""
+        if "reference" in self.matchers and not reference_label:
+            raise ValueError("a reference matcher needs the label of its version")
+        taxonomy_members = list(
+            Member.objects.filter(taxonomy=self.taxonomy, source=Member.Source.TAXONOMY)
+            .order_by("id")
+            .values_list("group_id", "text")
+        )
+        suite = build_test_suite(taxonomy_members, seed=0, size=settings.SIAMWEB_GATE_SUITE_SIZE)
+        frozen = {name: cases for name, cases in suite.items() if name in FROZEN_SETS and cases}
+        hits = {
+            model: {name: self._hits(matcher, cases) for name, cases in frozen.items()}
+            for model, matcher in self.matchers.items()
+        }
+        pairs: list[tuple[str, str, str, list[bool], list[bool]]] = [
+            (name, "frozen", "live", hits["live"][name], hits["candidate"][name]) for name in frozen
+        ]
+        if "reference" in hits:
+            pairs += [
+                (name, "drift", "reference", hits["reference"][name], hits["candidate"][name])
+                for name in frozen
+            ]
+        if held_out is not None:
+            pairs.append(("held_out_feedback", "feedback", "live", *held_out))
+        per_test = alpha / max(len(pairs), 1)
+        rows = [
+            gate_row(name, suite_name, baseline, before, after, alpha=per_test,
+                     against=reference_label if suite_name == "drift" else None)
+            for name, suite_name, baseline, before, after in pairs
+        ]  # fmt: skip
+
+        judged = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
+        verdicts = {
+            "count": len(judged),
+            "live": self._share_right(self.matchers["live"], judged) if judged else 0.0,
+            "candidate": self._share_right(self.matchers["candidate"], judged) if judged else 0.0,
+        }
+        verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
+
+        reasons = [row["why"] for row in rows if not row["passed"]]
+        if not judged:
+            reasons.append("there are no verdicts to learn from")
+        elif not verdicts["rose"]:
+            reasons.append(
+                f"the share of verdicts it gets right by itself did not rise "
+                f"({verdicts['live']:.3f} → {verdicts['candidate']:.3f})"
+            )
+        summary = {
+            model: {
+                key: round(_mean([scores[f"{name}/{metric}"] for name in frozen]), 4)
+                for key, metric in (("mrr", "mrr"), ("p_at_10", "p@10"))
+            }
+            for model, scores in (
+                (model, evaluate(matcher, frozen)) for model, matcher in self.matchers.items()
+            )
+        }
+        return {
+            "test": "McNemar exact, one-sided, paired on the same cases",
+            "alpha": alpha,
+            "alpha_per_test": round(per_test, 6),
+            **({"reference_version": reference_label} if "reference" in hits else {}),
+            "decision": "reject" if reasons else "promote",
+            "reasons": reasons,
+            "metrics": rows,
+            "frozen_summary": summary,
+            "verdicts": verdicts,
+        }
+
+    def flips(self) -> dict[str, Any]:
+        """Inputs whose top group (by the model alone) changes: fixed, broken, or just changed."""
+        inputs = list(
+            Input.objects.filter(taxonomy=self.taxonomy)
+            .order_by("-id")
+            .values_list("text", flat=True)[:FLIP_INPUTS_COMPARED]
+        )
+        tops = {
+            name: [ranking[0] if ranking else None for ranking in matcher.rank(inputs, 1)]
+            for name, matcher in self.matchers.items()
+        }
+        groups = Group.objects.in_bulk(
+            {g for top in tops.values() for g in top if g}
+            | {v.group_id for v in self.verdicts.values() if v.group_id}
+        )
+        report: dict[str, Any] = {
+            "compared": len(inputs),
+            "counts": {"fixed": 0, "broken": 0, "changed": 0, "confirmed_now_wrong": 0},
+            "fixed": [],
+            "broken": [],
+            "changed": [],
+        }
+        for text, before, after in zip(inputs, tops["live"], tops["candidate"], strict=True):
+            verdict = self.verdicts.get(normalize_text(text))
+            if verdict is not None and verdict.group_id is not None:
+                gold = verdict.group_id
+                kind = (
+                    "fixed"
+                    if before != gold and after == gold
+                    else "broken"
+                    if before == gold and after != gold
+                    else None
+                )
+            else:
+                kind = "changed" if before != after else None
+            if kind is None:
+                continue
+            confirmed = kind == "broken" and verdict.verdict == Judgement.Verdict.CONFIRM
+            report["counts"][kind] += 1
+            report["counts"]["confirmed_now_wrong"] += confirmed
+            if len(report[kind]) < FLIP_ROWS_KEPT:
+                report[kind].append(
+                    {
+                        "input": text,
+                        "before": _group_ref(groups.get(before)),
+                        "after": _group_ref(groups.get(after)),
+                        "curator": _group_ref(groups.get(verdict.group_id)) if verdict else None,
+                        "verdict": verdict.verdict if verdict else None,
+                        "confirmed": confirmed,
+                    }
+                )
+        # Confirmed items the new model now gets wrong stand out: they come first.
+        report["broken"].sort(key=lambda row: not row["confirmed"])
+        return report
+
+    @staticmethod
+    def _share_right(matcher: HybridMatcher, cases: list[tuple[str, int]]) -> float:
+        return sum(Comparison._hits(matcher, cases)) / len(cases)
+
+    @staticmethod
+    def _hits(matcher: HybridMatcher, cases: list[tuple[str, int]]) -> list[bool]:
+        """Per case, whether the matcher's top group is the case's."""
+        rankings = matcher.rank([text for text, _ in cases], 1)
+        return [bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)]
+
+
+def _final_verdicts(taxonomy: Taxonomy) -> dict[str, Verdict]:
+    """Per judged text, where curators put it: the latest live final verdict wins."""
+    found: dict[str, Verdict] = {}
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item__taxonomy=taxonomy, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("created_at", "id")
+        .values_list(
+            "review_item__input__text", "review_item__input__normalized_text", "verdict", "group_id"
+        )
+    )
+    for text, key, verdict, group_id in rows:
+        found[key] = Verdict(text=text, group_id=group_id, verdict=verdict)
+    return found
+
+
+def _frozen_scores(scores: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per model, the frozen suite's gate metrics: each test's accuracy, then MRR and P@10
+    averaged over the tests."""
+    frozen = {}
+    for model, found in scores.items():
+        metrics = {
+            name: found[f"{name}/accuracy"] for name in FROZEN_SETS if f"{name}/accuracy" in found
+        }
+        for name, key in (("mrr", "mrr"), ("p_at_10", "p@10")):
+            metrics[name] = _mean(
+                [found[f"{n}/{key}"] for n in FROZEN_SETS if f"{n}/{key}" in found]
+            )
+        frozen[model] = metrics
+    return frozen
+
+
+def gate_row(
+    name: str,
+    suite: str,
+    baseline: str,
+    before: list[bool],
+    after: list[bool],
+    *,
+    alpha: float,
+    against: str | None = None,
+) -> dict:
+    """One gate row: ``baseline`` ("live" or "reference") against the candidate, case by case,
+    with the paired test's numbers and, in words, why it passed or blocked."""
+    found = paired_comparison(before, after, alpha=alpha)
+    row = {"name": name, "suite": suite, **found}
+    if baseline != "live":
+        row[baseline] = row.pop("live")
+    if against:
+        row["against"] = against
+    since = f" since {against}" if against else ""
+    odds = (
+        f"{found['lost']} lost, {found['gained']} gained of {found['n']}; "
+        f"p = {found['p_worse']:.4f}, {'below' if found['p_worse'] < alpha else 'not below'} "
+        f"{alpha:.4f}"
+    )
+    if found["significantly_worse"]:
+        row["passed"] = False
+        row["why"] = f"{name} fell by {-found['delta']:.3f}{since} ({odds}): significantly worse"
+    else:
+        row["passed"] = True
+        change = "fell" if found["delta"] < 0 else "rose" if found["delta"] > 0 else "held"
+        amount = f" by {abs(found['delta']):.3f}" if found["delta"] else ""
+        row["why"] = f"{name} {change}{amount}{since} ({odds}): within noise or better"
+    return row
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _group_ref(group: Group | None) -> dict | None:
+    return {"code": group.code, "name": group.name} if group is not None else None

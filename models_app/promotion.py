@@ -1,0 +1,177 @@
+"""What is live, and changing it: a candidate promoted (by the gate or by an admin against it),
+an earlier version rolled back to, and the flip report of a forced promotion.
+
+Model and index are one pointer (``Deployment``): every web and worker process picks both up
+on its next request. What follows a change of live model across layers, predicting the open
+review items again, is chained by the worker (``worker.tasks.repredict_pending_inputs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import Taxonomy
+from annotations.services.audit import audit_record
+from models_app.gate import Comparison
+from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.selectors import model_version_was_live
+from models_app.services import deployment_activate, index_build_create, training_run_request
+
+Progress = Callable[[str, float, "float | None"], None]
+
+# By name, so this module does not import the worker layer that calls it.
+FINISH_PROMOTION = "worker.tasks.finish_promotion"
+
+
+class RunStateError(ValueError):
+    """The run or version is not in a state that allows what was asked."""
+
+
+def live_version(taxonomy: Taxonomy) -> ModelVersion | None:
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version__taxonomy")
+        .first()
+    )
+    return deployment.index_build.model_version if deployment else None
+
+
+def live_build(taxonomy: Taxonomy) -> IndexBuild | None:
+    deployment = Deployment.objects.filter(taxonomy=taxonomy).select_related("index_build").first()
+    return deployment.index_build if deployment else None
+
+
+def go_live(*, build: IndexBuild, actor) -> None:
+    # Model and index are one pointer: every web and worker process picks both up on its next
+    # request (models_app.live compares the deployment it loaded with the current one).
+    deployment_activate(index_build=build, actor=actor)
+
+
+def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun | None:
+    """Queue making ``model_version`` live again, with an index rebuilt over today's members
+    (model and index swap together at the end). None when the taxonomy already has a run."""
+    if live_version(model_version.taxonomy) == model_version:
+        raise RunStateError(f"{model_version.label} is already live")
+    if not model_version_was_live(model_version):
+        raise RunStateError(
+            f"{model_version.label} was never live (a candidate its gate did not promote): "
+            "there is nothing to roll back to; promote its run instead"
+        )
+    with transaction.atomic():
+        run = training_run_request(
+            taxonomy=model_version.taxonomy,
+            kind=TrainingRun.Kind.ROLLBACK,
+            trigger=TrainingRun.Trigger.MANUAL,
+            model_version=model_version,
+            requested_by=actor,
+        )
+        if run is not None:
+            audit_record(
+                actor=actor,
+                action="model_version.rollback",
+                obj=model_version,
+                taxonomy=model_version.taxonomy,
+                after={"model_version": model_version.id, "run": run.id},
+            )
+    return run
+
+
+def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    target = run.model_version
+    if target is None:
+        raise RunStateError("a rollback run needs the version to restore")
+    build = index_build_create(model_version=target, progress=progress)
+    go_live(build=build, actor=None)
+    return {"status": TrainingRun.Status.SUCCEEDED, "index_build": build}
+
+
+def run_moved_live_model(run: TrainingRun) -> bool:
+    """Whether the run ended by putting another model live: the pending inputs' predictions
+    are then out of date, and the worker predicts them again (``repredict_pending_inputs``)."""
+    return run.status == TrainingRun.Status.PROMOTED or (
+        run.kind == TrainingRun.Kind.ROLLBACK and run.status == TrainingRun.Status.SUCCEEDED
+    )
+
+
+def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
+    """An admin promotes a candidate the gate rejected: it goes live with its index at once.
+
+    The flip report against the version it replaces and the new predictions of pending inputs
+    follow in a worker (``promotion_finish``): on a big taxonomy they take longer than a web
+    request should. Until then the run's flip report says it is pending.
+    """
+    with transaction.atomic():
+        run = TrainingRun.objects.select_for_update().get(id=run.id)
+        if run.kind != TrainingRun.Kind.FINETUNE or run.status != TrainingRun.Status.REJECTED:
+            raise RunStateError(
+                f"run {run.id} is a {run.kind} run that is {run.status}; only a rejected "
+                "fine-tune can be promoted"
+            )
+        if run.index_build is None or run.model_version is None:
+            raise RunStateError(f"run {run.id} has no candidate to promote")
+        replaced = live_version(run.taxonomy)
+        report = {
+            **run.gate_report,
+            "forced_by": actor.username,
+            "replaced_version": replaced.id if replaced else None,
+        }
+        go_live(build=run.index_build, actor=actor)
+        TrainingRun.objects.filter(id=run.id).update(
+            status=TrainingRun.Status.PROMOTED,
+            gate_report=report,
+            flip_report={"pending": True, "requested_at": timezone.now().isoformat()},
+        )
+        audit_record(
+            actor=actor,
+            action="training_run.promote",
+            obj=run,
+            taxonomy=run.taxonomy,
+            before={"status": "rejected", "live": replaced.id if replaced else None},
+            after={"status": "promoted", "live": run.model_version_id},
+        )
+        run_id = run.id
+        # robust: the promotion stands whatever the broker does; the report can be made later.
+        transaction.on_commit(
+            lambda: current_app.send_task(FINISH_PROMOTION, args=[run_id]), robust=True
+        )
+    run.refresh_from_db()
+    return run
+
+
+def promotions_resend_pending(*, older_than_seconds: int) -> int:
+    """Send ``finish_promotion`` again for forced promotions whose report is still pending
+    long after it was asked for (the message was lost, or the task gave up)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    stale = [
+        run_id
+        for run_id, report in TrainingRun.objects.filter(
+            status=TrainingRun.Status.PROMOTED, flip_report__pending=True
+        ).values_list("id", "flip_report")
+        if datetime.fromisoformat(report.get("requested_at", cutoff.isoformat())) <= cutoff
+    ]
+    for run_id in stale:
+        current_app.send_task(FINISH_PROMOTION, args=[run_id])
+    return len(stale)
+
+
+def promotion_finish(*, run_id: int) -> TrainingRun:
+    """After a forced promotion: the flip report (the worker then predicts pending inputs
+    again). Safe to run twice: a report that is not pending any more is left as it is."""
+    run = TrainingRun.objects.select_related("taxonomy", "model_version").get(id=run_id)
+    if run.status != TrainingRun.Status.PROMOTED or not run.flip_report.get("pending"):
+        return run
+    replaced = ModelVersion.objects.filter(id=run.gate_report.get("replaced_version")).first()
+    flips = (
+        Comparison.of_versions(run.taxonomy, replaced, run.model_version).flips()
+        if replaced is not None
+        else {}
+    )
+    TrainingRun.objects.filter(id=run.id).update(flip_report=flips)
+    run.refresh_from_db()
+    return run
