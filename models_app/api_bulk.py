@@ -8,7 +8,6 @@ never before. Cancelling and retrying are for whoever asked for the job, or an a
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
 from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -31,6 +30,7 @@ from annotations.api import (
     paginated,
 )
 from models_app.bulk import (
+    CONTENT_TYPES,
     RESULT_FILES,
     BulkFileError,
     BulkStateError,
@@ -38,21 +38,14 @@ from models_app.bulk import (
     bulk_job_create,
     bulk_job_result,
     bulk_job_retry,
+    bulk_jobs,
+    may_change,
 )
 from models_app.live import NoLiveModel
 from models_app.models import BulkJob
 
 BulkJobStatusField = named_choice_field("BulkJobStatus", BulkJob.Status.choices)
 BulkJobFormatField = named_choice_field("BulkJobFormat", BulkJob.Format.choices)
-CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
-
-
-def bulk_jobs() -> QuerySet[BulkJob]:
-    return BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
-
-
-def may_change(user, job: BulkJob) -> bool:
-    return user.is_staff or job.requested_by_id == user.id
 
 
 class BulkJobSerializer(serializers.Serializer):

@@ -35,7 +35,7 @@ from typing import IO
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -572,6 +572,21 @@ def _remove_partial(job: BulkJob) -> None:
     for name in RESULT_FILES.values():
         for path in (folder / name, folder / f"{name}.part"):
             path.unlink(missing_ok=True)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+
+
+def bulk_jobs() -> QuerySet[BulkJob]:
+    """Jobs newest first, with what their pages and the API show of them."""
+    return BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
+
+
+def may_change(user, job: BulkJob) -> bool:
+    """Cancelling and retrying are for whoever asked for the job, or an admin."""
+    return user.is_staff or job.requested_by_id == user.id
 
 
 def bulk_job_result(job: BulkJob, kind: str) -> Path | None:

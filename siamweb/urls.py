@@ -20,6 +20,7 @@ urlpatterns = [
     path("", include("annotations.urls_inputs")),
     path("audit/", include("annotations.urls_audit")),
     path("models/", include("models_app.urls")),
+    path("bulk/", include("models_app.urls_bulk")),
     path("api/v1/", include("siamweb.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,35 @@
+"""The bulk job upload form: a taxonomy, a file, and the CSV column to normalize."""
+
+from __future__ import annotations
+
+from django import forms
+
+from annotations.forms_inputs import FieldErrorsMixin, TaxonomyField
+from annotations.services.inputs_upload import format_size
+from models_app.bulk import BULK_FORMATS, TEXT_COLUMN, bulk_max_bytes
+
+
+class BulkJobForm(FieldErrorsMixin, forms.Form):
+    taxonomy = TaxonomyField()
+    file = forms.FileField(
+        error_messages={"required": "choose a .csv or .txt file", "empty": "the file is empty"},
+        widget=forms.ClearableFileInput(attrs={"accept": ",".join(BULK_FORMATS)}),
+    )
+    column = forms.CharField(
+        required=False,
+        max_length=200,
+        initial=TEXT_COLUMN,
+        label="CSV column to normalize",
+        help_text="Ignored for a .txt file",
+    )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        # Known from the request before anything is read or stored.
+        limit = bulk_max_bytes()
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"the file is {format_size(upload.size)}; a bulk job takes files up to "
+                f"{format_size(limit)}, split it into smaller files"
+            )
+        return upload

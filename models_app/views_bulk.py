@@ -1,0 +1,135 @@
+"""The Bulk pages (mounted at "bulk/"): upload a file to normalize, follow its job, download.
+
+A job's page polls its panel every two seconds while the job is queued or running (htmx); the
+panel that answers once it is over carries no trigger, and shows the downloads if it succeeded.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotations.decorators import curator_required
+from annotations.services.inputs_upload import format_size
+from models_app.bulk import (
+    CONTENT_TYPES,
+    BulkFileError,
+    BulkStateError,
+    bulk_job_cancel,
+    bulk_job_create,
+    bulk_job_result,
+    bulk_job_retry,
+    bulk_jobs,
+    bulk_max_bytes,
+    may_change,
+)
+from models_app.forms_bulk import BulkJobForm
+from models_app.live import NoLiveModel
+from models_app.models import BulkJob
+from models_app.selectors import duration_text
+
+JOBS_LISTED = 20
+POLL_SECONDS = 2
+
+
+def _job(job_id: int) -> BulkJob:
+    job = bulk_jobs().filter(id=job_id).first()
+    if job is None:
+        raise Http404(f"no bulk job {job_id}")
+    return job
+
+
+def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
+    return {
+        "job": job,
+        "percent": int(job.progress * 100),
+        "eta": duration_text(job.eta_seconds) if job.active else "",
+        "polling": job.active,
+        "poll_seconds": POLL_SECONDS,
+        "can_change": may_change(request.user, job),
+        "downloads": job.status == BulkJob.Status.SUCCEEDED,
+        "error": error,
+    }
+
+
+@curator_required
+@require_http_methods(["GET", "POST"])
+def bulk_list(request: HttpRequest) -> HttpResponse:
+    form = BulkJobForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                job = bulk_job_create(
+                    taxonomy=form.cleaned_data["taxonomy"],
+                    upload=upload,
+                    filename=upload.name,
+                    column=form.cleaned_data["column"],
+                    user=request.user,
+                )
+            except (BulkFileError, NoLiveModel) as exc:
+                form.add_error("file" if isinstance(exc, BulkFileError) else "taxonomy", str(exc))
+            else:
+                messages.info(request, f"{job.filename} is queued: this page follows its progress.")
+                return redirect("bulk-job", job_id=job.id)
+        status = 400
+    context = {
+        "form": form,
+        "jobs": bulk_jobs()[:JOBS_LISTED],
+        "max_size": format_size(bulk_max_bytes()),
+    }
+    return render(request, "bulk/list.html", context, status=status)
+
+
+@curator_required
+@require_GET
+def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job(job_id)
+    context = _job_context(request, job)
+    if request.htmx:
+        return render(request, "bulk/_job_panel.html", context)
+    return render(request, "bulk/job.html", context)
+
+
+def _act(request: HttpRequest, job_id: int, action, done: str) -> HttpResponse:
+    job = _job(job_id)
+    if not may_change(request.user, job):
+        raise PermissionDenied("only whoever asked for the job, or an admin")
+    try:
+        job = action(job=job)
+    except BulkStateError as exc:
+        return render(request, "bulk/job.html", _job_context(request, job, str(exc)), status=409)
+    messages.info(request, done)
+    return redirect("bulk-job", job_id=job.id)
+
+
+@curator_required
+@require_POST
+def bulk_job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _act(request, job_id, bulk_job_cancel, "Cancelled: the partial results are deleted.")
+
+
+@curator_required
+@require_POST
+def bulk_job_retry_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _act(request, job_id, bulk_job_retry, "Queued again: it goes on from its last chunk.")
+
+
+@curator_required
+@require_GET
+def bulk_job_download(request: HttpRequest, job_id: int, kind: str) -> HttpResponse:
+    job = _job(job_id)
+    path = bulk_job_result(job, kind)
+    if path is None:
+        raise Http404(f"bulk job {job.id} has no {kind} result")
+    stem = job.filename.rsplit(".", 1)[0] or "bulk"
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"{stem}-normalized.{kind}",
+        content_type=CONTENT_TYPES[kind],
+    )
