@@ -160,22 +160,6 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", defa
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
 # check --deploy asks for both; they are the deployer's choice above, not an oversight.
 SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
-SECURE_REFERRER_POLICY = "same-origin"
-SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
-# Production runs behind a proxy that terminates TLS and says so in X-Forwarded-Proto
-# (docs/deploying.md): plain HTTP is redirected, and browsers are told to stay on HTTPS.
-if PRODUCTION:
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # a load balancer's probe may come over plain HTTP
-SECURE_HSTS_SECONDS = env_int(
-    "SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if PRODUCTION else 0, minimum=0
-)
-# Subdomains and the browsers' preload list reach beyond this site: the deployer opts in.
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
-# check --deploy asks for both; they are the deployer's choice above, not an oversight.
-SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
