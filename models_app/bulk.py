@@ -70,8 +70,6 @@ RESULT_FILES = {"csv": "result.csv", "jsonl": "result.jsonl"}
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a bad byte further on fails the job when the worker reaches it, naming where it is.
 _HEAD_BYTES = 1024 * 1024
-# A running job's heartbeat older than this has lost its worker: another delivery may take over.
-STALE_SECONDS = 120
 _UTF8_BOM = codecs.BOM_UTF8
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -202,6 +200,11 @@ def bulk_max_bytes() -> int:
     return settings.SIAMWEB_BULK_MAX_BYTES
 
 
+def stale_seconds() -> int:
+    """A running job's heartbeat older than this has lost its worker."""
+    return settings.SIAMWEB_BULK_STALE_SECONDS
+
+
 def bulk_job_create(
     *,
     taxonomy: Taxonomy,
@@ -279,7 +282,7 @@ def bulk_job_enqueue(*, job_id: int) -> None:
 def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
     """Stop a job: a queued one (or one whose worker died) at once, a running one after the
     chunk it is on; its partial results are deleted."""
-    stale = timezone.now() - timezone.timedelta(seconds=STALE_SECONDS)
+    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
     now_cancelled = BulkJob.objects.filter(id=job.id).filter(
         Q(status=BulkJob.Status.QUEUED) | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
     )
@@ -298,7 +301,7 @@ def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
 
 def bulk_job_retry(*, job: BulkJob) -> BulkJob:
     """Queue a failed job (or one whose worker died) again: it continues from its checkpoint."""
-    stale = timezone.now() - timezone.timedelta(seconds=STALE_SECONDS)
+    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
     retried = (
         BulkJob.objects.filter(id=job.id)
         .filter(
@@ -332,7 +335,7 @@ def bulk_job_execute(
     nothing to do (finished, cancelled, or no such job). Raises ``JobBusy`` when another
     worker holds it. ``after_chunk`` is called with the job after each checkpoint."""
     now = timezone.now()
-    stale = now - timezone.timedelta(seconds=STALE_SECONDS)
+    stale = now - timezone.timedelta(seconds=stale_seconds())
     claimed = (
         BulkJob.objects.filter(id=job_id)
         .filter(

@@ -205,6 +205,8 @@ SIAMWEB_UPLOAD_MAX_ROWS = env_int("SIAMWEB_UPLOAD_MAX_ROWS", default=2000, minim
 # A bulk job's file streams to disk and is read in chunks by a worker: bounded by disk, not memory.
 SIAMWEB_BULK_MAX_BYTES = env_int("SIAMWEB_BULK_MAX_BYTES", default=1024**3, minimum=1024)
 SIAMWEB_BULK_CHUNK_ROWS = env_int("SIAMWEB_BULK_CHUNK_ROWS", default=2000, minimum=1)
+# A running bulk job silent this long has lost its worker: another delivery may take it over.
+SIAMWEB_BULK_STALE_SECONDS = env_int("SIAMWEB_BULK_STALE_SECONDS", default=120, minimum=1)
 # How long a curator holds a review card before another curator may get it.
 SIAMWEB_REVIEW_LEASE_SECONDS = env_int("SIAMWEB_REVIEW_LEASE_SECONDS", default=300, minimum=10)
 # Share of items shown to a second curator, to measure agreement (0 turns it off).

@@ -166,7 +166,7 @@ def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
     with pytest.raises(JobBusy):  # its heartbeat is fresh: it may still be alive
         bulk_job_execute(job_id=job.id, chunk_rows=2)
     BulkJob.objects.filter(id=job.id).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.STALE_SECONDS + 1)
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
     )
     done = bulk_job_execute(job_id=job.id, chunk_rows=3)
     assert (done.status, done.rows_done, done.attempts) == (BulkJob.Status.SUCCEEDED, 11, 2)

@@ -152,7 +152,9 @@ def execute_bulk_job(self, job_id: int) -> str | None:
     try:
         job = bulk.bulk_job_execute(job_id=job_id)
     except bulk.JobBusy:
-        raise self.retry(countdown=bulk.STALE_SECONDS + 5, max_retries=BULK_BUSY_RETRIES) from None
+        raise self.retry(
+            countdown=bulk.stale_seconds() + 5, max_retries=BULK_BUSY_RETRIES
+        ) from None
     except SoftTimeLimitExceeded:
         # A file too big for one task's time: queued again, the next delivery reads on from
         # the last checkpoint.
