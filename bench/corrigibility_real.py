@@ -55,7 +55,7 @@ def start_model(taxonomy, start: str):
         training_run_execute,
         training_run_request,
     )
-    from models_app.siamese.train import PRETRAINED_SPEC
+    from models_app.siamese.specs import PRETRAINED_SPEC
 
     if start == "pretrained":
         run = training_run_request(

@@ -37,7 +37,9 @@ from bench.corrigibility import ENCODER, TRAINING  # noqa: E402  (its starting m
 from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese import networks  # noqa: E402
 from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402
-from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
+from models_app.siamese.sampling import prepare_data  # noqa: E402
+from models_app.siamese.specs import TrainConfig  # noqa: E402
+from models_app.siamese.train import train_encoder  # noqa: E402
 
 # As models_app.finetune_recipe.finetune_spec sets them (the engine may not import Django).
 FINETUNE = {

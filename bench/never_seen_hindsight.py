@@ -60,8 +60,10 @@ from bench.finetune_drift import (  # noqa: E402
     write_results,
 )
 from models_app.siamese.encoders import load_encoder  # noqa: E402
+from models_app.siamese.sampling import prepare_data  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
-from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
+from models_app.siamese.specs import TrainConfig  # noqa: E402
+from models_app.siamese.train import train_encoder  # noqa: E402
 
 ROUNDS = 4
 MEMORY_SIZES = (500, 1000, 2000)

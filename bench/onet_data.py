@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from models_app.siamese import augment
-from models_app.siamese.train import FeedbackExample
+from models_app.siamese.sampling import FeedbackExample
 
 ROOT = Path(__file__).resolve().parent.parent
 ONET = ROOT / "data" / "onet"

@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from models_app.siamese.index import MemberIndex  # noqa: E402
-from models_app.siamese.train import TrainConfig, prepare_data, train_encoder  # noqa: E402
+from models_app.siamese.sampling import prepare_data  # noqa: E402
+from models_app.siamese.specs import TrainConfig  # noqa: E402
+from models_app.siamese.train import train_encoder  # noqa: E402
 
 DEFAULT_PATH = ROOT.parent / "shared" / "data" / "quora" / "quora_duplicate_questions.tsv.gz"
 ENCODER = {"kind": "conv_words", "min_count": 2}

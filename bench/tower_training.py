@@ -35,17 +35,14 @@ import torch  # noqa: E402
 from bench.jobbert_data import SHARED_DATA, esco_members, jobbert_split  # noqa: E402
 from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.sampling import prepare_data  # noqa: E402
+from models_app.siamese.specs import TOWER_SPEC, TrainConfig  # noqa: E402
 from models_app.siamese.towers import (  # noqa: E402
     BUNDLED_BASE,
     TransformerConfig,
     TransformerEncoder,
 )
-from models_app.siamese.train import (  # noqa: E402
-    TOWER_SPEC,
-    TrainConfig,
-    prepare_data,
-    train_encoder,
-)
+from models_app.siamese.train import train_encoder  # noqa: E402
 
 # Each recipe is a set of training options over the product's tower spec (TOWER_SPEC), which
 # caps training at 1,500 steps; "default" trains for the whole time budget instead.

@@ -12,8 +12,9 @@ import math
 from django.conf import settings
 
 from models_app.models import ModelVersion
+from models_app.siamese.sampling import FeedbackExample
+from models_app.siamese.specs import MARGIN_LOSSES, TrainConfig
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import MARGIN_LOSSES, FeedbackExample, TrainConfig
 
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.

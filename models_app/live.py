@@ -22,7 +22,7 @@ from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch
-from models_app.siamese.train import parse_search_config
+from models_app.siamese.specs import parse_search_config
 
 _lock = threading.Lock()
 _engines: dict[int, LiveEngine] = {}

@@ -41,8 +41,9 @@ from models_app.services import (
     version_config,
 )
 from models_app.siamese.encoders import as_stored
+from models_app.siamese.sampling import FeedbackExample
+from models_app.siamese.specs import parse_model_spec, parse_search_config
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import FeedbackExample, parse_model_spec, parse_search_config
 
 Progress = Callable[[str, float, "float | None"], None]
 

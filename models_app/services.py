@@ -33,21 +33,19 @@ from models_app.siamese.distill import distill_encoder, distillation_texts
 from models_app.siamese.encoders import ConfigError, Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.text import normalize_text
-from models_app.siamese.train import (
+from models_app.siamese.sampling import FeedbackExample, prepare_data
+from models_app.siamese.specs import (
     PRETRAINED_KINDS,
     PRETRAINED_SPEC,
     STUDENT_SPEC,
     TOWER_SPEC,
-    FeedbackExample,
     TrainConfig,
-    TrainResult,
     parse_distill_config,
     parse_model_spec,
     parse_search_config,
-    prepare_data,
-    train_encoder,
 )
+from models_app.siamese.text import normalize_text
+from models_app.siamese.train import TrainResult, train_encoder
 
 logger = logging.getLogger(__name__)
 EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"

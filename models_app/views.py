@@ -2,8 +2,9 @@
 
 Curators and admins read; only admins start a fine-tune, roll back, force a promotion or retry a
 failed run. Views are thin: a selector reads, a service from ``models_app.retraining`` or
-``models_app.promotion`` writes (and records the audit event). A refusal about the state of things — a run already active, a run in
-the wrong state — is the page again with status 409 and the service's message.
+``models_app.promotion`` writes (and records the audit event). A refusal about the state of
+things — a run already active, a run in the wrong state — is the page again with status 409 and
+the service's message.
 
 While a run is active its region asks for itself again every two seconds (htmx polling); the
 answer once nothing is active carries no trigger, so the polling stops by itself.

@@ -6,7 +6,7 @@ import pytest
 from models_app.siamese.encoders import ConfigError, fit_encoder
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import HybridMatcher, MemberSearch, SearchConfig
-from models_app.siamese.train import parse_model_spec, parse_search_config
+from models_app.siamese.specs import parse_model_spec, parse_search_config
 
 TITLES = [
     "Java Developer",

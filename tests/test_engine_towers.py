@@ -11,8 +11,10 @@ import torch
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import ConfigError, load_encoder, parse_config
+from models_app.siamese.sampling import prepare_data
+from models_app.siamese.specs import TrainConfig
 from models_app.siamese.towers import BUNDLED_BASE, TransformerEncoder, base_model_path
-from models_app.siamese.train import TrainConfig, prepare_data, train_encoder
+from models_app.siamese.train import train_encoder
 
 MEMBERS = [
     (0, "Java Developer"),

@@ -10,17 +10,13 @@ import torch
 
 from models_app.siamese.encoders import ConfigError, encoder_class, parse_config
 from models_app.siamese.losses import SDMLLoss
+from models_app.siamese.optim import Optimizer, RowSparseAdam
+from models_app.siamese.sampling import BatchSampler, FeedbackExample, prepare_data
+from models_app.siamese.specs import TrainConfig, parse_model_spec
 from models_app.siamese.train import (
     CHECKPOINT,
-    BatchSampler,
-    FeedbackExample,
-    RowSparseAdam,
-    TrainConfig,
-    _Optimizer,
     blend_weights,
     loss_step,
-    parse_model_spec,
-    prepare_data,
     train_encoder,
     validation_accuracy,
 )
@@ -610,7 +606,7 @@ def test_row_sparse_adam_refuses_a_gradient_sparse_in_every_dimension():
 
 def test_the_training_optimizer_uses_row_sparse_adam_for_the_bucket_table():
     encoder = encoder_class("ngram_bag").create([t for _, t in MEMBERS], parse_config(ENCODER))
-    optimizer = _Optimizer(encoder, torch.nn.Identity(), 0.01)
+    optimizer = Optimizer(encoder, torch.nn.Identity(), 0.01)
     sparse_optimizers = [o for o in optimizer.optimizers if isinstance(o, RowSparseAdam)]
     assert [p for o in sparse_optimizers for g in o.param_groups for p in g["params"]] == [
         encoder.bag.weight

@@ -18,7 +18,7 @@ from models_app.services import (
     training_run_execute,
 )
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.train import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
+from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
 from worker import tasks
 
@@ -130,7 +130,7 @@ def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
 
 def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxonomy):
     from models_app import services
-    from models_app.siamese.train import PRETRAINED_SPEC as SPEC
+    from models_app.siamese.specs import PRETRAINED_SPEC as SPEC
 
     run = training_run_execute(
         run_id=TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=SPEC).id

@@ -39,9 +39,10 @@ from models_app.services import (
     training_run_request,
 )
 from models_app.siamese.encoders import fit_encoder, load_encoder
+from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.search import SearchConfig
+from models_app.siamese.specs import parse_model_spec
 from models_app.siamese.text import normalize_text
-from models_app.siamese.train import FeedbackExample, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
 from worker import tasks
 

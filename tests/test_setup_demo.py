@@ -90,7 +90,9 @@ def test_credentials_can_come_from_the_environment(data_dir, monkeypatch):
 
 def test_a_shipped_model_is_used_instead_of_training(data_dir):
     from models_app.siamese.artifacts import atomic_directory
-    from models_app.siamese.train import TrainConfig, prepare_data, train_encoder
+    from models_app.siamese.sampling import prepare_data
+    from models_app.siamese.specs import TrainConfig
+    from models_app.siamese.train import train_encoder
 
     data, _ = data_dir
     members = [

@@ -13,7 +13,7 @@ from annotations import views_taxonomy
 from annotations.models import AuditEvent, FeedbackPair, Group, Member, Taxonomy
 from annotations.services.taxonomy_edit import group_create
 from models_app.models import TrainingRun
-from models_app.siamese.train import PRETRAINED_SPEC
+from models_app.siamese.specs import PRETRAINED_SPEC
 
 DEVS, NURSES, BARISTAS = "15-1252", "29-1141", "35-3023"
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -30,13 +30,8 @@ from models_app.siamese.encoders import (
     parse_config,
 )
 from models_app.siamese.networks import NeuralEncoder
-from models_app.siamese.train import (
-    TrainResult,
-    _no_progress,
-    _Optimizer,
-    _set_threads,
-    choose_device,
-)
+from models_app.siamese.optim import Optimizer
+from models_app.siamese.train import TrainResult, _no_progress, _set_threads, choose_device
 
 
 @dataclass(frozen=True)
@@ -130,7 +125,7 @@ def distill_encoder(
     student = kind.create(texts, parsed).to(device)
     targets = torch.from_numpy(np.ascontiguousarray(teacher_vectors, dtype=np.float32)).to(device)
     targets = F.normalize(targets, dim=1)
-    optimizer = _Optimizer(student, torch.nn.Module(), config.learning_rate)
+    optimizer = Optimizer(student, torch.nn.Module(), config.learning_rate)
     deadline = started + config.max_minutes * 60
     step, history, stopped_because = 0, [], "max_steps"
     student.train()

@@ -10,7 +10,7 @@ from annotations.selectors import taxonomy_get
 from models_app.models import ModelVersion, TrainingRun
 from models_app.services import training_run_execute, training_run_request
 from models_app.siamese.encoders import ConfigError
-from models_app.siamese.train import NAMED_SPECS, parse_model_spec
+from models_app.siamese.specs import NAMED_SPECS, parse_model_spec
 
 
 class Command(BaseCommand):
