@@ -66,22 +66,19 @@ def nearest(text: str, candidates: list[str], n: int) -> list[str]:
 
 
 def name_relevance(name: str, code: str, query: str) -> int:
-    """How well a group answers a type-ahead query, 0 best: the exact name or code; the name
-    (or code) starting with the query as whole words; every word of the query a whole word of
-    the name ("nurse" in "Registered Nurses"); the name starting with the query mid-word (a word
-    still being typed, or "Nursery" for "nurse"); the query anywhere else in the name."""
+    """How well a group answers a type-ahead query, 0 best: the exact name or code; the code
+    starting with the query, or every word of the query a whole word of the name, wherever it
+    stands ("nurse" in "Nurse Midwives" and in "Registered Nurses" alike: between those the
+    model's score for the input decides, so the likely group comes first); the name starting
+    with the query mid-word (a word still being typed, or "Nursery" for "nurse"); the query
+    anywhere else in the name."""
     folded_query = " ".join(query.casefold().split())
     folded_name = " ".join(name.casefold().split())
     folded_code = code.casefold()
     if folded_name == folded_query or folded_code == folded_query:
         return 0
-    rest = folded_name[len(folded_query) : len(folded_query) + 1]
-    if folded_code.startswith(folded_query) or (
-        folded_name.startswith(folded_query) and not rest.isalnum()
-    ):
+    if folded_code.startswith(folded_query) or words(query) <= words(name):
         return 1
-    if words(query) <= words(name):
-        return 2
     if folded_name.startswith(folded_query):
-        return 3
-    return 4
+        return 2
+    return 3

@@ -102,14 +102,12 @@ def test_the_search_ranks_whole_names_and_words_above_names_that_merely_contain_
     page.keyboard.press("r")
     page.keyboard.type("nurse")
     expect(page.get_by_test_id("group-results").get_by_role("button")).to_have_count(4)
-    # The name starting with the word; names holding it as a word, the model's pick for the
-    # input first; last a name where it is only part of a word.
-    assert result_names(page) == [
-        "Nurse Midwives",
-        "Registered Nurses",
-        "Acute Care Nurses",
-        "Nursery Workers",
-    ]
+    # Names holding the word, wherever it stands, the model's pick for the input first (the
+    # issue's complaint: Nurse Midwives ahead of it, and Enter taking the first); last a name
+    # where it is only part of a word.
+    assert result_names(page)[0] == "Registered Nurses"
+    assert result_names(page)[-1] == "Nursery Workers"
+    assert set(result_names(page)[1:3]) == {"Nurse Midwives", "Acute Care Nurses"}
 
     page.keyboard.type("s")  # "nurses": two names of one length, the model's score decides
     expect(page.get_by_test_id("group-results").get_by_role("button")).to_have_count(2)
