@@ -17,7 +17,7 @@ from django.db.models import Q
 import annotations.lookups  # noqa: F401  (registers field__any)
 from annotations.models import Group, Judgement, Member, Taxonomy
 from annotations.selectors_calibration import taxonomy_calibrator
-from models_app.live import LiveEngine, NoLiveModel, live_engine
+from models_app.live import HitsCache, LiveEngine, NoLiveModel, live_engine
 from models_app.siamese.calibration import LOW_CONFIDENCE
 from models_app.siamese.ranking import GroupHit, rank_groups
 from models_app.siamese.text import normalize_text
@@ -74,13 +74,20 @@ class Normalization:
 
 
 def normalize_texts(
-    taxonomy: Taxonomy, texts: Sequence[str], *, k: int, engine: LiveEngine | None = None
+    taxonomy: Taxonomy,
+    texts: Sequence[str],
+    *,
+    k: int,
+    engine: LiveEngine | None = None,
+    hits_cache: HitsCache | None = None,
 ) -> list[Normalization]:
     """Rank the ``k`` best groups for each (already cleaned) text.
 
     ``engine``: the model and index to answer with (a bulk job pins the one it started with);
     by default the taxonomy's live one. One encode and one index search for the batch, and a
     fixed number of queries whatever its size; a text repeated in the batch is ranked once.
+    ``hits_cache``: nearest members of texts seen in earlier batches (``HitsCache``); groups,
+    verdicts and evidence are read afresh each batch all the same.
     """
     if engine is None:
         engine = live_engine(taxonomy)
@@ -90,7 +97,7 @@ def normalize_texts(
         return []
     unique = list(dict.fromkeys(texts))
     keys = [normalize_text(text) for text in unique]
-    hits = engine.nearest_members(unique, k * settings.SIAMWEB_MEMBERS_PER_GROUP)
+    hits = engine.nearest_members(unique, k * settings.SIAMWEB_MEMBERS_PER_GROUP, cache=hits_cache)
 
     group_of = _member_groups(taxonomy, {m for row in hits for m, _ in row})
     verdict_groups = _curator_groups(taxonomy, keys)

@@ -42,7 +42,7 @@ from django.utils import timezone
 from annotations.models import Taxonomy
 from annotations.normalization import Normalization, normalize_texts
 from annotations.services.inputs_upload import format_size
-from models_app.live import NoLiveModel, artifact_path, engine_for_build
+from models_app.live import HitsCache, NoLiveModel, artifact_path, engine_for_build
 from models_app.models import BulkJob, Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
@@ -67,6 +67,9 @@ RESULT_COLUMNS = [
 ]
 INPUT_FILE = "input"
 RESULT_FILES = {"csv": "result.csv", "jsonl": "result.jsonl"}
+# Texts whose nearest members a job keeps for the rest of the file (a file of job ads repeats
+# its titles): some 70 MB at most, which bounds the job's memory whatever the file's size.
+HITS_CACHED = 100_000
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a bad byte further on fails the job when the worker reaches it, naming where it is.
 _HEAD_BYTES = 1024 * 1024
@@ -385,6 +388,7 @@ def _pin(job: BulkJob) -> BulkJob:
 def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJob | None:
     job = _pin(job)
     engine = engine_for_build(job.taxonomy, job.index_build)
+    cache = HitsCache(HITS_CACHED)
     folder = artifact_path(job.folder)
     source = folder / INPUT_FILE
     columns, _, _ = read_header(source, fmt=job.input_format, filename=job.filename)
@@ -413,7 +417,7 @@ def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJo
             chunk = [record for _, record in zip(range(chunk_rows), records, strict=False)]
             if not chunk:
                 break
-            failed = _write_chunk(job, engine, chunk, columns, column, writer, jsonl_out)
+            failed = _write_chunk(job, engine, cache, chunk, columns, column, writer, jsonl_out)
             for out in (csv_out, jsonl_out):
                 out.flush()
                 os.fsync(out.fileno())
@@ -461,7 +465,7 @@ class _resumed:
         self.handle.close()
 
 
-def _write_chunk(job, engine, chunk, columns, column, writer, jsonl_out) -> int:
+def _write_chunk(job, engine, cache, chunk, columns, column, writer, jsonl_out) -> int:
     """Normalize one chunk of records and append their result rows; returns the rows failed."""
     texts: list[str | None] = []
     errors: list[str] = []
@@ -477,7 +481,9 @@ def _write_chunk(job, engine, chunk, columns, column, writer, jsonl_out) -> int:
             texts.append(None)
             errors.append(f"line {record.line}: {columns[column]} {exc}")
     good = [text for text in texts if text is not None]
-    answers = iter(normalize_texts(job.taxonomy, good, k=2, engine=engine) if good else [])
+    answers = iter(
+        normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
+    )
     lines = []
     for record, text, error in zip(chunk, texts, errors, strict=True):
         fields = record.fields + [""] * (len(columns) - len(record.fields))

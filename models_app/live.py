@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -56,19 +57,31 @@ class LiveEngine:
     _straggler_rows: list[tuple[int, str]] = field(default_factory=list)
     _stragglers_at: float | None = None
 
-    def nearest_members(self, texts: list[str], depth: int) -> list[list[tuple[int, float]]]:
+    def nearest_members(
+        self, texts: list[str], depth: int, *, cache: HitsCache | None = None
+    ) -> list[list[tuple[int, float]]]:
         """The ``depth`` best (member id, score) of each text, members added since the build
-        included; members deleted since may appear and are for the caller to drop."""
-        vectors = self.encoder.encode(texts)  # (Q, D)
+        included; members deleted since may appear and are for the caller to drop. With a
+        ``cache``, texts it holds are not encoded or searched again."""
         delta_ids, delta_texts, delta_vectors = self.delta_vectors()
-        return self.search.search(
-            texts,
-            vectors,
-            depth,
-            extra_ids=delta_ids,
-            extra_texts=delta_texts,
-            extra_vectors=delta_vectors,
-        )
+        if cache is not None:
+            cache.valid_for((self.index_build_id, depth, delta_ids.tobytes()))
+        missing = [text for text in texts if cache is None or text not in cache]
+        found = []
+        if missing:
+            found = self.search.search(
+                missing,
+                self.encoder.encode(missing),  # (Q, D)
+                depth,
+                extra_ids=delta_ids,
+                extra_texts=delta_texts,
+                extra_vectors=delta_vectors,
+            )
+        if cache is None:
+            return found
+        for text, hits in zip(missing, found, strict=True):
+            cache.put(text, hits)
+        return [cache.get(text) for text in texts]
 
     def _stragglers(self) -> list[tuple[int, str]]:
         """Members below the build's highest id that the build did not see (rare: inserted by a
@@ -117,6 +130,40 @@ class NoLiveModel(Exception):
             f"taxonomy {taxonomy.slug!r} has no live model yet; run "
             f"`python manage.py train {taxonomy.slug} --activate`"
         )
+
+
+class HitsCache:
+    """The nearest members of texts seen before, for one caller that sees many texts again (a
+    bulk job: a file of job ads repeats its titles). Held only while the engine, the depth and
+    the members added since the build stay as they were, so a hit from the cache is the hit a
+    search would give; at most ``size`` texts, least recently used dropped first, each as two
+    small arrays (some 700 bytes at a depth of 40)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._hits: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._key: tuple | None = None
+
+    def valid_for(self, key: tuple) -> None:
+        if key != self._key:
+            self._hits.clear()
+            self._key = key
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._hits
+
+    def put(self, text: str, hits: list[tuple[int, float]]) -> None:
+        # Scores are float32 values (the search's): stored as float32, read back unchanged.
+        ids = np.array([member_id for member_id, _ in hits], dtype=np.int64)
+        scores = np.array([score for _, score in hits], dtype=np.float32)
+        self._hits[text] = (ids, scores)
+        if len(self._hits) > self.size:
+            self._hits.popitem(last=False)
+
+    def get(self, text: str) -> list[tuple[int, float]]:
+        self._hits.move_to_end(text)
+        ids, scores = self._hits[text]
+        return list(zip(ids.tolist(), scores.tolist(), strict=True))
 
 
 def artifact_path(relative: str) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from annotations.models import Group, Member
 from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
 from models_app import bulk
@@ -29,6 +30,7 @@ from models_app.bulk import (
 )
 from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
+from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
 
 TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",
@@ -269,3 +271,24 @@ def test_a_job_another_worker_runs_is_not_taken_twice(tiny_taxonomy):
     with pytest.raises(JobBusy):
         bulk_job_execute(job_id=job.id)
     assert bulk_job_execute(job_id=job.id + 1000) is None
+
+
+def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_taxonomy):
+    # The job keeps the nearest members of titles it has seen; a member added since must not
+    # be hidden from a title it sees again.
+    data = csv_bytes([["title"], ["ice road trucker"], ["icu nurse"], ["ice road trucker"]])
+    job = create(tiny_taxonomy, data)
+
+    def add_member(current: BulkJob) -> None:
+        if current.rows_done == 1:
+            Member.objects.create(
+                taxonomy=tiny_taxonomy,
+                group=Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023"),
+                text="Ice Road Trucker",
+                normalized_text=normalize_text("Ice Road Trucker"),
+            )
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=1, after_chunk=add_member)
+    first, _, again = result_rows(done)
+    assert first["matched_member"] != "Ice Road Trucker"
+    assert (again["matched_member"], again["group_code"]) == ("Ice Road Trucker", "35-3023")

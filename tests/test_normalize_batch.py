@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from annotations.models import Group, Member
 from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
+from models_app.live import HitsCache, live_engine
 from models_app.siamese.baselines import TrigramMatcher
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch, SearchConfig
@@ -102,3 +103,13 @@ def test_a_batch_of_a_thousand_texts_stays_under_ten_queries(
     texts = [f"nurse {i}" for i in range(1000)]
     with django_assert_max_num_queries(10):
         normalize_texts(tiny_taxonomy, texts, k=5)
+
+
+def test_cached_hits_are_the_hits_a_search_gives(tiny_taxonomy):
+    engine = live_engine(tiny_taxonomy)
+    cache = HitsCache(size=3)
+    texts = ["icu nurse", "java dev", "barista", "icu nurse", "truck", "accountant", "java dev"]
+    for start in range(0, len(texts), 2):  # batches that see texts again, past the cache's size
+        batch = texts[start : start + 2]
+        assert engine.nearest_members(batch, 16, cache=cache) == engine.nearest_members(batch, 16)
+    assert len(cache._hits) == 3
