@@ -41,7 +41,10 @@ run: setup ## Set everything up and start the web server, a Celery worker and be
 	@echo
 	@echo "Siamweb is starting at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
 	@echo
-	HOST=$(HOST) PORT=$(PORT) $(VENV)/bin/honcho start -f Procfile
+	@# Not honcho itself: its Ctrl-C ends in "Error 130/143" (see the script's docstring).
+	@HOST=$(HOST) PORT=$(PORT) $(PY) scripts/run_procfile.py -f Procfile \
+		--ready "web=Quit the server with" --ready "worker= ready." \
+		--banner "Siamweb is running at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
 
 services: ## Start (installing if needed) PostgreSQL, Redis and Chromium for the tests
 	bash scripts/test_services.sh
