@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annotations.csv_cells import spreadsheet_text
 from models_app.siamese.text import TextError, clean_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
@@ -132,6 +133,8 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
         if None in row:
             parsed.errors.append(RowError(f"{path.name}:{line}", "more fields than columns"))
             continue
+        # A cell the export (or a spreadsheet) escaped as '=… is read as the text it holds.
+        row = {key: spreadsheet_text(value) if value else value for key, value in row.items()}
         try:
             code = _clean(row["group_code"], "group_code", MAX_CODE_LENGTH)
             name = _clean(row["group_name"], "group_name", MAX_NAME_LENGTH)

@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from annotations.csv_cells import spreadsheet_cell
 from annotations.decorators import admin_required
 from annotations.importers import ONET_ALTERNATES, ONET_OCCUPATIONS, ONET_RELATED, ImportFileError
 from annotations.models import Group, Member, Taxonomy
@@ -264,14 +265,15 @@ def taxonomy_group_create(request: HttpRequest, slug: str) -> HttpResponse:
 @admin_required
 @require_GET
 def taxonomy_export(request: HttpRequest, slug: str) -> StreamingHttpResponse:
-    """Every member as the csv importer reads it: export, then import, gives the same groups."""
+    """Every member as the csv importer reads it: export, then import, gives the same groups.
+    A cell that starts like a formula is escaped for spreadsheets (annotations/csv_cells.py)."""
     taxonomy = _taxonomy(slug)
     writer = csv.writer(_Echo(), lineterminator="\n")
 
     def lines():
         yield writer.writerow(CSV_EXPORT_COLUMNS)
         for row in taxonomy_export_rows(taxonomy):
-            yield writer.writerow(row)
+            yield writer.writerow([spreadsheet_cell(cell) for cell in row])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{taxonomy.slug}.csv"'

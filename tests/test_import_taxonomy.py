@@ -252,3 +252,32 @@ def test_onet_related_occupations_with_an_unknown_code_reject_the_file(tmp_path)
     assert report.relations == 1
     relation = GroupRelation.objects.get()
     assert (relation.group.code, relation.related.code) == ("11-1011.00", "11-1021.00")
+
+
+def test_a_bom_crlf_rtl_marks_emoji_and_escaped_formulas_import_as_written(tmp_path):
+    content = (
+        "\ufeffgroup_code,group_name,text,description\r\n"
+        "A,مهندسون\u200f,مهندس برمجيات\u200f,\r\n"
+        "A,مهندسون\u200f,Chef 👩‍🍳,\r\n"
+        "B,'=Formulas,'=cmd|' /C calc'!A0,'@first\r\n"
+        "B,'=Formulas,'+1 plain,\r\n"
+    )
+    report = taxonomy_import(slug="t", path=write(tmp_path, "f.csv", content), fmt="csv")
+    assert report.skipped_rows == []
+    assert sorted(Group.objects.values_list("code", "name", "description")) == [
+        ("A", "مهندسون\u200f", ""),
+        ("B", "=Formulas", "@first"),
+    ]
+    assert sorted(Member.objects.values_list("text", flat=True)) == sorted(
+        ["مهندس برمجيات\u200f", "Chef 👩‍🍳", "=cmd|' /C calc'!A0", "+1 plain"]
+    )
+
+
+def test_control_characters_in_a_string_reject_the_file_naming_the_row(tmp_path):
+    content = "group_code,group_name,text\r\nA,Alpha,bell\x07boy\r\nA,Alpha,alpha\r\n"
+    with pytest.raises(ImportRejected) as refused:
+        taxonomy_import(slug="t", path=write(tmp_path, "f.csv", content), fmt="csv")
+    assert [str(error) for error in refused.value.errors] == [
+        "f.csv:2: text contains control characters"
+    ]
+    assert not Taxonomy.objects.exists()

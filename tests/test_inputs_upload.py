@@ -313,3 +313,44 @@ def test_without_a_live_model_the_upload_is_refused_and_nothing_is_stored(
     assert "nothing was stored" in page
     assert not Input.objects.exists()
     assert not AuditEvent.objects.filter(action="inputs.upload").exists()
+
+
+# --- texts as people write them: line endings, scripts, emoji, formulas, control characters -----
+
+TEXTS = [
+    "مهندس برمجيات\u200f",  # Arabic with a right-to-left mark
+    "\u202bמפתח תוכנה\u202c",  # Hebrew inside an embedding
+    "Chef 👩‍🍳 de cuisine",  # an emoji sequence with a zero-width joiner
+    "=cmd|' /C calc'!A0",  # a formula is text here: stored as sent, never run
+    "+49 Barista",
+    "@home carer",
+]
+
+
+def test_crlf_line_endings_rtl_marks_emoji_and_formula_cells_are_read_as_sent():
+    body = "".join('"{}",x\r\n'.format(text.replace('"', '""')) for text in TEXTS)
+    parsed = parse_inputs_file(data=("\ufefftext,other\r\n" + body).encode(), filename="t.csv")
+    assert parsed.texts == TEXTS
+    assert (parsed.errors, parsed.rows_read) == ([], len(TEXTS))
+
+
+def test_control_characters_in_a_text_refuse_its_row_naming_the_line():
+    data = b"text\r\nBarista\r\nbell\x07boy\r\nnul\x00nurse\r\nTrucker\r\n"
+    parsed = parse_inputs_file(data=data, filename="titles.csv")
+    assert parsed.texts == ["Barista", "Trucker"]
+    assert [(error.line, "control characters" in error.reason) for error in parsed.errors] == [
+        (3, True),
+        (4, True),
+    ]
+
+
+def test_rtl_emoji_and_formula_texts_are_stored_whole_through_the_page(
+    client, curator, tiny_taxonomy
+):
+    client.force_login(curator)
+    body = "text\r\n" + "".join('"{}"\r\n'.format(t.replace('"', '""')) for t in TEXTS)
+    upload = SimpleUploadedFile("people.csv", body.encode(), content_type="text/csv")
+    response = client.post("/inputs/upload/", {"taxonomy": "jobs", "file": upload})
+    assert response.status_code == 200
+    assert sorted(Input.objects.values_list("text", flat=True)) == sorted(TEXTS)
+    assert ReviewItem.objects.count() == len(TEXTS)

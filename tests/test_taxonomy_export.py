@@ -3,6 +3,8 @@ groups and strings."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 from annotations.models import Group, Member
@@ -83,3 +85,31 @@ def test_a_group_without_strings_has_no_row(client, tiny_taxonomy, admin_user):
     group_create(taxonomy=tiny_taxonomy, code="99-0001", name="Empty", user=admin_user)
     client.force_login(admin_user)
     assert b"99-0001" not in export(client, "jobs")
+
+
+FORMULAS = ["=cmd|' /C calc'!A0", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)", "'=already quoted"]
+
+
+def test_cells_that_start_like_a_formula_are_escaped_and_import_back_unchanged(
+    client, tiny_taxonomy, admin_user, tmp_path: Path
+):
+    target = group("35-3023")
+    for text in FORMULAS:
+        member_add(group=target, text=text, user=admin_user)
+    group_rename(group=target, name='=HYPERLINK("http://x","Baristas")', user=admin_user)
+    Group.objects.filter(id=target.id).update(description="@cmd description")
+    client.force_login(admin_user)
+
+    exported = export(client, "jobs")
+    cells = [cell for row in csv.reader(io.StringIO(exported.decode())) for cell in row]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
+    for text in FORMULAS:
+        assert "'" + text in cells
+    assert '\'=HYPERLINK("http://x","Baristas")' in cells
+    assert "'@cmd description" in cells
+
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(exported)
+    report = taxonomy_import(slug="jobs-copy", path=path, fmt="csv")
+    assert report.skipped_rows == []
+    assert groups_and_members("jobs-copy") == groups_and_members("jobs")

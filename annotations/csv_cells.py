@@ -1,0 +1,26 @@
+"""CSV cells a spreadsheet shows as text (CSV injection, OWASP): a cell that starts like a formula
+is written with an apostrophe in front, and the csv importer reads that apostrophe back off, so an
+export imported again gives the same strings.
+
+A text that already starts with apostrophes before a formula character gets one more, so the two
+functions are exact inverses on every string.
+"""
+
+from __future__ import annotations
+
+# A spreadsheet runs a cell that starts with one of these as a formula.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _formula_like(text: str) -> bool:
+    return text.lstrip("'").startswith(FORMULA_START)
+
+
+def spreadsheet_cell(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet runs."""
+    return "'" + text if _formula_like(text) else text
+
+
+def spreadsheet_text(cell: str) -> str:
+    """The text a cell written by ``spreadsheet_cell`` (or typed as '=… in a spreadsheet) holds."""
+    return cell[1:] if cell.startswith("'") and _formula_like(cell[1:]) else cell

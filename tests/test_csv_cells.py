@@ -1,0 +1,31 @@
+"""Spreadsheet-safe CSV cells: escaping and reading back are exact inverses."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotations.csv_cells import spreadsheet_cell, spreadsheet_text
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"),
+        ("+1", "'+1"),
+        ("-2", "'-2"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("'=x", "''=x"),
+        ("'quoted", "'quoted"),
+        ("Nurse", "Nurse"),
+        ("", ""),
+    ],
+)
+def test_a_formula_start_gets_an_apostrophe_and_loses_it_on_reading(text, cell):
+    assert spreadsheet_cell(text) == cell
+    assert spreadsheet_text(cell) == text
+
+
+def test_a_spreadsheet_users_quoted_formula_reads_as_its_text():
+    assert spreadsheet_text("'=1+1") == "=1+1"
+    assert spreadsheet_text("'plain") == "'plain"
