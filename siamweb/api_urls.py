@@ -118,7 +118,12 @@ urlpatterns = [
     ),
     path(
         "docs",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsAuthenticated]),
+        SpectacularSwaggerView.as_view(
+            url_name="api-schema",
+            permission_classes=[IsAuthenticated],
+            # Swagger UI with a link back to the app above it.
+            template_name="api_docs.html",
+        ),
         name="api-docs",
     ),
     # Last: any other path under the API is a JSON 404, not Django's HTML page.

@@ -108,11 +108,22 @@ def test_the_docs_page_loads_its_assets_from_our_static_files(client, curator):
     html = response.content.decode()
     assert "/api/v1/schema" in html
     assert not re.search(r"https?://", html)
-    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    # Every asset, that is: not the link back to the app.
+    assets = [a for a in re.findall(r'(?:src|href)="([^"]+)"', html) if a != "/"]
     assert assets
     for asset in assets:
         assert asset.startswith(settings.STATIC_URL) and settings.STATIC_URL == "/static/"
         assert finders.find(asset.removeprefix(settings.STATIC_URL)), asset
+
+
+def test_the_docs_page_links_back_to_the_app(client, curator):
+    client.force_login(curator)
+    html = client.get("/api/v1/docs").content.decode()
+    assert (
+        '<nav class="siamweb-back" data-testid="api-docs-back"><a href="/">← Back to Siamweb</a>'
+        in html
+    )
+    assert 'id="swagger-ui"' in html
 
 
 def test_the_schema_generates_without_warnings():
