@@ -126,7 +126,7 @@ def test_a_run_stopped_by_its_soft_time_limit_fails_and_the_live_model_keeps_ser
         # What the worker's pool raises in the task when CELERY_TASK_SOFT_TIME_LIMIT passes.
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(services, "index_build_create", index_build_create)
+    monkeypatch.setattr(services.runs, "index_build_create", index_build_create)
 
     result = tasks.execute_training_run.apply(args=[run.id])
 
@@ -220,7 +220,7 @@ def test_a_soft_time_limit_landing_mid_query_still_marks_the_run_failed(tiny_tax
         connection.connection.pgconn.send_query(b"select pg_sleep(0.2)")
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(services, "index_build_create", index_build_create)
+    monkeypatch.setattr(services.runs, "index_build_create", index_build_create)
 
     result = tasks.execute_training_run.apply(args=[run.id])
 

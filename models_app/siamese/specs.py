@@ -123,6 +123,7 @@ class TrainConfig:
             raise ConfigError(str(exc)) from None
 
 
+# A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
 # Encoder kinds that know language before any training, so that 0 training steps serve.
 PRETRAINED_KINDS = {"transformer"}

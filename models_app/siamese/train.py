@@ -355,6 +355,3 @@ def blend_weights(encoder: NeuralEncoder, other: Encoder, *, keep: float) -> Non
         for name, value in mine.items():
             if value.is_floating_point():  # counters, if an encoder ever has one, stay its own
                 value.mul_(1 - keep).add_(theirs[name].to(value.device, value.dtype), alpha=keep)
-
-
-# A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.

@@ -1,0 +1,370 @@
+"""Training runs: requested (one active a taxonomy), carried out by a worker with progress and
+a heartbeat, failed cleanly whatever goes wrong, and the first runs of a new taxonomy."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import connection as db_connection
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from annotations.models import Taxonomy
+from models_app.live import NoLiveModel, artifact_path
+from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.services.builds import (
+    model_version_evaluate,
+    model_version_fit,
+    model_version_import,
+)
+from models_app.services.indexes import (
+    deployment_activate,
+    index_build_create,
+    taxonomy_needs_reindex,
+)
+from models_app.services.training_data import Progress
+from models_app.siamese.specs import (
+    PRETRAINED_SPEC,
+    STUDENT_SPEC,
+    TOWER_SPEC,
+)
+
+logger = logging.getLogger(__name__)
+EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"
+
+
+def training_run_request(
+    *,
+    taxonomy: Taxonomy,
+    kind: str,
+    trigger: str = TrainingRun.Trigger.MANUAL,
+    config: dict[str, Any] | None = None,
+    activate: bool = True,
+    parent_version: ModelVersion | None = None,
+    model_version: ModelVersion | None = None,
+    retry_of: TrainingRun | None = None,
+    requested_by=None,
+    enqueue: bool = True,
+) -> TrainingRun | None:
+    """Queue a run and, after commit, its task; None when the taxonomy has an active run.
+
+    With ``enqueue=False`` the caller runs it in-process with ``training_run_execute``.
+    """
+    try:
+        with transaction.atomic():
+            run = TrainingRun.objects.create(
+                taxonomy=taxonomy,
+                kind=kind,
+                trigger=trigger,
+                config=config or {},
+                activate=activate,
+                parent_version=parent_version,
+                model_version=model_version,
+                retry_of=retry_of,
+                requested_by=requested_by,
+            )
+    except IntegrityError:
+        return None
+    if enqueue:
+        # robust: the verdict that asked for this run is committed whatever the broker does; a
+        # run whose message never left is sent again by the scheduled check.
+        transaction.on_commit(lambda: training_run_enqueue(run_id=run.id), robust=True)
+    return run
+
+
+def taxonomy_model_refresh(*, taxonomy: Taxonomy, requested_by=None) -> TrainingRun | None:
+    """After an import: reindex the live model over the new members, or, for a taxonomy with
+    no live model yet, serve it with the pretrained tower as it comes (no training: minutes at
+    most, for the encoding of every member); its first training follows once that is live
+    (``first_training_request``). None when a run is already active."""
+    has_live_model = Deployment.objects.filter(taxonomy=taxonomy).exists()
+    return training_run_request(
+        taxonomy=taxonomy,
+        kind=TrainingRun.Kind.REINDEX if has_live_model else TrainingRun.Kind.BUILD,
+        trigger=TrainingRun.Trigger.IMPORT,
+        config=None if has_live_model else PRETRAINED_SPEC,
+        requested_by=requested_by,
+    )
+
+
+def taxonomy_has_trained_version(taxonomy: Taxonomy) -> bool:
+    """Whether any version of the taxonomy was trained on it (not a pretrained one as is)."""
+    versions = ModelVersion.objects.filter(taxonomy=taxonomy)
+    return versions.exclude(config__training__max_steps=0).exists()
+
+
+def first_training_request(*, run: TrainingRun) -> TrainingRun | None:
+    """A new taxonomy's first models, one after the other: once the pretrained tower is live,
+    the tower trained on the taxonomy's strings; once that is live, the fast student distilled
+    from it, which then serves. None when nothing is to be done."""
+    following = {"pretrained": TOWER_SPEC, "tower": STUDENT_SPEC}
+    stages = {"pretrained": PRETRAINED_SPEC, "tower": TOWER_SPEC}
+    stage = next((name for name, spec in stages.items() if run.config == spec), None)
+    if (
+        not settings.SIAMWEB_TRAIN_NEW_TAXONOMIES
+        or run.kind != TrainingRun.Kind.BUILD
+        or run.status != TrainingRun.Status.SUCCEEDED
+        or stage is None
+        or (stage == "pretrained" and taxonomy_has_trained_version(run.taxonomy))
+    ):
+        return None
+    return training_run_request(
+        taxonomy=run.taxonomy,
+        kind=TrainingRun.Kind.BUILD,
+        trigger=TrainingRun.Trigger.IMPORT,
+        config=following[stage],
+        requested_by=run.requested_by,
+    )
+
+
+def training_run_enqueue(*, run_id: int) -> None:
+    # By name, so the services do not import the worker layer that calls them.
+    current_app.send_task(EXECUTE_TRAINING_RUN, args=[run_id])
+
+
+def training_runs_resend_queued(*, older_than_seconds: int) -> int:
+    """Send again runs queued long ago whose message was lost; claiming makes this safe."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    stale = list(
+        TrainingRun.objects.filter(
+            status=TrainingRun.Status.QUEUED, created_at__lt=cutoff
+        ).values_list("id", flat=True)
+    )
+    for run_id in stale:
+        training_run_enqueue(run_id=run_id)
+    return len(stale)
+
+
+def training_run_execute(*, run_id: int) -> TrainingRun | None:
+    """Claim a queued run and carry it out; a second call for the same run does nothing.
+
+    Whatever goes wrong, the live model and index keep serving: a deployment only moves at the
+    very end of a successful run, and a failed run is marked FAILED with its error.
+    """
+    now = timezone.now()
+    claimed = TrainingRun.objects.filter(id=run_id, status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="start"
+    )
+    if claimed != 1:
+        logger.info("training run %s is not queued any more; nothing to do", run_id)
+        return None
+    run = TrainingRun.objects.select_related("taxonomy", "parent_version", "model_version").get(
+        id=run_id
+    )
+
+    progress = training_run_progress_writer(run_id=run_id)
+
+    try:
+        if run.kind in (TrainingRun.Kind.FINETUNE, TrainingRun.Kind.ROLLBACK):
+            # Imported here: the retraining and promotion modules build on this one.
+            from models_app.promotion import rollback_execute
+            from models_app.retraining import finetune_execute
+
+            execute = (
+                finetune_execute if run.kind == TrainingRun.Kind.FINETUNE else rollback_execute
+            )
+            outcome = execute(run=run, progress=progress)
+        else:
+            outcome = _build_or_reindex(run=run, progress=progress)
+    except Exception as exc:
+        logger.exception("training run %s failed", run_id)
+        if isinstance(exc, SoftTimeLimitExceeded):
+            error = (
+                "SoftTimeLimitExceeded: stopped by CELERY_TASK_SOFT_TIME_LIMIT "
+                f"({settings.CELERY_TASK_SOFT_TIME_LIMIT} s); the live model kept serving"
+            )
+        else:
+            error = f"{type(exc).__name__}: {exc}"
+        _run_mark_failed(run_id=run_id, error=error, stopped=isinstance(exc, SoftTimeLimitExceeded))
+        run.refresh_from_db()
+        return run
+    TrainingRun.objects.filter(id=run_id).update(
+        stage="done", progress=1.0, eta_seconds=0.0, finished_at=timezone.now(), **outcome
+    )
+    # A checkpoint (optimizer state included, about half a gigabyte) only serves a retry of a
+    # failed run; a finished one needs it no more.
+    shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
+    run.refresh_from_db()
+    return run
+
+
+# Where each stage sits on a run's one progress bar. Stages report their own fraction and
+# some come twice (a fine-tune trains, measures, trains again); the bar shows the run's share
+# done, which only grows: "train 2 %" is never followed by 0 %.
+PROGRESS_BANDS = {
+    "start": (0.0, 0.02),
+    "pairs": (0.0, 0.02),
+    "teacher": (0.0, 0.02),
+    "train": (0.02, 0.8),
+    "distil": (0.02, 0.8),
+    "evaluate": (0.02, 0.8),
+    "encode": (0.8, 0.85),
+    "index": (0.85, 0.95),
+    "promote": (0.95, 0.97),
+    "repredict": (0.97, 1.0),
+    "done": (1.0, 1.0),
+}
+
+
+def run_progress_overall(stage: str, fraction: float) -> float:
+    """A stage's own fraction as a share of the whole run (an unknown stage keeps its own)."""
+    low, high = PROGRESS_BANDS.get(stage, (0.0, 1.0))
+    return low + min(max(fraction, 0.0), 1.0) * (high - low)
+
+
+def training_run_progress_writer(*, run_id: int) -> Progress:
+    """The progress callback a run's work reports to: the stage, its time left and the run's
+    share done, which never goes down (a later stage starting at 0 % keeps the bar where it
+    was; a stage met again, as training is after the held-out check, catches up before it moves
+    the bar). Each call is also the run's heartbeat."""
+
+    def progress(stage: str, fraction: float, eta: float | None = None) -> None:
+        TrainingRun.objects.filter(id=run_id).update(
+            stage=stage,
+            progress=Greatest(F("progress"), Value(run_progress_overall(stage, fraction))),
+            eta_seconds=eta,
+            heartbeat_at=timezone.now(),
+        )
+
+    return progress
+
+
+def _run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:
+    """Mark a run FAILED, on a fresh connection where the old one may be mid-query.
+
+    A soft time limit is a signal: it can land while psycopg waits for a reply, leaving the
+    connection with a command in flight ("another command is already in progress"), so the
+    failure would never be written and the run would stay RUNNING until the heartbeat check.
+    Inside a transaction (a test's) the connection cannot be replaced, so it is kept.
+    """
+    replaceable = not db_connection.in_atomic_block
+    if stopped and replaceable:
+        db_connection.close()
+    try:
+        _run_write_failed(run_id=run_id, error=error)
+    except (OperationalError, InterfaceError):
+        if not replaceable:
+            raise
+        # Any other error may also have broken the connection; one fresh try, then the task's
+        # retry (or the heartbeat check) takes over.
+        db_connection.close()
+        _run_write_failed(run_id=run_id, error=error)
+
+
+def _run_write_failed(*, run_id: int, error: str) -> None:
+    TrainingRun.objects.filter(id=run_id).update(
+        status=TrainingRun.Status.FAILED, error=error, finished_at=timezone.now()
+    )
+
+
+def run_first_attempt(run: TrainingRun) -> TrainingRun:
+    """The run a retry chain started with."""
+    while run.retry_of_id is not None:
+        run = run.retry_of
+    return run
+
+
+def run_checkpoint_dir(run: TrainingRun) -> Path:
+    """Where a run's training checkpoints go. A retry chain shares the folder of the run it
+    started with, so a retry resumes where the failed attempt stopped."""
+    return artifact_path(f"{run.taxonomy.slug}/runs/{run_first_attempt(run).id}")
+
+
+def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    if run.kind == TrainingRun.Kind.BUILD:
+        model_version = model_version_fit(
+            taxonomy=run.taxonomy,
+            spec=run.config,
+            parent=run.parent_version,
+            checkpoint_dir=run_checkpoint_dir(run),
+            progress=progress,
+        )
+    else:
+        deployment = (
+            Deployment.objects.filter(taxonomy=run.taxonomy)
+            .select_related("index_build__model_version")
+            .first()
+        )
+        if deployment is None:
+            raise NoLiveModel(run.taxonomy)
+        model_version = deployment.index_build.model_version
+    build = index_build_create(model_version=model_version, progress=progress)
+    if run.kind == TrainingRun.Kind.BUILD:
+        progress("evaluate", 0.0, None)
+        model_version_evaluate(model_version=model_version, index_build=build)
+    if run.activate:
+        deployment_activate(index_build=build)
+    return {
+        "status": TrainingRun.Status.SUCCEEDED,
+        "model_version": model_version,
+        "index_build": build,
+    }
+
+
+def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
+    """Mark runs whose worker died failed (and so retriable), freeing the taxonomy's slot.
+
+    A live run writes a heartbeat with its progress; one silent for ``silent_for_seconds`` has
+    lost its worker. The live model and index were never touched by it.
+    """
+    cutoff = timezone.now() - timezone.timedelta(seconds=silent_for_seconds)
+    return (
+        TrainingRun.objects.filter(
+            status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
+        )
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+        .update(
+            status=TrainingRun.Status.FAILED,
+            error="the worker stopped before the run finished; the live model kept serving. "
+            "Retry the run to resume from its last checkpoint.",
+            finished_at=timezone.now(),
+        )
+    )
+
+
+def _run_now(*, taxonomy: Taxonomy, kind: str, spec: dict[str, Any] | None) -> TrainingRun | None:
+    run = training_run_request(taxonomy=taxonomy, kind=kind, config=spec or {}, enqueue=False)
+    if run is None:
+        return None
+    executed = training_run_execute(run_id=run.id)
+    if executed is None:  # a fine-tune took its slot before it started (superseded)
+        return None
+    run = executed
+    if run.status != TrainingRun.Status.SUCCEEDED:
+        raise RuntimeError(f"{kind} of {taxonomy.slug} failed: {run.error}")
+    return run
+
+
+def taxonomy_ensure_live(
+    *, taxonomy: Taxonomy, shipped: Path | None = None, spec: dict[str, Any] | None = None
+) -> str:
+    """Give the taxonomy a live model and a current index, doing no more work than needed.
+
+    In order: nothing when both are current; a reindex when members changed or a version exists
+    without a deployment; the shipped model when one is given (and no spec asks otherwise);
+    else a training run. Returns what it did, for the caller to report.
+    """
+    if hasattr(taxonomy, "deployment"):
+        if not taxonomy_needs_reindex(taxonomy):
+            return "live model and index are up to date"
+        run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, spec=None)
+        return f"reindexed: {run.index_build.size} members" if run else "a run is already active"
+    if ModelVersion.objects.filter(taxonomy=taxonomy).exists():
+        # A version that was never deployed (say an interrupted first start): index the newest.
+        version = ModelVersion.objects.filter(taxonomy=taxonomy).order_by("-number").first()
+        deployment_activate(index_build=index_build_create(model_version=version))
+        return f"{version.label} indexed and live"
+    if shipped is not None and shipped.exists() and not spec:
+        version = model_version_import(taxonomy=taxonomy, folder=shipped)
+        deployment_activate(index_build=index_build_create(model_version=version))
+        return f"shipped model {version.label} is live"
+    run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, spec=spec)
+    return f"trained {run.model_version.label}" if run else "a run is already active"
