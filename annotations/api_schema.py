@@ -190,3 +190,17 @@ class TaxonomySlugFieldSchema(OpenApiSerializerFieldExtension):
             "maxLength": 64,
             "description": "A taxonomy's slug",
         }
+
+
+class FileFieldSchema(OpenApiSerializerFieldExtension):
+    """An uploaded file is the bytes of a multipart part; drf-spectacular describes the field as a
+    URI (what a file field holds in an answer), which no client can send."""
+
+    target_class = "rest_framework.fields.FileField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
+        schema = {"type": "string", "format": "binary" if direction == "request" else "uri"}
+        if self.target.help_text:
+            schema["description"] = str(self.target.help_text)
+        return schema

@@ -218,3 +218,9 @@ def test_admin_operations_document_403(schema):
     assert "403" in schema["paths"]["/api/v1/judgements"]["post"]["responses"]  # curators only
     # any signed-in user may normalize
     assert "403" not in schema["paths"]["/api/v1/taxonomies/{slug}/normalize"]["post"]["responses"]
+
+
+def test_an_uploaded_file_is_described_as_the_bytes_of_a_multipart_part(schema):
+    body = schema["paths"]["/api/v1/bulk-jobs"]["post"]["requestBody"]["content"]
+    ref = body["multipart/form-data"]["schema"]["$ref"].rpartition("/")[2]
+    assert _component(schema, ref)["properties"]["file"]["format"] == "binary"
