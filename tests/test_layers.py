@@ -31,7 +31,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"worker\.tasks", "top"),
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery)", "top"),
     (r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors|bulk)", "jobs"),
-    (r"annotations\.services\.(review|inputs_upload|taxonomy_edit|flags)", "curation"),
+    (r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit|flags)", "curation"),
     (r"annotations\.selectors(_audit)?", "curation"),
     (r"models_app\.live", "serving"),
     (r"annotations\.(normalization|selectors_calibration|text_match)", "serving"),

@@ -1,0 +1,160 @@
+"""Inputs in: each text normalized, its prediction stored, and a review item queued (or
+updated) with a priority; the open items predicted again after another model goes live."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotations.models import (
+    Input,
+    Prediction,
+    ReviewItem,
+    Taxonomy,
+)
+from annotations.normalization import Normalization, normalize_texts
+from models_app.siamese.text import normalize_text
+
+
+def _priority(normalization: Normalization, occurrences: int, *, disagreement: bool) -> float:
+    """Most worth a look first: a small margin between the top two groups, a low top score,
+    a frequent input, and model versions that disagree about it."""
+    scores = [group.score for group in normalization.groups] + [0.0, 0.0]
+    margin = scores[0] - scores[1]
+    return (
+        (1.0 - margin)
+        + (1.0 - scores[0])
+        + 0.1 * math.log1p(occurrences)
+        + (0.5 if disagreement else 0.0)
+    )
+
+
+def _reviews_required(normalized_text: str) -> int:
+    """Two curators for a fixed, reproducible share of inputs; one for the rest."""
+    share = settings.SIAMWEB_DOUBLE_REVIEW_PERCENT
+    return 2 if zlib.crc32(normalized_text.encode()) % 100 < share else 1
+
+
+@transaction.atomic
+def inputs_submit(
+    *,
+    taxonomy: Taxonomy,
+    texts: Sequence[str],
+    source: str,
+    k: int = 5,
+    count_occurrence: bool = True,
+) -> list[ReviewItem]:
+    """Store cleaned texts as inputs with a prediction each, and queue them for review; one
+    item per distinct text, in the order given.
+
+    A text already known counts one more occurrence; its open review item keeps its verdicts
+    and takes the new prediction, ranked higher when the new model disagrees with the old.
+    A handful of queries per call, not per text: uploads and re-predictions send thousands.
+    """
+    unique: dict[str, str] = {}
+    for text in texts:
+        unique.setdefault(normalize_text(text), text)
+    if not unique:
+        return []
+    normalizations = dict(
+        zip(unique, normalize_texts(taxonomy, list(unique.values()), k=k), strict=True)
+    )
+
+    known = {
+        row.normalized_text: row
+        for row in Input.objects.filter(taxonomy=taxonomy, normalized_text__in=list(unique))
+    }
+    if count_occurrence:
+        Input.objects.filter(id__in=[row.id for row in known.values()]).update(
+            occurrences=F("occurrences") + 1
+        )
+        for row in known.values():
+            row.occurrences += 1
+    created = Input.objects.bulk_create(
+        [
+            Input(taxonomy=taxonomy, normalized_text=key, text=text, source=source)
+            for key, text in unique.items()
+            if key not in known
+        ]
+    )
+    inputs = {**known, **{row.normalized_text: row for row in created}}
+
+    predictions = {}
+    for key, normalization in normalizations.items():
+        groups = normalization.groups
+        predictions[key] = Prediction(
+            input=inputs[key],
+            model_version_id=normalization.model_version_id,
+            ranked_groups=normalization.as_dict()["groups"],
+            top_group_id=groups[0].group_id if groups else None,
+            top_score=groups[0].score if groups else None,
+            margin=(groups[0].score - groups[1].score) if len(groups) > 1 else None,
+        )
+    Prediction.objects.bulk_create(predictions.values())
+
+    existing = {
+        item.input_id: item
+        for item in ReviewItem.objects.filter(input__in=list(known.values())).select_related(
+            "prediction"
+        )
+    }
+    new_items, updated_items = [], []
+    for key, prediction in predictions.items():
+        input_row = inputs[key]
+        item = existing.get(input_row.id)
+        disagreement = (
+            item is not None
+            and item.prediction.model_version_id != prediction.model_version_id
+            and item.prediction.top_group_id != prediction.top_group_id
+        )
+        priority = _priority(normalizations[key], input_row.occurrences, disagreement=disagreement)
+        if item is None:
+            new_items.append(
+                ReviewItem(
+                    input=input_row,
+                    taxonomy=taxonomy,
+                    prediction=prediction,
+                    top_group_id=prediction.top_group_id,
+                    top_score=prediction.top_score,
+                    priority=priority,
+                    reviews_required=_reviews_required(key),
+                )
+            )
+        elif item.status in ReviewItem.OPEN_STATUSES:
+            item.prediction = prediction
+            item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
+            item.priority = priority
+            item.updated_at = timezone.now()
+            updated_items.append(item)
+    ReviewItem.objects.bulk_create(new_items)
+    ReviewItem.objects.bulk_update(
+        updated_items, ["prediction", "top_group", "top_score", "priority", "updated_at"]
+    )
+    by_input = {item.input_id: item for item in [*new_items, *existing.values()]}
+    return [by_input[inputs[key].id] for key in unique]
+
+
+def review_items_repredict(*, taxonomy: Taxonomy, chunk_size: int = 500) -> int:
+    """After a new model goes live: predict every open item again with it. Items whose top
+    group changed rank higher (model versions disagree); cards shown before are refused as
+    stale, so nobody judges the old prediction. Returns how many items were re-predicted."""
+    open_statuses = [*ReviewItem.OPEN_STATUSES, ReviewItem.Status.SKIPPED]
+    texts = list(
+        ReviewItem.objects.filter(taxonomy=taxonomy, status__in=open_statuses)
+        .order_by("id")
+        .values_list("input__text", flat=True)
+    )
+    for start in range(0, len(texts), chunk_size):
+        inputs_submit(
+            taxonomy=taxonomy,
+            texts=texts[start : start + chunk_size],
+            source=Input.Source.API,
+            count_occurrence=False,
+        )
+    return len(texts)

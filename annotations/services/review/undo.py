@@ -1,0 +1,136 @@
+"""Verdicts taken back (one, or a batch all or nothing) and conflicts between curators settled
+by an admin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import (
+    Group,
+    Judgement,
+    Member,
+    ReviewItem,
+)
+from annotations.services.audit import audit_record
+from annotations.services.review.leases import _lease_expiry
+from annotations.services.review.verdicts import (
+    VerdictError,
+    _final_outcomes,
+    _judge,
+    _judgement_summary,
+)
+
+
+@transaction.atomic
+def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
+    """Take a verdict back: its feedback pairs and curator member go, the item reopens and
+    returns to ``user``'s hands so the card can be judged again.
+
+    Only the latest live verdict on an item can be undone, by its author or an admin.
+    """
+    judgement = (
+        Judgement.objects.select_for_update(of=("self",))
+        .select_related("review_item__input", "review_item__taxonomy")
+        .get(id=judgement.id)
+    )
+    item = ReviewItem.objects.select_for_update(of=("self",)).get(id=judgement.review_item_id)
+    if judgement.undone_at is not None:
+        raise VerdictError("judgement", "this verdict was already undone")
+    if judgement.user_id != user.id and not user.is_staff:
+        raise VerdictError("judgement", "only its curator or an admin can undo a verdict")
+    latest = Judgement.objects.live().filter(review_item=item).order_by("-created_at", "-id")
+    if latest.values_list("id", flat=True).first() != judgement.id:
+        raise VerdictError("judgement", "a later verdict on this item must be undone first")
+
+    judgement.undone_at = timezone.now()
+    judgement.save(update_fields=["undone_at"])
+    judgement.feedback_pairs.all().delete()
+    removed = list(judgement.members.filter(source=Member.Source.CURATOR))
+    Member.objects.filter(id__in=[m.id for m in removed]).delete()
+
+    item.status = judgement.previous_status or ReviewItem.Status.PENDING
+    item.conflict = len(set(_final_outcomes(item).values())) > 1
+    item.leased_by, item.lease_expires_at = user, _lease_expiry()
+    item.save(update_fields=["status", "conflict", "leased_by", "lease_expires_at", "updated_at"])
+    audit_record(
+        actor=user,
+        action="judgement.undo",
+        obj=judgement,
+        taxonomy=item.taxonomy,
+        before=_judgement_summary(judgement),
+        after={"review_item": item.id, "status": item.status},
+    )
+    return item
+
+
+@transaction.atomic
+def judgements_undo(*, judgement_ids: Sequence[int], user) -> list[ReviewItem]:
+    """Take back a whole batch (the verdicts one batch-review submit recorded): all of them or,
+    when one cannot be undone, none. The items reopen in ``user``'s hands, so the next batch
+    shows them again."""
+    found = {
+        judgement.id: judgement
+        for judgement in Judgement.objects.filter(id__in=judgement_ids).order_by("-id")
+    }
+    missing = sorted(set(judgement_ids) - found.keys())
+    if missing:
+        raise VerdictError("judgement", f"no verdicts {missing}")
+    # Newest first, the order single undos must take when one item holds several verdicts.
+    return [judgement_undo(judgement=judgement, user=user) for judgement in found.values()]
+
+
+@transaction.atomic
+def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> ReviewItem:
+    """An admin settles curators' disagreement: ``group`` is where the input belongs (None:
+    outside the taxonomy). Verdicts that said otherwise are undone; the admin's stands."""
+    if not user.is_staff:
+        raise VerdictError("user", "only an admin can settle a conflict")
+    item = ReviewItem.objects.select_for_update(of=("self",)).get(id=item.id)
+    if not item.conflict:
+        raise VerdictError("review_item", "this item has no conflict to settle")
+    if group is not None and group.taxonomy_id != item.taxonomy_id:
+        raise VerdictError("group", f"group {group.code} is not in this taxonomy")
+    wanted = "none" if group is None else group.id
+    losing = [
+        j
+        for j in Judgement.objects.live()
+        .filter(review_item=item, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("-created_at", "-id")
+        if ("none" if j.verdict == Judgement.Verdict.NONE else j.group_id) != wanted
+    ]
+    now = timezone.now()
+    for judgement in losing:
+        judgement.undone_at = now
+        judgement.save(update_fields=["undone_at"])
+        judgement.feedback_pairs.all().delete()
+        judgement.members.filter(source=Member.Source.CURATOR).delete()
+    kept = set(_final_outcomes(item).values())
+    if wanted not in kept:
+        item.status = ReviewItem.Status.PENDING
+        item.reviews_required = 1
+        item.save(update_fields=["status", "reviews_required"])
+        verdict = Judgement.Verdict.NONE if group is None else Judgement.Verdict.REASSIGN
+        _judge(
+            item_id=item.id,
+            user=user,
+            verdict=verdict,
+            group=group,
+            prediction_id=None,
+            idempotency_key="",
+        )
+        item.refresh_from_db()
+    item.conflict = False
+    item.status = ReviewItem.Status.DONE
+    item.save(update_fields=["conflict", "status", "updated_at"])
+    audit_record(
+        actor=user,
+        action="review_item.resolve_conflict",
+        obj=item,
+        taxonomy=item.taxonomy,
+        before={"undone_judgements": [j.id for j in losing]},
+        after={"group": group.id if group else None},
+    )
+    return item
