@@ -141,7 +141,7 @@ class ApiSchema(AutoSchema):
 
 
 class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.CleanTextField"
+    target_class = "annotations.api.serializers.CleanTextField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         field = self.target
@@ -157,7 +157,7 @@ class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class TextListFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.TextListField"
+    target_class = "annotations.api.serializers.TextListField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {
@@ -169,7 +169,7 @@ class TextListFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class KFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.KField"
+    target_class = "annotations.api.serializers.KField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {
@@ -181,7 +181,7 @@ class KFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class TaxonomySlugFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.TaxonomySlugField"
+    target_class = "annotations.api.serializers.TaxonomySlugField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {

@@ -25,12 +25,15 @@ RULES: tuple[tuple[str, str], ...] = (
     # Packages whose __init__ holds nothing.
     (r"annotations|models_app|worker|annotations\.services", "rows"),
     (r"(annotations|models_app)\.management(\.commands)?", "rows"),
-    (r".+\.(views|api|urls|forms|admin)(_\w+)?", "top"),
+    (r".+\.(views|api|urls|forms|admin)(_\w+)?(\.\w+)?", "top"),
     (r".+\.management\.commands\.\w+", "top"),
     (r".+\.(decorators|permissions)", "top"),
     (r"worker\.tasks", "top"),
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery)", "top"),
-    (r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors|bulk)", "jobs"),
+    (
+        r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors|bulk)",
+        "jobs",
+    ),
     (r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit|flags)", "curation"),
     (r"annotations\.selectors(_audit)?", "curation"),
     (r"models_app\.live", "serving"),

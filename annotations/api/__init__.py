@@ -1,0 +1,170 @@
+"""REST API, version 1: thin views around selectors and services.
+
+One view per URL; each method is one operation with its own nested serializers (``Filter…`` for
+query parameters, ``…InputSerializer`` for the body, ``…OutputSerializer`` for the answer).
+Bad input is a 400 whose body names the field: ``{"<field>": ["what is wrong"]}``. Writes go
+through the services; a service's own refusal (``VerdictError``, ``TaxonomyEditError``) is
+answered the same way, 409 when it is about the state of things rather than the request.
+
+Lists are paginated: page numbers (``count``/``next``/``previous``/``results``) where the list is
+bounded by a taxonomy's size, keyset cursors (``next``/``previous``/``results``) for the lists
+that grow with every input and verdict (review items, inputs, judgements, feedback pairs), so a
+deep page costs what the first one does.
+
+By resource: ``base`` (the views' plumbing, errors, pagination), ``serializers`` (shared by
+several views), ``reads`` (queries beside ``annotations.selectors``), ``taxonomies``
+(taxonomies, groups, members), ``inputs`` (normalize, inputs in), ``review`` (the queue,
+verdicts, feedback pairs). Callers import from here.
+"""
+
+from __future__ import annotations
+
+from annotations.api.base import (
+    BAD_REQUEST,
+    CONFLICT,
+    FORBIDDEN,
+    IDEMPOTENCY_HEADER,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    NOT_FOUND,
+    QUEUE_OPEN,
+    USERNAME_PATTERN,
+    AdminApi,
+    ApiNotFoundApi,
+    CuratorApi,
+    CuratorReadsAdminWritesApi,
+    CursorNewestFirst,
+    CursorQueueOrder,
+    FeedbackOriginField,
+    InputSourceField,
+    JsonApi,
+    MemberSourceField,
+    PagePagination,
+    QueueStatusField,
+    ReviewItemStatusField,
+    VerdictField,
+    edit_error_response,
+    field_error,
+    filters_of,
+    named_choice_field,
+    object_or_404,
+    paginated,
+    taxonomy_or_404,
+    verdict_error_response,
+)
+from annotations.api.inputs import (
+    InputListSubmitApi,
+    NormalizationSerializer,
+    NormalizeApi,
+)
+from annotations.api.review import (
+    FeedbackPairListApi,
+    JudgementDetailApi,
+    JudgementListCreateApi,
+    JudgementUndoApi,
+    ReviewItemClaimApi,
+    ReviewItemDetailApi,
+    ReviewItemListApi,
+    ReviewItemReleaseApi,
+)
+from annotations.api.serializers import (
+    CleanTextField,
+    GroupRefSerializer,
+    InputRefSerializer,
+    JudgementSerializer,
+    KField,
+    ModelVersionRefSerializer,
+    PredictionSerializer,
+    QueueFilterSerializer,
+    RankedGroupSerializer,
+    ReviewItemDetailSerializer,
+    ReviewItemPredictionSerializer,
+    ReviewItemSerializer,
+    TaxonomySlugField,
+    TextListField,
+    TextsSerializer,
+    review_item_detail,
+)
+from annotations.api.taxonomies import (
+    GroupDetailApi,
+    GroupListCreateApi,
+    GroupMergeApi,
+    GroupSerializer,
+    MemberDetailApi,
+    MemberListCreateApi,
+    MemberSerializer,
+    TaxonomyCountsSerializer,
+    TaxonomyDetailApi,
+    TaxonomyListApi,
+    TaxonomySerializer,
+)
+
+__all__ = [
+    "BAD_REQUEST",
+    "CONFLICT",
+    "FORBIDDEN",
+    "IDEMPOTENCY_HEADER",
+    "IDEMPOTENCY_KEY_MAX_LENGTH",
+    "NOT_FOUND",
+    "QUEUE_OPEN",
+    "USERNAME_PATTERN",
+    "AdminApi",
+    "ApiNotFoundApi",
+    "CleanTextField",
+    "CuratorApi",
+    "CuratorReadsAdminWritesApi",
+    "CursorNewestFirst",
+    "CursorQueueOrder",
+    "FeedbackOriginField",
+    "FeedbackPairListApi",
+    "GroupDetailApi",
+    "GroupListCreateApi",
+    "GroupMergeApi",
+    "GroupRefSerializer",
+    "GroupSerializer",
+    "InputListSubmitApi",
+    "InputRefSerializer",
+    "InputSourceField",
+    "JsonApi",
+    "JudgementDetailApi",
+    "JudgementListCreateApi",
+    "JudgementSerializer",
+    "JudgementUndoApi",
+    "KField",
+    "MemberDetailApi",
+    "MemberListCreateApi",
+    "MemberSerializer",
+    "MemberSourceField",
+    "ModelVersionRefSerializer",
+    "NormalizationSerializer",
+    "NormalizeApi",
+    "PagePagination",
+    "PredictionSerializer",
+    "QueueFilterSerializer",
+    "QueueStatusField",
+    "RankedGroupSerializer",
+    "ReviewItemClaimApi",
+    "ReviewItemDetailApi",
+    "ReviewItemDetailSerializer",
+    "ReviewItemListApi",
+    "ReviewItemPredictionSerializer",
+    "ReviewItemReleaseApi",
+    "ReviewItemSerializer",
+    "ReviewItemStatusField",
+    "TaxonomyCountsSerializer",
+    "TaxonomyDetailApi",
+    "TaxonomyListApi",
+    "TaxonomySerializer",
+    "TaxonomySlugField",
+    "TextListField",
+    "TextsSerializer",
+    "VerdictField",
+    "edit_error_response",
+    "field_error",
+    "filters_of",
+    "named_choice_field",
+    "object_or_404",
+    "paginated",
+    "review_item_detail",
+    "taxonomy_or_404",
+    "verdict_error_response",
+]

@@ -1,0 +1,158 @@
+"""Texts in: normalize (answers only, nothing stored) and inputs submitted for review."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+)
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotations.api.base import (
+    BAD_REQUEST,
+    NOT_FOUND,
+    CuratorApi,
+    CursorNewestFirst,
+    InputSourceField,
+    JsonApi,
+    ReviewItemStatusField,
+    filters_of,
+    paginated,
+    taxonomy_or_404,
+)
+from annotations.api.reads import _review_item_cards
+from annotations.api.serializers import (
+    RankedGroupSerializer,
+    ReviewItemPredictionSerializer,
+    TextsSerializer,
+)
+from annotations.models import (
+    Input,
+)
+from annotations.normalization import normalize_texts
+from annotations.services.review import (
+    inputs_submit,
+)
+from models_app.live import NoLiveModel
+from models_app.siamese.artifacts import ArtifactError
+
+
+class NormalizationSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    source = serializers.CharField(help_text="Where the top group came from: model or curator")
+    model_version = serializers.CharField()
+    probability = serializers.FloatField(
+        allow_null=True,
+        help_text="The chance the top group is right, calibrated on this taxonomy's verdicts; "
+        "null for a curator's answer or before there are verdicts (right and wrong) to fit on",
+    )
+    low_confidence = serializers.BooleanField(help_text="probability below 0.5")
+    groups = RankedGroupSerializer(many=True)
+
+
+class NormalizeApi(JsonApi):
+    class InputSerializer(TextsSerializer):
+        pass
+
+    class OutputSerializer(serializers.Serializer):
+        results = NormalizationSerializer(many=True)
+
+    @extend_schema(
+        summary="Rank the groups of each text (stores nothing)",
+        request=InputSerializer,
+        responses={
+            200: OutputSerializer,
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+            409: OpenApiResponse(description="The taxonomy has no live model yet"),
+            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        k = serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K)
+        try:
+            results = normalize_texts(taxonomy, serializer.validated_data["texts"], k=k)
+        except NoLiveModel as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ArtifactError as exc:
+            detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response({"results": [result.as_dict() for result in results]})
+
+
+class InputListSubmitApi(CuratorApi):
+    pagination_class = CursorNewestFirst
+
+    class FilterSerializer(serializers.Serializer):
+        source = InputSourceField(required=False)
+
+    class OutputSerializer(serializers.Serializer):
+        class ReviewItemRefSerializer(serializers.Serializer):
+            id = serializers.IntegerField()
+            status = ReviewItemStatusField()
+
+        id = serializers.IntegerField()
+        text = serializers.CharField()
+        source = InputSourceField()
+        occurrences = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        review_item = ReviewItemRefSerializer(allow_null=True)
+
+    class SubmitInputSerializer(TextsSerializer):
+        pass
+
+    class SubmitOutputSerializer(serializers.Serializer):
+        results = ReviewItemPredictionSerializer(
+            many=True, help_text="The review item of each distinct text, with its new prediction"
+        )
+
+    @extend_schema(
+        summary="Inputs of a taxonomy, newest first",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_REQUEST, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        filters = filters_of(self.FilterSerializer, request)
+        inputs = Input.objects.filter(taxonomy=taxonomy).select_related("review_item")
+        if "source" in filters:
+            inputs = inputs.filter(source=filters["source"])
+        return paginated(self, request, inputs, self.OutputSerializer)
+
+    @extend_schema(
+        summary="Send texts for review: each is predicted and queued",
+        request=SubmitInputSerializer,
+        responses={
+            201: SubmitOutputSerializer,
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+            409: OpenApiResponse(description="The taxonomy has no live model yet"),
+            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        serializer = self.SubmitInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            items = inputs_submit(
+                taxonomy=taxonomy,
+                texts=serializer.validated_data["texts"],
+                source=Input.Source.API,
+                k=serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K),
+            )
+        except NoLiveModel as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ArtifactError as exc:
+            detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        cards = _review_item_cards([item.id for item in items])
+        return Response(
+            self.SubmitOutputSerializer({"results": cards}).data, status=status.HTTP_201_CREATED
+        )

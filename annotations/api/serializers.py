@@ -1,0 +1,234 @@
+"""Serializers shared by several views: clean text fields with the server's limits stated in
+the schema, references to groups, predictions, review items and verdicts, the queue's filters.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from drf_spectacular.utils import (
+    extend_schema_field,
+)
+from rest_framework import serializers
+
+from annotations.api.base import QUEUE_OPEN, QueueStatusField, ReviewItemStatusField, VerdictField
+from annotations.api.reads import _item_judgements
+from annotations.api_schema import SLUG_PATTERN
+from annotations.models import (
+    Group,
+    ReviewItem,
+    Taxonomy,
+)
+from annotations.selectors import (
+    QueueFilters,
+    review_card_groups,
+)
+from models_app.siamese.text import TextError, clean_text
+
+
+class CleanTextField(serializers.CharField):
+    """A short text, whitespace collapsed; control characters and over-long texts refused.
+
+    ``max_length`` defaults to SIAMWEB_MAX_TEXT_LENGTH, read when a text is validated; it counts
+    the text as sent, so the schema's ``maxLength`` is the rule (annotations/api_schema.py).
+    ``forbidden`` are further characters refused.
+    """
+
+    def __init__(self, *, max_length: int | None = None, forbidden: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text_max_length = max_length
+        self.forbidden = forbidden
+
+    def limit(self) -> int:
+        return self.text_max_length or settings.SIAMWEB_MAX_TEXT_LENGTH
+
+    def run_validation(self, data=serializers.empty):
+        # CharField answers "" before to_internal_value sees it; every text goes through
+        # clean_text so that an empty one gets the same error as a blank one.
+        if data is serializers.empty or data is None:
+            return super().run_validation(data)
+        value = self.to_internal_value(data)
+        self.run_validators(value)
+        return value
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string")
+        limit = self.limit()
+        if len(data) > limit:
+            raise serializers.ValidationError(f"is longer than {limit} characters ({len(data)})")
+        for char in self.forbidden:
+            if char in data:
+                raise serializers.ValidationError(f"may not contain {char!r}")
+        try:
+            return clean_text(data, max_length=limit)
+        except TextError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class TextListField(serializers.ListField):
+    """Texts, at most SIAMWEB_MAX_TEXTS_PER_REQUEST of them (checked by the serializer)."""
+
+
+class KField(serializers.IntegerField):
+    """How many groups to rank, at most SIAMWEB_MAX_K (checked by the serializer)."""
+
+
+class TaxonomySlugField(serializers.SlugRelatedField):
+    """A taxonomy named by slug. Anything that cannot be a slug is refused before the lookup:
+    a NUL character, say, is an error from PostgreSQL, not an unknown taxonomy."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(slug_field="slug", queryset=Taxonomy.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not re.fullmatch(SLUG_PATTERN.strip("^$"), data):
+            raise serializers.ValidationError("must be a slug: letters, digits, - and _")
+        if len(data) > 64:
+            raise serializers.ValidationError("is longer than a slug can be (64 characters)")
+        return super().to_internal_value(data)
+
+
+class TextsSerializer(serializers.Serializer):
+    """Texts to predict, within the request limits the settings set."""
+
+    texts = TextListField(child=CleanTextField(), allow_empty=False)
+    k = KField(min_value=1, required=False)
+
+    def validate_texts(self, texts: list[str]) -> list[str]:
+        limit = settings.SIAMWEB_MAX_TEXTS_PER_REQUEST
+        if len(texts) > limit:
+            raise serializers.ValidationError(f"at most {limit} texts per request")
+        return texts
+
+    def validate_k(self, k: int) -> int:
+        if k > settings.SIAMWEB_MAX_K:
+            raise serializers.ValidationError(f"must be at most {settings.SIAMWEB_MAX_K}")
+        return k
+
+
+class GroupRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    code = serializers.CharField()
+    name = serializers.CharField()
+
+
+class RankedGroupSerializer(serializers.Serializer):
+    group_id = serializers.IntegerField()
+    code = serializers.CharField()
+    name = serializers.CharField()
+    score = serializers.FloatField()
+    member_id = serializers.IntegerField(allow_null=True)
+    member = serializers.CharField(allow_null=True, help_text="The member string that matched")
+    source = serializers.CharField(help_text='"curator" when a verdict put the text here')
+
+
+class ModelVersionRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    number = serializers.IntegerField()
+    label = serializers.CharField()
+
+
+class PredictionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    model_version = ModelVersionRefSerializer()
+    ranked_groups = RankedGroupSerializer(many=True)
+    top_score = serializers.FloatField(allow_null=True)
+    margin = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class InputRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    source = serializers.CharField()
+    occurrences = serializers.IntegerField()
+
+
+class ReviewItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    taxonomy = serializers.CharField(source="taxonomy.slug")
+    text = serializers.CharField(source="input.text")
+    status = ReviewItemStatusField()
+    priority = serializers.FloatField()
+    top_group = GroupRefSerializer(allow_null=True)
+    top_score = serializers.FloatField(allow_null=True)
+    reviews_required = serializers.IntegerField()
+    leased_by = serializers.CharField(source="leased_by.username", allow_null=True)
+    lease_expires_at = serializers.DateTimeField(allow_null=True)
+    conflict = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ReviewItemPredictionSerializer(ReviewItemSerializer):
+    input = InputRefSerializer()
+    prediction = PredictionSerializer()
+
+
+class JudgementSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    review_item = serializers.IntegerField(source="review_item_id")
+    verdict = VerdictField()
+    group = GroupRefSerializer(allow_null=True, help_text="Where the input belongs")
+    rejected_group = GroupRefSerializer(allow_null=True, help_text="Where it was wrongly matched")
+    user = serializers.CharField(source="user.username")
+    prediction = serializers.IntegerField(source="prediction_id", allow_null=True)
+    previous_status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    undone_at = serializers.DateTimeField(allow_null=True)
+
+
+class ReviewItemDetailSerializer(ReviewItemPredictionSerializer):
+    candidate_groups = serializers.SerializerMethodField(
+        help_text="The ranked groups less those a curator rejected for this input"
+    )
+    judgements = JudgementSerializer(many=True, source="api_judgements")
+
+    @extend_schema_field(RankedGroupSerializer(many=True))
+    def get_candidate_groups(self, item: ReviewItem) -> list[dict]:
+        return RankedGroupSerializer(review_card_groups(item), many=True).data
+
+
+def review_item_detail(item: ReviewItem) -> dict:
+    item.api_judgements = _item_judgements(item)
+    return ReviewItemDetailSerializer(item).data
+
+
+class QueueFilterSerializer(serializers.Serializer):
+    """What a curator narrows the queue to, for listing and for claiming."""
+
+    taxonomy = TaxonomySlugField(required=False)
+    group = serializers.PrimaryKeyRelatedField(
+        queryset=Group.objects.select_related("taxonomy"),
+        required=False,
+        help_text="Items whose top predicted group is this one (id)",
+    )
+    score_min = serializers.FloatField(required=False)
+    score_max = serializers.FloatField(required=False)
+    status = QueueStatusField(required=False)
+
+    def validate(self, data: dict) -> dict:
+        group, taxonomy = data.get("group"), data.get("taxonomy")
+        if group is not None and taxonomy is not None and group.taxonomy_id != taxonomy.id:
+            raise serializers.ValidationError(
+                {"group": [f"group {group.id} is not in taxonomy {taxonomy.slug}"]}
+            )
+        low, high = data.get("score_min"), data.get("score_max")
+        if low is not None and high is not None and low > high:
+            raise serializers.ValidationError({"score_min": ["must not exceed score_max"]})
+        return data
+
+    @staticmethod
+    def queue_filters(data: dict, *, default_status: str | None) -> QueueFilters:
+        """``status`` "open" is every open item; None is the open ones, then the skipped."""
+        wanted = data.get("status", default_status)
+        return QueueFilters(
+            taxonomy=data.get("taxonomy"),
+            group=data.get("group"),
+            score_min=data.get("score_min"),
+            score_max=data.get("score_max"),
+            status=None if wanted in (None, QUEUE_OPEN) else wanted,
+            include_skipped=wanted is None,
+        )

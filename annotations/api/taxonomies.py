@@ -1,0 +1,319 @@
+"""Taxonomies, their groups and member strings: read by curators, edited by admins through the
+taxonomy edit services."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import (
+    extend_schema,
+)
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotations.api.base import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    NOT_FOUND,
+    AdminApi,
+    CuratorApi,
+    CuratorReadsAdminWritesApi,
+    MemberSourceField,
+    PagePagination,
+    edit_error_response,
+    field_error,
+    filters_of,
+    object_or_404,
+    paginated,
+    taxonomy_or_404,
+)
+from annotations.api.reads import _group, _groups, _members, _taxonomies, _taxonomy_with_counts
+from annotations.api.serializers import (
+    CleanTextField,
+    GroupRefSerializer,
+    ModelVersionRefSerializer,
+)
+from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH
+from annotations.models import (
+    Group,
+)
+from annotations.selectors import (
+    QueueFilters,
+    review_counts,
+)
+from annotations.services.taxonomy_edit import (
+    TaxonomyEditError,
+    group_create,
+    group_merge,
+    group_rename,
+    member_add,
+    member_move,
+    member_remove,
+)
+
+
+class TaxonomySerializer(serializers.Serializer):
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    source_format = serializers.CharField()
+    live_model_version = ModelVersionRefSerializer(
+        source="deployment.index_build.model_version", allow_null=True
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class TaxonomyListApi(CuratorApi):
+    pagination_class = PagePagination
+
+    class OutputSerializer(TaxonomySerializer):
+        pass
+
+    @extend_schema(summary="Taxonomies", responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return paginated(self, request, _taxonomies().order_by("slug"), self.OutputSerializer)
+
+
+class TaxonomyCountsSerializer(serializers.Serializer):
+    groups = serializers.IntegerField()
+    members = serializers.IntegerField()
+    pending_items = serializers.IntegerField(help_text="Open: pending or awaiting a group")
+    skipped_items = serializers.IntegerField()
+    done_items = serializers.IntegerField()
+    conflicts = serializers.IntegerField()
+
+
+class TaxonomyDetailApi(CuratorApi):
+    class OutputSerializer(TaxonomySerializer):
+        counts = TaxonomyCountsSerializer()
+
+    @extend_schema(
+        summary="One taxonomy with its counts and live model version",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(self.OutputSerializer(_taxonomy_with_counts(slug)).data)
+
+
+class GroupSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    taxonomy = serializers.CharField(source="taxonomy.slug")
+    code = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    member_count = serializers.IntegerField()
+
+
+class GroupListCreateApi(CuratorReadsAdminWritesApi):
+    pagination_class = PagePagination
+
+    class FilterSerializer(serializers.Serializer):
+        q = serializers.CharField(
+            required=False, max_length=200, help_text="Words the name (or code start) has"
+        )
+
+    class OutputSerializer(GroupSerializer):
+        pass
+
+    class CreateInputSerializer(serializers.Serializer):
+        code = CleanTextField(max_length=MAX_CODE_LENGTH, forbidden="/")
+        name = CleanTextField(max_length=MAX_NAME_LENGTH)
+
+    @extend_schema(
+        summary="Groups of a taxonomy",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_REQUEST, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        filters = filters_of(self.FilterSerializer, request)
+        groups = _groups(taxonomy, filters.get("q", ""))
+        return paginated(self, request, groups, self.OutputSerializer)
+
+    @extend_schema(
+        summary="Create an empty group (admins)",
+        request=CreateInputSerializer,
+        responses={201: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        serializer = self.CreateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            group = group_create(taxonomy=taxonomy, user=request.user, **serializer.validated_data)
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc)
+        return Response(
+            self.OutputSerializer(_group(group.id)).data, status=status.HTTP_201_CREATED
+        )
+
+
+class GroupDetailApi(CuratorReadsAdminWritesApi):
+    class OutputSerializer(GroupSerializer):
+        pending_items = serializers.IntegerField(help_text="Pending items predicted as this group")
+
+    class RenameInputSerializer(serializers.Serializer):
+        name = CleanTextField(max_length=MAX_NAME_LENGTH)
+
+    def _detail(self, pk: int) -> dict:
+        group = _group(pk)
+        group.pending_items = review_counts(filters=QueueFilters(group=group))["open"]
+        return self.OutputSerializer(group).data
+
+    @extend_schema(summary="One group", responses={200: OutputSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, group_id: int) -> Response:
+        return Response(self._detail(group_id))
+
+    @extend_schema(
+        summary="Rename a group (admins)",
+        request=RenameInputSerializer,
+        responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def patch(self, request: Request, group_id: int) -> Response:
+        group = _group(group_id)
+        serializer = self.RenameInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            group_rename(group=group, name=serializer.validated_data["name"], user=request.user)
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc)
+        return Response(self._detail(group_id))
+
+
+class GroupMergeApi(AdminApi):
+    class InputSerializer(serializers.Serializer):
+        into = serializers.PrimaryKeyRelatedField(
+            queryset=Group.objects.all(), help_text="The group that takes this one's members"
+        )
+
+    class OutputSerializer(GroupSerializer):
+        pass
+
+    @extend_schema(
+        summary="Merge this group into another (admins); answers the group merged into",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, group_id: int) -> Response:
+        source = _group(group_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            target = group_merge(
+                source=source, target=serializer.validated_data["into"], user=request.user
+            )
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc, fields={"target": "into", "source": "group"})
+        return Response(self.OutputSerializer(_group(target.id)).data)
+
+
+class MemberSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    taxonomy = serializers.CharField(source="taxonomy.slug")
+    group = GroupRefSerializer()
+    text = serializers.CharField()
+    source = MemberSourceField()
+    added_by = serializers.CharField(source="added_by.username", allow_null=True)
+    judgement = serializers.IntegerField(source="judgement_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class MemberListCreateApi(CuratorReadsAdminWritesApi):
+    pagination_class = PagePagination
+
+    class FilterSerializer(serializers.Serializer):
+        group = serializers.PrimaryKeyRelatedField(queryset=Group.objects.all(), required=False)
+        source = MemberSourceField(required=False)
+
+    class OutputSerializer(MemberSerializer):
+        pass
+
+    class CreateInputSerializer(serializers.Serializer):
+        group = serializers.PrimaryKeyRelatedField(queryset=Group.objects.all())
+        text = CleanTextField()
+
+    class CreateOutputSerializer(MemberSerializer):
+        also_in = GroupRefSerializer(
+            many=True, help_text="Other groups of the taxonomy that have the same text"
+        )
+
+    @extend_schema(
+        summary="Member strings of a taxonomy",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: BAD_REQUEST, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        filters = filters_of(self.FilterSerializer, request)
+        group = filters.get("group")
+        if group is not None and group.taxonomy_id != taxonomy.id:
+            return field_error("group", f"group {group.id} is not in taxonomy {slug}")
+        members = _members().filter(taxonomy=taxonomy)
+        if group is not None:
+            members = members.filter(group=group)
+        if "source" in filters:
+            members = members.filter(source=filters["source"])
+        return paginated(self, request, members.order_by("id"), self.OutputSerializer)
+
+    @extend_schema(
+        summary="Add a member string to a group (admins)",
+        request=CreateInputSerializer,
+        responses={201: CreateOutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        serializer = self.CreateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        group = serializer.validated_data["group"]
+        if group.taxonomy_id != taxonomy.id:
+            return field_error("group", f"group {group.id} is not in taxonomy {slug}")
+        try:
+            member = member_add(
+                group=group, text=serializer.validated_data["text"], user=request.user
+            )
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc)
+        created = object_or_404(_members(), member.id, "member")
+        created.also_in = member.also_in
+        return Response(self.CreateOutputSerializer(created).data, status=status.HTTP_201_CREATED)
+
+
+class MemberDetailApi(CuratorReadsAdminWritesApi):
+    class OutputSerializer(MemberSerializer):
+        pass
+
+    class MoveInputSerializer(serializers.Serializer):
+        group = serializers.PrimaryKeyRelatedField(
+            queryset=Group.objects.all(), help_text="The group the member moves to"
+        )
+
+    @extend_schema(summary="One member string", responses={200: OutputSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, member_id: int) -> Response:
+        return Response(self.OutputSerializer(object_or_404(_members(), member_id, "member")).data)
+
+    @extend_schema(
+        summary="Move a member string to another group (admins)",
+        request=MoveInputSerializer,
+        responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def patch(self, request: Request, member_id: int) -> Response:
+        member = object_or_404(_members(), member_id, "member")
+        serializer = self.MoveInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            member_move(member=member, group=serializer.validated_data["group"], user=request.user)
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc)
+        return Response(self.OutputSerializer(object_or_404(_members(), member_id, "member")).data)
+
+    @extend_schema(
+        summary="Remove a member string (admins)",
+        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, member_id: int) -> Response:
+        member = object_or_404(_members(), member_id, "member")
+        try:
+            member_remove(member=member, user=request.user)
+        except TaxonomyEditError as exc:
+            return edit_error_response(exc)
+        return Response(status=status.HTTP_204_NO_CONTENT)
