@@ -40,6 +40,7 @@ from models_app.bulk import (
     bulk_job_retry,
     bulk_jobs,
     may_change,
+    request_too_big,
 )
 from models_app.live import NoLiveModel
 from models_app.models import BulkJob
@@ -119,6 +120,9 @@ class BulkJobListCreateApi(CuratorApi):
         },
     )
     def post(self, request: Request) -> Response:
+        too_big = request_too_big(request.META.get("CONTENT_LENGTH"))
+        if too_big is not None:  # refused before the body is read
+            return Response({"file": [too_big]}, status=status.HTTP_400_BAD_REQUEST)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

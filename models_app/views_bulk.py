@@ -25,6 +25,7 @@ from models_app.bulk import (
     bulk_jobs,
     bulk_max_bytes,
     may_change,
+    request_too_big,
 )
 from models_app.forms_bulk import BulkJobForm
 from models_app.live import NoLiveModel
@@ -58,9 +59,14 @@ def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
 @curator_required
 @require_http_methods(["GET", "POST"])
 def bulk_list(request: HttpRequest) -> HttpResponse:
-    form = BulkJobForm(request.POST or None, request.FILES or None)
-    status = 200
+    form = BulkJobForm()
+    error, status = "", 200
     if request.method == "POST":
+        status = 400
+        # Checked before the body is read: Django would write all of it to disk first.
+        error = request_too_big(request.META.get("CONTENT_LENGTH")) or ""
+    if request.method == "POST" and not error:
+        form = BulkJobForm(request.POST, request.FILES)
         if form.is_valid():
             upload = form.cleaned_data["file"]
             try:
@@ -76,9 +82,9 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
             else:
                 messages.info(request, f"{job.filename} is queued: this page follows its progress.")
                 return redirect("bulk-job", job_id=job.id)
-        status = 400
     context = {
         "form": form,
+        "error": error,
         "jobs": bulk_jobs()[:JOBS_LISTED],
         "max_size": format_size(bulk_max_bytes()),
     }

@@ -114,3 +114,20 @@ def test_only_the_owner_or_an_admin_cancels(api_client, tiny_taxonomy, other_cur
 def test_an_unknown_job_is_a_404(api_client, tiny_taxonomy):
     assert api_client.get(f"{URL}/999999").status_code == 404
     assert api_client.get(f"{URL}/999999/result.jsonl").status_code == 404
+
+
+def test_an_upload_far_over_the_limit_is_refused_before_it_is_read(
+    api_client, client, curator, tiny_taxonomy, settings
+):
+    settings.SIAMWEB_BULK_MAX_BYTES = 1024
+    big = b"title\n" + b"icu nurse\n" * 20_000  # 200 KB: past the limit and the form's slack
+    response = upload(api_client, data=big)
+    assert response.status_code == 400
+    assert response.json()["file"][0].startswith("the upload is 196 KB; a bulk job takes files")
+    client.force_login(curator)
+    page = client.post(
+        "/bulk/", {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", big)}
+    )
+    assert page.status_code == 400
+    assert "the upload is 196 KB; a bulk job takes files up to 1 KB" in page.content.decode()
+    assert not BulkJob.objects.exists()
