@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views, views_flags
+from annotations import views, views_batch, views_flags, views_queue
 
 urlpatterns = [
     path("review/", views.review, name="review"),
@@ -27,19 +27,19 @@ urlpatterns = [
         name="review-flag-resolve",
     ),
     path("review/progress/", views.review_progress, name="review-progress"),
-    path("review/queue/", views.review_queue_list, name="review-queue"),
-    path("review/batch/<slug:slug>/", views.review_batch_groups, name="review-batch-groups"),
+    path("review/queue/", views_queue.review_queue_list, name="review-queue"),
+    path("review/batch/<slug:slug>/", views_batch.review_batch_groups, name="review-batch-groups"),
     # Group codes hold dots ("15-1252.00") and, from a generic CSV, even slashes.
     path(
         "review/batch/<slug:slug>/<path:code>/undo",
-        views.review_batch_undo,
+        views_batch.review_batch_undo,
         name="review-batch-undo",
     ),
-    path("review/batch/<slug:slug>/<path:code>/", views.review_batch, name="review-batch"),
-    path("review/conflicts/", views.review_conflicts_page, name="review-conflicts"),
+    path("review/batch/<slug:slug>/<path:code>/", views_batch.review_batch, name="review-batch"),
+    path("review/conflicts/", views_queue.review_conflicts_page, name="review-conflicts"),
     path(
         "review/conflicts/<int:item_id>/resolve",
-        views.review_conflict_resolve_view,
+        views_queue.review_conflict_resolve_view,
         name="review-conflict-resolve",
     ),
 ]

@@ -6,11 +6,11 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from annotations import views
+from annotations import views_site
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", views_site.home, name="home"),
+    path("healthz", views_site.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page says: point them at the icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
