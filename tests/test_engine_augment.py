@@ -12,7 +12,6 @@ from models_app.siamese.augment import (
     ExtraWords,
     GroupSynonyms,
     SynonymReplacer,
-    _group_candidates,
     add_typos,
     add_typos_exact,
     apply_synonym,
@@ -22,6 +21,7 @@ from models_app.siamese.augment import (
     load_synonyms,
     noise_tokens,
 )
+from models_app.siamese.augment.synonyms import _group_candidates
 
 LONG_TEXT = "Senior Java Developer for the Berlin office" * 3  # 129 characters
 
