@@ -55,22 +55,27 @@ _NEAR_SLACK = 8
 _ROWWISE_BELOW = 4096
 
 
-def cosines(queries: np.ndarray, members: np.ndarray) -> np.ndarray:
+def cosines(
+    queries: np.ndarray, members: np.ndarray, members_t: np.ndarray | None = None
+) -> np.ndarray:
     """``queries @ members.T``, (Q, N), each row the same whatever else the batch holds.
 
     BLAS sums a product by a kernel chosen from its shape: one query goes through the
     matrix-vector kernel and a small product (OpenBLAS: rows x members up to about a thousand)
     through a small-matrix one, whose sums round differently in the last bit, so a text could
-    score differently alone than inside a batch, and near a tie get another answer. A lone
-    query over many members is multiplied as two copies; few members, one query at a time.
+    score differently alone than inside a batch, and near a tie get another answer. Few
+    members: one query at a time. Many: a lone query is multiplied as two copies, with the
+    members on the left (BLAS then packs the two queries, not the members; the same sums,
+    a third faster); a batch against ``members_t``, the members' transpose laid out in
+    memory (half the time of ``members.T``, the same sums).
     """
     if len(members) < _ROWWISE_BELOW:
         if not len(queries):
             return np.zeros((0, len(members)), np.float32)
         return np.stack([members @ query for query in queries])
     if len(queries) == 1:
-        return (np.repeat(queries, 2, axis=0) @ members.T)[:1]
-    return queries @ members.T
+        return (members @ np.repeat(queries, 2, axis=0).T).T[:1]
+    return queries @ (members_t if members_t is not None else members.T)
 
 
 def best_first(hit: tuple[int, float]) -> tuple[float, int]:
@@ -103,6 +108,9 @@ class MemberSearch:
                 raise ValueError(f"{len(self.ids)} indexed members but {len(texts)} texts")
             self.trigrams = TrigramMatcher(list(texts), list(range(len(self.ids))))
             self.vectors = index.vectors() if index.kind == "flat" else None  # (N, D)
+            self.vectors_t = None  # (D, N), for batches (``cosines``)
+            if self.vectors is not None and len(self.vectors) >= _ROWWISE_BELOW:
+                self.vectors_t = np.ascontiguousarray(self.vectors.T)
 
     def search(
         self,
@@ -186,7 +194,7 @@ class MemberSearch:
         query where either fails (a wide window, a tie at the edge) is scored against every
         member (``_hybrid_rows``).
         """
-        cosine = cosines(vectors, self.vectors)  # (Q, N): one product for the chunk
+        cosine = cosines(vectors, self.vectors, self.vectors_t)  # (Q, N): one product a chunk
         count, size = cosine.shape
         # Per query (cosines, lexical scores) of the members added since the build, (E,) each.
         extra = [
