@@ -106,6 +106,14 @@ def review_batch(request: HttpRequest, slug: str, code: str) -> HttpResponse:
         if not request.htmx:
             if error:
                 messages.error(request, error)
+            elif done is not None:
+                # Without htmx the page reloads: the notice comes as a message (undo is on the
+                # review page's "last verdicts").
+                messages.success(
+                    request,
+                    f"Just done: {len(done.confirmed)} confirmed · {len(done.rejected)} false "
+                    f"match{'es' if len(done.rejected) != 1 else ''}.",
+                )
             return redirect(_with_query(request.path, options.query_string()))
     return _batch_panel(
         request, group, options, done=done, error=error, status=status, rejected=kept_rejected

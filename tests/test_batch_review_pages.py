@@ -134,6 +134,8 @@ def test_a_plain_form_post_redirects_to_the_next_batch(client, curator, develope
     assert response.status_code == 302
     assert response["Location"] == URL
     assert Judgement.objects.filter(verdict="confirm").count() == 48
+    # The reloaded page says what was done, as the htmx panel does.
+    assert "Just done: 48 confirmed · 0 false matches." in client.get(URL).content.decode()
 
 
 def test_a_batch_with_an_item_predicted_elsewhere_since_is_refused_whole(

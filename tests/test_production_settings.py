@@ -50,9 +50,12 @@ def production_env(tmp_path) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
+        # The browser tests' conftest sets DJANGO_ALLOW_ASYNC_UNSAFE in this process, which a
+        # deployment never has (check --deploy refuses it).
         if not key.startswith(
             ("SIAMWEB_", "DATABASE_", "CELERY_", "DEBUG", "SECRET_KEY", "SECURE_")
         )
+        and key != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
     return env | {
         "DJANGO_SETTINGS_MODULE": "siamweb.settings",

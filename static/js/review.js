@@ -203,6 +203,9 @@
     if (key === "Enter") {
       event.preventDefault();
       var form = panel.querySelector("form");
+      // A batch swapped in (or loaded) a moment ago may not be wired up by htmx yet: unwired,
+      // the form would post as a plain page and the "just done" notice and its undo be lost.
+      if (form && window.htmx) window.htmx.process(form);
       if (form && !busy()) form.requestSubmit();
     }
   }
