@@ -49,7 +49,7 @@ def scratch_database(*, broker: str = "memory://") -> str:
     """Create a scratch database, set the environment for it, set up Django and migrate.
 
     Returns the database's URL (for a server process started by the caller). The Celery broker
-    defaults to the in-memory transport: a verdict's reindex request is sent nowhere slow.
+    defaults to the in-memory transport: a task the services send goes nowhere slow.
     """
     global _scratch_url
     if _scratch_url is not None:  # one per process, whichever script asks first

@@ -15,8 +15,8 @@ Idempotency-Key each), when it exists.
     .venv/bin/python bench/verdict_speed.py [--inputs 1600] [--verdicts 800] [--api-verdicts 300]
 
 Runs against a scratch PostgreSQL database (siamweb_bench_<pid>, dropped at exit; the server is
-BENCH_POSTGRES_URL, default the local postgres superuser) with Celery's in-memory broker, so the
-reindex request a verdict makes needs no Redis. Prints a table and writes
+BENCH_POSTGRES_URL, default the local postgres superuser) with Celery's in-memory broker, so
+nothing the services send needs Redis. Prints a table and writes
 bench/results/verdict_speed.json.
 """
 
@@ -203,7 +203,7 @@ def main() -> None:
     client.force_login(curator)
     rng = random.Random(5)
     assert client.get(reverse("review")).status_code == 200  # claims the first card
-    for _ in range(20):  # warm: templates, connections, the first reindex request
+    for _ in range(20):  # warm: templates, connections
         judge_on_page(client, curator, rng)
     recorder = _pg.QueryRecorder()
     for _ in range(20):
