@@ -1,6 +1,6 @@
 """The corrigibility benchmark's data: O*NET alternate titles held out of the taxonomy, the
 reduced taxonomy imported without them, and each held-out title as a realistic input (job-ad
-words around it, sometimes a typo) with its gold occupation (bench/corrigibility.py)."""
+words around it, sometimes a typo) with its gold occupation (bench/corrigibility_onet.py)."""
 
 from __future__ import annotations
 

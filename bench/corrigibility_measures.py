@@ -1,4 +1,4 @@
-"""What the corrigibility benchmark measures after each round (bench/corrigibility.py): served
+"""What the corrigibility benchmark measures after each round (bench/corrigibility_onet.py): served
 top-1, the model by itself (a judged text's own curator member left out, or none at all, or
 the embedding alone), and the frozen suite as the gate scores it.
 

@@ -1,4 +1,5 @@
-"""Corrigibility on O*NET: do curators' verdicts, given through the REST API, teach the model?
+"""Corrigibility on O*NET, the synthetic mode (``bench/corrigibility.py --mode onet``): do
+curators' verdicts, given through the REST API, teach the model?
 
 GitHub issue #5, point 8. Labelled realistic inputs are held out of the taxonomy, and curators
 are played through the REST API, round after round, with a fine-tune after each round:
@@ -31,8 +32,9 @@ by the model itself, their variants, the never-seen inputs, the round's inputs o
 frozen suite, and the seconds from the last verdict to the promotion; each measure is defined in
 ``bench/corrigibility_measures.py``.
 
-    .venv/bin/python bench/corrigibility.py [--rounds 4] [--round-size 500] [--never-seen 1000]
-        [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts] [--skip-retrain 1,3]
+    .venv/bin/python bench/corrigibility.py --mode onet [--rounds 4] [--round-size 500]
+        [--never-seen 1000] [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts]
+        [--skip-retrain 1,3]
 
 Runs against a scratch PostgreSQL database (siamweb_bench_<pid>, dropped at exit; the server is
 BENCH_POSTGRES_URL, default the local postgres superuser) with Celery's in-memory broker and
@@ -420,7 +422,7 @@ def save(args, rows: list[dict], load_before: list[float], pool_size: int) -> No
         "machine": machine,
         "load_average_before": load_before,
         "load_average_after": _pg.load_average(),
-        "command": "bench/corrigibility.py " + " ".join(sys.argv[1:]),
+        "command": "bench/corrigibility.py --mode onet " + " ".join(sys.argv[1:]),
         "settings": {
             "rounds": args.rounds,
             "round_size": args.round_size,

@@ -1,4 +1,5 @@
-"""Corrigibility on real verdicts: JobBERT's curator stream judged over the REST API, on ESCO.
+"""Corrigibility on real verdicts (``bench/corrigibility.py``, its main mode): JobBERT's curator
+stream judged over the REST API, on ESCO.
 
 Issue #20's main mode. ESCO is imported in its own format; the starting model is the tower
 (``--start pretrained``: all-MiniLM-L6-v2 as a new taxonomy serves it; or ``--start FOLDER``: a
@@ -6,8 +7,8 @@ tower trained on ESCO, e.g. by `manage.py train esco --spec tower` or bench/devi
 round, ``--round-size`` titles of the curator stream (bench/jobbert_data.py) go in through
 ``POST /api/v1/taxonomies/esco/inputs`` and a curator judges every review item through
 ``POST /api/v1/judgements``: confirm when the top group is the title's occupation, else reassign
-to it. Right after the last verdict the script plays the training worker: the verdicts' queued
-runs, then the fine-tune the product would run (``finetune_run_request``), gated and promoted or
+to it. Right after the last verdict the script plays the training worker: any run waiting,
+then the fine-tune the product would run (``finetune_run_request``), gated and promoted or
 rejected. Django's test client calls the API in-process (same views and services, no network).
 
 Measured per round (round 0: the starting model): never-judged acc@1 on dev-unseen, *served*
@@ -15,7 +16,7 @@ Measured per round (round 0: the starting model): never-judged acc@1 on dev-unse
 taxonomy members only); the round's inputs by the model alone (no curator member, their own
 neither); the gate's decision, its reasons and its frozen-suite rows; last verdict → run done.
 
-    .venv/bin/python bench/corrigibility_real.py --start var/towers/esco-h200 [--rounds 4]
+    .venv/bin/python bench/corrigibility.py --start var/towers/esco-h200 [--rounds 4]
 
 Scratch PostgreSQL database (dropped at exit), Celery's in-memory broker. Prints a table and
 writes bench/results/corrigibility_real.json and .svg.

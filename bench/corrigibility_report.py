@@ -1,5 +1,5 @@
 """The corrigibility benchmark's output: its table, its SVG chart and its targets read from the
-rounds (bench/corrigibility.py)."""
+rounds (bench/corrigibility_onet.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One round's fine-tune, offline: does a recipe learn the corrections without costing the suite?
 
-GitHub issue #5. ``bench/corrigibility.py`` runs the product end to end, about ten minutes a
+GitHub issue #5. ``bench/corrigibility_onet.py`` runs the product end to end, about ten minutes a
 round, and a fine-tune's drift on the frozen suite (about a point, the gate's tolerance) is
 close to the run-to-run noise, so comparing recipes there takes hours. This script trains
 only, on the same data, so that recipes can be compared over several seeds:
@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from bench import corrigibility  # noqa: E402
+from bench import corrigibility_onet as corrigibility  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
 from models_app.siamese.sampling import FeedbackExample, prepare_data  # noqa: E402

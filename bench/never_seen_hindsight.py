@@ -1,7 +1,7 @@
 """Do curators' corrections lift inputs nobody judged? Never-seen titles against a hindsight model.
 
 GitHub issue #5 asks for accuracy on never-seen inputs to rise round over round.
-``bench/corrigibility.py``'s never-seen inputs are held-out O*NET alternate titles in job-ad
+``bench/corrigibility_onet.py``'s never-seen inputs are held-out O*NET alternate titles in job-ad
 noise that no curator judges, so their titles are other ones than the corrected inputs'. This
 script leaves the product and its fine-tune out and gives the corrections every advantage, on
 the same data (seed 13: 4 x 500 corrected inputs, the *pool*, and 1,000 never-seen):
@@ -20,14 +20,14 @@ inputs as members too:
 - *never-seen*, served (the product's search, embedding plus trigram term); over the taxonomy
   also by the embedding alone, and the never-seen titles written clean (no job-ad words, no
   typo);
-- *variants*: a fresh variant of each pool title (new job-ad words, as ``bench/corrigibility.py``
-  makes them), served;
+- *variants*: a fresh variant of each pool title (new job-ad words, as
+  ``bench/corrigibility_onet.py`` makes them), served;
 - *corrected by the weights*: the pool's inputs over the taxonomy's members only: did the model
   learn the corrections?
 
-The recipe is ``bench/corrigibility.py``'s starting model's, stopped after ``--steps`` instead of
-a clock and without best-checkpoint selection, and every model is stored and loaded as the
-product stores it (float16 weights) before it is measured.
+The recipe is ``bench/corrigibility_onet.py``'s starting model's, stopped after ``--steps``
+instead of a clock and without best-checkpoint selection, and every model is stored and loaded as
+the product stores it (float16 weights) before it is measured.
 
     .venv/bin/python bench/never_seen_hindsight.py [--steps 3400] [--seeds 0,1]
         [--out bench/results/never_seen_hindsight.json]
@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import corrigibility  # noqa: E402
+from bench import corrigibility_onet as corrigibility  # noqa: E402
 from bench._pg import machine  # noqa: E402
 from bench.finetune_drift import (  # noqa: E402
     ROUND_SIZE,

@@ -27,7 +27,7 @@ FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
 # Each promotion's loss on the frozen suite counts against the gate's drift budget. One-phase
 # fine-tunes, two seeds: Typos 0.0/0.0 and Extra Words +0.7/+0.5 points blended, against
 # -0.4/-0.1 and +0.2/0.0 unblended; 0.922/0.938 of the corrections against 0.946/0.960
-# (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility.py,
+# (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility_onet.py,
 # docs/benchmarks.md). A manual fine-tune from a version inherits its spec, this share too.
 FINETUNE_KEEP_PARENT_SHARE = 0.25
 # A curator's input is pulled until it is nearer its group's string than the in-batch negatives

@@ -7,7 +7,7 @@ best. The embedding captures what string overlap cannot (synonyms, reordered wor
 fine-tune learnt from curators); the trigram term forgives typos and ignores words appended
 around a title, where mean-pooled embeddings dilute. Inside the window it breaks the
 embedding's near ties; outside it, it cannot overturn a clear embedding answer. The figures
-behind both defaults are in docs/benchmarks.md (bench/accuracy.py, bench/corrigibility.py).
+behind both defaults are in docs/benchmarks.md (bench/accuracy.py, bench/corrigibility_onet.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class SearchConfig:
     # by at most 2) it lifts every member and the query's best trigram match takes the full
     # bonus however far the embedding puts it, which overrode what a fine-tune learnt from
     # curators' corrections: a corrected input usually shares words with the wrong group
-    # (bench/corrigibility.py, docs/benchmarks.md).
+    # (bench/corrigibility_onet.py, docs/benchmarks.md).
     lexical_window: float = 0.03
 
     def __post_init__(self) -> None:
