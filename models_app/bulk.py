@@ -577,6 +577,22 @@ def _fail(job: BulkJob, error: str) -> BulkJob:
     return job
 
 
+def bulk_jobs_resume_stale() -> int:
+    """Queue again every running job whose heartbeat stopped (its worker died): each goes on
+    from its checkpoint. A broker redelivers such a task only after hours, if at all."""
+    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
+    resumed = 0
+    for job_id in BulkJob.objects.filter(
+        status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale
+    ).values_list("id", flat=True):
+        if BulkJob.objects.filter(
+            id=job_id, status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale
+        ).update(status=BulkJob.Status.QUEUED, eta_seconds=None):
+            bulk_job_enqueue(job_id=job_id)
+            resumed += 1
+    return resumed
+
+
 def bulk_job_requeue(*, job_id: int) -> None:
     """Hand a running job back to the queue (its task ran out of time): it continues from its
     checkpoint on the next delivery."""

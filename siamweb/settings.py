@@ -293,6 +293,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "worker.tasks.retrain_due_taxonomies",
         "schedule": float(SIAMWEB_RETRAIN_CHECK_SECONDS),
     },
+    "resume-bulk-jobs-of-dead-workers": {
+        "task": "worker.tasks.resume_stale_bulk_jobs",
+        "schedule": float(SIAMWEB_BULK_STALE_SECONDS),
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

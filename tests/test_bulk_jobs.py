@@ -32,6 +32,7 @@ from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
+from worker.tasks import resume_stale_bulk_jobs
 
 TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",
           "python developer", "night charge nurse", "espresso bar attendant", "long haul trucker",
@@ -292,3 +293,24 @@ def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_t
     first, _, again = result_rows(done)
     assert first["matched_member"] != "Ice Road Trucker"
     assert (again["matched_member"], again["group_code"]) == ("Ice Road Trucker", "35-3023")
+
+
+def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    busy = create(tiny_taxonomy, jobs_csv())
+
+    def die(current: BulkJob) -> None:
+        raise WorkerDied
+
+    with pytest.raises(WorkerDied):
+        bulk_job_execute(job_id=job.id, chunk_rows=4, after_chunk=die)
+    BulkJob.objects.filter(id=job.id).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+    )
+    BulkJob.objects.filter(id=busy.id).update(status="running", heartbeat_at=timezone.now())
+    assert resume_stale_bulk_jobs.run() == 1
+    job.refresh_from_db()
+    assert (job.status, job.rows_done) == (BulkJob.Status.QUEUED, 4)
+    assert BulkJob.objects.get(id=busy.id).status == BulkJob.Status.RUNNING
+    done = bulk_job_execute(job_id=job.id)
+    assert (done.status, done.rows_done, done.attempts) == (BulkJob.Status.SUCCEEDED, 11, 2)

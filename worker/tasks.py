@@ -168,3 +168,12 @@ def execute_bulk_job(self, job_id: int) -> str | None:
         bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
         raise
     return job.status if job is not None else None
+
+
+@shared_task(name="worker.tasks.resume_stale_bulk_jobs")
+def resume_stale_bulk_jobs() -> int:
+    """Beat: queue again the bulk jobs whose worker died; each resumes from its checkpoint."""
+    resumed = bulk.bulk_jobs_resume_stale()
+    if resumed:
+        logger.warning("queued %d bulk job(s) whose worker stopped again", resumed)
+    return resumed
