@@ -59,6 +59,8 @@ class BulkJobSerializer(serializers.Serializer):
     input_bytes = serializers.IntegerField()
     rows_done = serializers.IntegerField(help_text="Rows written to the results so far")
     rows_failed = serializers.IntegerField(help_text="Rows whose text could not be used")
+    review_below = serializers.FloatField(allow_null=True)
+    rows_queued = serializers.IntegerField(help_text="Rows sent to the review queue")
     progress = serializers.FloatField(help_text="Share of the file read, 0 to 1")
     eta_seconds = serializers.FloatField(allow_null=True, help_text="Estimated seconds left")
     model_version = serializers.CharField(
@@ -100,6 +102,13 @@ class BulkJobListCreateApi(CuratorApi):
             max_length=200,
             help_text="The CSV column to normalize (default: text)",
         )
+        review_below = serializers.FloatField(
+            required=False,
+            min_value=0.0,
+            max_value=1.0,
+            help_text="Rows the model answers with a top score below this also go to the "
+            "review queue",
+        )
 
     class OutputSerializer(BulkJobSerializer):
         pass
@@ -133,6 +142,7 @@ class BulkJobListCreateApi(CuratorApi):
                 upload=upload,
                 filename=upload.name,
                 column=data.get("column", ""),
+                review_below=data.get("review_below"),
                 user=request.user,
             )
         except NoLiveModel as exc:

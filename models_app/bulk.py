@@ -39,9 +39,10 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotations.models import Taxonomy
+from annotations.models import Input, Taxonomy
 from annotations.normalization import Normalization, normalize_texts
 from annotations.services.inputs_upload import format_size
+from annotations.services.review import inputs_submit
 from models_app.live import HitsCache, NoLiveModel, artifact_path, engine_for_build
 from models_app.models import BulkJob, Deployment
 from models_app.siamese.artifacts import ArtifactError
@@ -214,6 +215,7 @@ def bulk_job_create(
     upload: IO[bytes],
     filename: str,
     column: str = "",
+    review_below: float | None = None,
     user=None,
     enqueue: bool = True,
 ) -> BulkJob:
@@ -225,6 +227,8 @@ def bulk_job_create(
     """
     if not Deployment.objects.filter(taxonomy=taxonomy).exists():
         raise NoLiveModel(taxonomy)
+    if review_below is not None and not 0.0 <= review_below <= 1.0:
+        raise ValueError("review_below must be between 0 and 1")
     suffix = Path(filename).suffix.lower()
     fmt = BULK_FORMATS.get(suffix)
     if fmt is None:
@@ -253,6 +257,7 @@ def bulk_job_create(
         input_bytes=size,
         input_offset=offset,
         input_line=line,
+        review_below=review_below,
     )
     if enqueue:
         bulk_job_enqueue(job_id=job.id)
@@ -435,7 +440,9 @@ def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJo
             chunk = [record for _, record in zip(range(chunk_rows), records, strict=False)]
             if not chunk:
                 break
-            failed = _write_chunk(job, engine, cache, chunk, columns, column, writer, jsonl_out)
+            failed, review = _write_chunk(
+                job, engine, cache, chunk, columns, column, writer, jsonl_out
+            )
             for out in (csv_out, jsonl_out):
                 out.flush()
                 os.fsync(out.fileno())
@@ -453,6 +460,11 @@ def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJo
                 "eta_seconds": (job.input_bytes - offset) / rate if rate > 0 else None,
                 "heartbeat_at": timezone.now(),
             }
+            if review:
+                # Before the checkpoint: a worker dying in between sends these again on resume
+                # (one more occurrence each), rather than never.
+                inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
+                checkpoint["rows_queued"] = F("rows_queued") + len(review)
             mine = BulkJob.objects.filter(
                 id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt
             )
@@ -483,8 +495,11 @@ class _resumed:
         self.handle.close()
 
 
-def _write_chunk(job, engine, cache, chunk, columns, column, writer, jsonl_out) -> int:
-    """Normalize one chunk of records and append their result rows; returns the rows failed."""
+def _write_chunk(
+    job, engine, cache, chunk, columns, column, writer, jsonl_out
+) -> tuple[int, list[str]]:
+    """Normalize one chunk of records and append their result rows; the rows failed, and the
+    texts the model answered below the job's ``review_below``."""
     texts: list[str | None] = []
     errors: list[str] = []
     for record in chunk:
@@ -502,15 +517,23 @@ def _write_chunk(job, engine, cache, chunk, columns, column, writer, jsonl_out) 
     answers = iter(
         normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
     )
-    lines = []
+    lines, review = [], []
     for record, text, error in zip(chunk, texts, errors, strict=True):
         fields = record.fields + [""] * (len(columns) - len(record.fields))
-        result = _result_row(next(answers) if text is not None else None, error)
+        answer = next(answers) if text is not None else None
+        result = _result_row(answer, error)
+        if (
+            job.review_below is not None
+            and answer is not None
+            and answer.source == "model"
+            and (not answer.groups or answer.groups[0].score < job.review_below)
+        ):
+            review.append(text)
         writer.writerow([_cell(value) for value in [*fields, *result.values()]])
         named = dict(zip(columns, fields, strict=False))
         lines.append(json.dumps({"input": named, **result}, ensure_ascii=False) + "\n")
     jsonl_out.write("".join(lines).encode("utf-8"))
-    return sum(1 for error in errors if error)
+    return sum(1 for error in errors if error), review
 
 
 def _result_row(answer: Normalization | None, error: str) -> dict:

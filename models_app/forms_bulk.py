@@ -23,6 +23,14 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         help_text="Ignored for a .txt file",
     )
 
+    review_below = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        label="Also queue for review the rows scoring below",
+        help_text="0 to 1; empty: none",
+    )
+
     def clean_file(self):
         upload = self.cleaned_data["file"]
         # Known from the request before anything is read or stored.

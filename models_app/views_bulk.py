@@ -75,6 +75,7 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
                     upload=upload,
                     filename=upload.name,
                     column=form.cleaned_data["column"],
+                    review_below=form.cleaned_data["review_below"],
                     user=request.user,
                 )
             except (BulkFileError, NoLiveModel) as exc:

@@ -131,3 +131,11 @@ def test_an_upload_far_over_the_limit_is_refused_before_it_is_read(
     assert page.status_code == 400
     assert "the upload is 196 KB; a bulk job takes files up to 1 KB" in page.content.decode()
     assert not BulkJob.objects.exists()
+
+
+def test_a_review_threshold_outside_0_to_1_is_a_400(api_client, tiny_taxonomy):
+    response = upload(api_client, review_below="1.5")
+    assert response.status_code == 400
+    assert response.json() == {"review_below": ["Ensure this value is less than or equal to 1.0."]}
+    response = upload(api_client, review_below="0.5")
+    assert (response.status_code, response.json()["review_below"]) == (202, 0.5)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from annotations.models import Group, Member
+from annotations.models import Group, Input, Member, ReviewItem
 from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
 from models_app import bulk
@@ -314,3 +314,23 @@ def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
     assert BulkJob.objects.get(id=busy.id).status == BulkJob.Status.RUNNING
     done = bulk_job_execute(job_id=job.id)
     assert (done.status, done.rows_done, done.attempts) == (BulkJob.Status.SUCCEEDED, 11, 2)
+
+
+def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(tiny_taxonomy):
+    scores = {a.text: a.groups[0].score for a in normalize_texts(tiny_taxonomy, TITLES, k=1)}
+    threshold = sorted(scores.values())[4]  # the four lowest-scoring titles fall below it
+    job = bulk_job_create(
+        taxonomy=tiny_taxonomy, upload=io.BytesIO(jobs_csv()), filename="jobs.csv",
+        column="title", review_below=threshold, enqueue=False,
+    )  # fmt: skip
+    done = bulk_job_execute(job_id=job.id, chunk_rows=3)
+    low = sorted(text for text, score in scores.items() if score < threshold)
+    assert len(low) == 4 and done.rows_queued == 4
+    queued = ReviewItem.objects.filter(taxonomy=tiny_taxonomy).values_list("input__text", flat=True)
+    assert sorted(queued) == low
+    assert Input.objects.get(text=low[0]).source == Input.Source.UPLOAD
+
+
+def test_without_a_threshold_nothing_goes_to_the_review_queue(tiny_taxonomy):
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
+    assert done.rows_queued == 0 and not ReviewItem.objects.exists()
