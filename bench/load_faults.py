@@ -59,6 +59,8 @@ PASSWORD = "bench-pass-123"
 # What a real client does with a verdict that got no answer or a 503: the same request again.
 VERDICT_ATTEMPTS = 8
 HEARTBEAT_TIMEOUT = 30  # the smallest the settings allow
+# A curator's pause between verdicts: a fast one reads a card in a second (--think-seconds).
+THINK_SECONDS = 1.0
 CHECK_SECONDS = 15
 
 
@@ -256,6 +258,7 @@ def api_curator(server: Server, token: str, stop: threading.Event, rec: Recorder
 
         outcome, statuses = _send_verdict(server, send)
         rec.verdict(f"api:{key}", outcome, statuses)
+        stop.wait(THINK_SECONDS)
     connection.close()
 
 
@@ -326,6 +329,7 @@ def page_curator(server: Server, stop: threading.Event, rec: Recorder) -> None:
 
         outcome, statuses = _send_verdict(server, send)
         rec.verdict(f"page:{key}", outcome, statuses)
+        stop.wait(THINK_SECONDS)
         page = answer.get("page", "") if outcome == "200" else ""
 
 
@@ -590,11 +594,16 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=45.0, help="length of each phase")
     parser.add_argument("--api-curators", type=int, default=2)
+    parser.add_argument(
+        "--think-seconds", type=float, default=THINK_SECONDS, help="each curator's pause"
+    )
     parser.add_argument("--inputs", type=int, default=3000, help="inputs waiting for review")
     parser.add_argument("--settle-seconds", type=float, default=600.0)
     parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global THINK_SECONDS
+    THINK_SECONDS = args.think_seconds
 
     if args.one:
         # A child: Django can be set up for one database per process.
@@ -616,6 +625,8 @@ def main() -> None:
             str(args.seconds),
             "--api-curators",
             str(args.api_curators),
+            "--think-seconds",
+            str(args.think_seconds),
             "--inputs",
             str(args.inputs),
             "--settle-seconds",
@@ -664,6 +675,7 @@ def report(results: list[dict], args) -> None:
                 "seconds_per_phase": args.seconds,
                 "normalize_clients": NORMALIZE_CLIENTS,
                 "api_curators": args.api_curators,
+                "curator_think_seconds": args.think_seconds,
                 "page_curators": 1,
                 "rows": rows,
                 "results": results,
