@@ -30,6 +30,7 @@ class MemberIndex:
 
     def __init__(self, index: faiss.IndexIDMap2) -> None:
         self._index = index
+        self._positions: tuple[np.ndarray, np.ndarray] | None = None  # for ``vectors_of``
 
     @classmethod
     def build(
@@ -93,10 +94,12 @@ class MemberIndex:
         if np.isin(member_ids, self.member_ids()).any():
             raise ValueError("some of these member ids are already in the index")
         self._index.add_with_ids(_as_matrix(vectors), member_ids)
+        self._positions = None
 
     def remove(self, member_ids: np.ndarray) -> int:
         """Remove members in place; returns how many were there."""
         selector = faiss.IDSelectorBatch(np.ascontiguousarray(member_ids, dtype=np.int64))
+        self._positions = None
         return int(self._index.remove_ids(selector))
 
     @property
@@ -117,12 +120,24 @@ class MemberIndex:
         )
 
     def vectors_of(self, member_ids: np.ndarray) -> np.ndarray:
-        """The stored vectors of these members; an IVF index builds its id map the first time."""
+        """The stored vectors of these members; an IVF index builds its id map the first time,
+        and the members' positions are looked up in a sorted copy kept until the next change
+        (building a dict of every member each call cost a 1M-member index 0.2 s a query)."""
         inner = faiss.downcast_index(self._index.index)
         if isinstance(inner, faiss.IndexIVF) and not inner.direct_map.type:
             inner.make_direct_map()
-        position = {int(m): i for i, m in enumerate(self.member_ids())}
-        return np.stack([inner.reconstruct(position[int(m)]) for m in member_ids])
+        if self._positions is None:
+            ids = self.member_ids()
+            order = np.argsort(ids, kind="stable")
+            self._positions = (ids[order], order)
+        sorted_ids, order = self._positions
+        member_ids = np.asarray(member_ids, dtype=np.int64)
+        found = np.searchsorted(sorted_ids, member_ids)
+        if len(member_ids) and (
+            found.max() >= len(sorted_ids) or (sorted_ids[found] != member_ids).any()
+        ):
+            raise KeyError("some of these member ids are not in the index")
+        return np.stack([inner.reconstruct(int(order[i])) for i in found])
 
     def member_ids(self) -> np.ndarray:
         """Every member id the index holds, in insertion order."""

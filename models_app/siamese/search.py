@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models_app.siamese.baselines import TrigramMatcher, trigrams
+from models_app.siamese.baselines import TrigramMatcher, _top_k_stable, trigrams
 from models_app.siamese.encoders import ConfigError, check_field_types
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.ranking import GroupHit, rank_groups
@@ -102,6 +102,7 @@ class MemberSearch:
     def __init__(self, index: MemberIndex, texts: Sequence[str], config: SearchConfig) -> None:
         self.index, self.config = index, config
         self.ids = index.member_ids()
+        self._order: np.ndarray | None = None  # argsort of ids, made on first use
         self.lexical = config.lexical_weight > 0 and len(self.ids) > 0
         if self.lexical:
             if len(texts) != len(self.ids):
@@ -307,6 +308,12 @@ class MemberSearch:
         )
         return extra_vectors @ vector, extra_lexical  # (E,), (E,)
 
+    def _positions_of(self, member_ids: np.ndarray) -> np.ndarray:
+        """Where these members are in ``self.ids`` (each must be there)."""
+        if self._order is None:
+            self._order = np.argsort(self.ids, kind="stable")
+        return self._order[np.searchsorted(self.ids, member_ids, sorter=self._order)]
+
     def _hybrid(self, query, vector, depth, extra_ids, extra_texts, extra_vectors) -> Hits:
         """One query over an IVF index: the members it proposes, reranked with the lexical term
         beside the best lexical candidates (an exact index goes through ``_hybrid_flat``)."""
@@ -318,11 +325,11 @@ class MemberSearch:
             dtype=np.float32,
         )
         _, found = self.index.search(vector[None, :], depth * 4)
-        position = {int(m): i for i, m in enumerate(self.ids)}
-        lexical_top = np.argsort(-lexical, kind="stable")[: depth * 4]
-        candidates = np.unique(
-            np.concatenate([[position[int(m)] for m in found[0] if m >= 0], lexical_top])
-        ).astype(np.int64)
+        # Positions of the proposed members, and the best lexical ones (ties: lower position
+        # first), without a pass in Python or a full sort over every member for each query.
+        proposed = self._positions_of(found[0][found[0] >= 0])
+        lexical_top = _top_k_stable(lexical, depth * 4)
+        candidates = np.unique(np.concatenate([proposed, lexical_top])).astype(np.int64)
         cosine = np.zeros(len(self.ids), np.float32)
         cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
         cosine, lexical = cosine[candidates], lexical[candidates]
