@@ -588,6 +588,7 @@ def one_database(database: str, args) -> dict[str, object]:
 
 
 def main() -> None:
+    global THINK_SECONDS
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--database", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"]
@@ -602,7 +603,6 @@ def main() -> None:
     parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global THINK_SECONDS
     THINK_SECONDS = args.think_seconds
 
     if args.one:

@@ -31,7 +31,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"worker\.tasks", "top"),
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery)", "top"),
     (
-        r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors|bulk)",
+        r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk)",
         "jobs",
     ),
     (r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit|flags)", "curation"),

@@ -1,0 +1,127 @@
+"""Reads of model versions: the live one, the table of every version with its metrics (a
+candidate the gate rejected shows the gate's), and whether a version ever went live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.paginator import Page, Paginator
+
+from annotations.models import Taxonomy
+from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.selectors.charts import _mean_or_none
+from models_app.selectors.reports import SUITE_SETS, suite_key_metrics, suite_primary
+
+VERSIONS_PER_PAGE = 50
+
+
+def taxonomies_for_models() -> list[Taxonomy]:
+    """Every taxonomy, by slug: the page's switcher (there are a handful)."""
+    return list(Taxonomy.objects.order_by("slug").only("id", "slug", "name"))
+
+
+def live_version_get(*, taxonomy: Taxonomy) -> ModelVersion | None:
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version__parent__taxonomy")
+        .first()
+    )
+    if deployment is None:
+        return None
+    version = deployment.index_build.model_version
+    version.taxonomy = taxonomy  # for its label, without another query
+    return version
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: ModelVersion
+    is_live: bool
+    primary: float | None
+    accuracy: dict[str, float | None]
+    # False for a candidate that never went live (the gate rejected it, or its run failed or
+    # is still going): there is nothing to roll back *to*.
+    was_live: bool = True
+    # Where the figures come from: "build" (the version's own evaluation when it was made),
+    # "gate" (a fine-tune's candidate as its gate measured it) or "" (not measured).
+    measured_by: str = ""
+
+    @property
+    def figures(self) -> list[tuple[str, float | None]]:
+        """Accuracy per test set in the table's column order."""
+        return [(name, self.accuracy.get(name)) for name in SUITE_SETS]
+
+
+def never_live_version_ids(*, taxonomy: Taxonomy) -> set[int]:
+    """Fine-tune candidates that never served: their run was not promoted and no rollback made
+    them live since. (Builds and imported versions go live as they are made.)"""
+    candidates = set(
+        TrainingRun.objects.filter(taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE)
+        .exclude(status=TrainingRun.Status.PROMOTED)
+        .exclude(model_version=None)
+        .values_list("model_version_id", flat=True)
+    )
+    rolled_back_to = set(
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy,
+            kind=TrainingRun.Kind.ROLLBACK,
+            status=TrainingRun.Status.SUCCEEDED,
+            model_version_id__in=candidates,
+        ).values_list("model_version_id", flat=True)
+    )
+    return candidates - rolled_back_to
+
+
+def model_version_was_live(version: ModelVersion) -> bool:
+    return version.id not in never_live_version_ids(taxonomy=version.taxonomy)
+
+
+def model_versions_page(
+    *, taxonomy: Taxonomy, live: ModelVersion | None, page: str | int | None
+) -> Page:
+    """The taxonomy's versions, newest first, a page at a time, as ``VersionRow``s."""
+    versions = (
+        ModelVersion.objects.filter(taxonomy=taxonomy)
+        .select_related("taxonomy", "parent__taxonomy")
+        .order_by("-number")
+    )
+    versions_page = Paginator(versions, VERSIONS_PER_PAGE).get_page(page)
+    never_live = never_live_version_ids(taxonomy=taxonomy)
+    rows = []
+    for version in versions_page.object_list:
+        is_live = live is not None and version.id == live.id
+        primary, accuracy, measured_by = suite_primary(version), suite_key_metrics(version), ""
+        if primary is not None:
+            measured_by = "build"
+        else:
+            gate = gate_candidate_metrics(version)
+            if gate:
+                accuracy = {name: gate.get(name) for name in SUITE_SETS}
+                primary, measured_by = _mean_or_none(list(gate.values())), "gate"
+        rows.append(
+            VersionRow(
+                version=version,
+                is_live=is_live,
+                primary=primary,
+                accuracy=accuracy,
+                was_live=is_live or version.id not in never_live,
+                measured_by=measured_by,
+            )
+        )
+    versions_page.object_list = rows
+    return versions_page
+
+
+def gate_candidate_metrics(version: ModelVersion) -> dict[str, float]:
+    """A fine-tune candidate's accuracy per frozen test as its gate measured it (the search as
+    served, over the members of the gate's day); empty for a version no gate measured."""
+    rows = ((version.metrics or {}).get("gate") or {}).get("metrics") or []
+    return {
+        row["name"]: row["candidate"]
+        for row in rows
+        if row.get("suite") == "frozen" and row.get("name") in SUITE_SETS and "candidate" in row
+    }
+
+
+def model_version_get(*, version_id: int) -> ModelVersion | None:
+    return ModelVersion.objects.select_related("taxonomy").filter(id=version_id).first()
