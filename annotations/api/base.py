@@ -39,6 +39,7 @@ from annotations.services.review import (
 from annotations.services.taxonomy_edit import (
     TaxonomyEditError,
 )
+from models_app.siamese.artifacts import ArtifactError
 from siamweb.parsers import SafeJSONParser
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -125,6 +126,14 @@ def paginated(
 
 def field_error(field: str, message: str, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
     return Response({field: [message]}, status=code)
+
+
+def serving_error_response(exc: Exception, slug: str) -> Response:
+    """No live model yet (409), or its files cannot be loaded (503): the live model is untouched."""
+    if isinstance(exc, ArtifactError):
+        detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
+        return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
 
 
 def verdict_error_response(exc: VerdictError) -> Response:

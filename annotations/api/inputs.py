@@ -21,6 +21,7 @@ from annotations.api.base import (
     ReviewItemStatusField,
     filters_of,
     paginated,
+    serving_error_response,
     taxonomy_or_404,
 )
 from annotations.api.reads import _review_item_cards
@@ -78,11 +79,8 @@ class NormalizeApi(JsonApi):
         k = serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K)
         try:
             results = normalize_texts(taxonomy, serializer.validated_data["texts"], k=k)
-        except NoLiveModel as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except ArtifactError as exc:
-            detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
-            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        except (NoLiveModel, ArtifactError) as exc:
+            return serving_error_response(exc, slug)
         return Response({"results": [result.as_dict() for result in results]})
 
 
@@ -147,11 +145,8 @@ class InputListSubmitApi(CuratorApi):
                 source=Input.Source.API,
                 k=serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K),
             )
-        except NoLiveModel as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except ArtifactError as exc:
-            detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
-            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        except (NoLiveModel, ArtifactError) as exc:
+            return serving_error_response(exc, slug)
         cards = _review_item_cards([item.id for item in items])
         return Response(
             self.SubmitOutputSerializer({"results": cards}).data, status=status.HTTP_201_CREATED
