@@ -42,6 +42,8 @@ def test_the_groups_list_and_the_batch_agree_and_an_empty_batch_says_so(
 
     expect(page.get_by_test_id("tile")).to_have_count(7)
     expect(page.get_by_test_id("batch-open")).to_have_text("7")
+    # The page is wired up (htmx, then the batch's keys) once its first tile has focus.
+    expect(page.locator("[data-tile]").first).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.get_by_test_id("batch-done")).to_have_text(
         "Just done: 7 confirmed · 0 false matches."
