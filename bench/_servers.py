@@ -26,8 +26,16 @@ def free_port() -> int:
 
 
 def start_gunicorn(
-    *, port: int, workers: int, threads: int, torch_threads: int, log: Path | None = None
+    *,
+    port: int,
+    workers: int,
+    threads: int,
+    torch_threads: int,
+    log: Path | None = None,
+    config: str | None = None,
 ) -> subprocess.Popen:
+    """gunicorn on loopback; ``config``: a ``-c`` argument (``python:siamweb.gunicorn_config``
+    preloads the live engines in the master, as deployed)."""
     env = dict(os.environ)
     # Each worker is one process on a 2-core machine: intra-op threads beyond this would only
     # fight the other workers for the same cores.
@@ -43,6 +51,7 @@ def start_gunicorn(
         "--keep-alive=30",
         "--timeout=120",
         "--log-level=warning",
+        *([f"--config={config}"] if config else []),
     ]
     output = log.open("ab") if log else None
     process = subprocess.Popen(
@@ -136,6 +145,24 @@ def children(parent: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return pids
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """Resident (RSS), proportional (PSS: each shared page divided among the processes sharing
+    it) and private (USS: what ending the process would free) memory of a process, in MB."""
+    fields = {"Rss": 0, "Pss": 0, "Private_Clean": 0, "Private_Dirty": 0}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in fields:
+                fields[name] = int(rest.split()[0])
+    except OSError:
+        pass
+    return {
+        "rss_mb": round(fields["Rss"] / 1024, 1),
+        "pss_mb": round(fields["Pss"] / 1024, 1),
+        "uss_mb": round((fields["Private_Clean"] + fields["Private_Dirty"]) / 1024, 1),
+    }
 
 
 def rss_mb(pid: int) -> float:

@@ -212,6 +212,23 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
         loading.release()
 
 
+def preload_live_engines() -> dict[str, str]:
+    """Load the live engine of every taxonomy now, before a web server forks its workers
+    (``siamweb/gunicorn_config.py``): the workers then share the model's and index's pages
+    instead of each loading a copy. Per taxonomy slug, the loaded model's label or why it could
+    not load; a broken artifact is reported, not raised, and its requests answer 503 as usual.
+    """
+    loaded = {}
+    for taxonomy in Taxonomy.objects.filter(deployment__isnull=False).order_by("id"):
+        try:
+            engine = live_engine(taxonomy)
+        except (ArtifactError, OSError) as exc:
+            loaded[taxonomy.slug] = f"not loaded: {exc}"
+            continue
+        loaded[taxonomy.slug] = engine.model_label if engine is not None else "no live model"
+    return loaded
+
+
 def engine_for_build(taxonomy: Taxonomy, build) -> LiveEngine:
     """The engine of this index build: the live one while the build is live, else one loaded
     for its callers alone (a bulk job answers every row with the build it started with, even

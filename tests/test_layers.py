@@ -29,7 +29,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r".+\.management\.commands\.\w+", "top"),
     (r".+\.(decorators|permissions)", "top"),
     (r"worker\.tasks", "top"),
-    (r"siamweb\.(urls|api_urls|wsgi|asgi|celery)", "top"),
+    (r"siamweb\.(urls|api_urls|wsgi|asgi|celery|gunicorn_config)", "top"),
     (
         r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk)",
         "jobs",

@@ -1,0 +1,48 @@
+"""gunicorn settings for the web processes, as docs/deploying.md runs them:
+
+    gunicorn -c python:siamweb.gunicorn_config siamweb.wsgi --workers 4 --threads 2
+
+The master loads the application and every taxonomy's live model and index before it forks, so
+the workers share those pages copy-on-write instead of each holding a copy: a worker more costs
+its own Python heap, not another model (bench/web_memory.py measures it). Workers, threads and
+the address stay command-line options (or GUNICORN_CMD_ARGS).
+"""
+
+from __future__ import annotations
+
+import gc
+
+preload_app = True
+worker_class = "gthread"
+
+_torch_threads: int | None = None
+
+
+def pre_fork(server, worker) -> None:
+    """Before each worker is forked: bring the master's engines up to the live deployment, so a
+    worker started after a promotion (a crash, ``kill -HUP``, ``--max-requests``) shares the
+    model it will serve. One indexed query per taxonomy when nothing moved."""
+    global _torch_threads
+    import torch
+    from django.db import connections
+
+    from models_app.live import preload_live_engines
+
+    if _torch_threads is None:
+        _torch_threads = torch.get_num_threads()
+        # One thread while loading: PyTorch's OpenMP pool, once started in the master, is not
+        # safe to use in a forked child; with one thread it is never started here.
+        torch.set_num_threads(1)
+    for slug, model in preload_live_engines().items():
+        server.log.info("preloaded %s: %s", slug, model)
+    connections.close_all()  # each worker opens its own; a socket must not be shared
+    # Objects that exist now are never scanned by the collector again, so its bookkeeping
+    # writes do not copy the pages every worker shares.
+    gc.freeze()
+
+
+def post_fork(server, worker) -> None:
+    import torch
+
+    if _torch_threads is not None:
+        torch.set_num_threads(_torch_threads)

@@ -1,0 +1,130 @@
+"""gunicorn as deployed (``-c python:siamweb.gunicorn_config``): the master loads the live
+engines before it forks, workers answer with them, and workers forked after a promotion get the
+new model from the master."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from annotations.normalization import normalize_texts
+from models_app.models import ModelVersion
+from tests.conftest import build_live_model
+from tests.integration.conftest import ROOT, wait_for
+
+pytestmark = pytest.mark.integration
+
+TEXT = "Senior Python Developer (remote)"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def post_normalize(port: int, token: str) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(
+            "POST",
+            "/api/v1/taxonomies/jobs/normalize",
+            body=json.dumps({"texts": [TEXT]}),
+            headers={
+                "Authorization": f"Token {token}",
+                "Content-Type": "application/json",
+                "Host": "localhost",
+            },
+        )
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def gunicorn(trainable_taxonomy, tmp_path):
+    """Start gunicorn with the product's config against the test database; yields (process,
+    port, log path); stopped at the end."""
+    db = connection.settings_dict
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "siamweb.settings",
+        "DATABASE_URL": (
+            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+        ),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "SIAMWEB_ARTIFACTS_DIR": str(settings.SIAMWEB_ARTIFACTS_DIR),
+        "SIAMWEB_VAR_DIR": str(tmp_path / "web-var"),
+    }
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gunicorn"), "siamweb.wsgi",
+                "--config=python:siamweb.gunicorn_config", f"--bind=127.0.0.1:{port}",
+                "--workers=2", "--threads=1", "--log-level=info",
+            ],
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for(
+            lambda: "Booting worker" in log.read_text() or process.poll() is not None,
+            "gunicorn to start",
+            log,
+        )
+        assert process.poll() is None, log.read_text()
+        yield process, port, log
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_workers_answer_with_the_engine_the_master_preloaded(
+    gunicorn, trainable_taxonomy, curator
+):
+    process, port, log = gunicorn
+    first = ModelVersion.objects.get(taxonomy=trainable_taxonomy)
+    assert f"preloaded jobs: {first.label}" in log.read_text()
+    token = Token.objects.create(user=curator).key
+    expected = normalize_texts(trainable_taxonomy, [TEXT], k=5)[0]
+
+    status, body = post_normalize(port, token)
+
+    assert status == 200, body
+    answer = body["results"][0]
+    assert answer["model_version"] == first.label
+    assert [g["code"] for g in answer["groups"]] == [g.code for g in expected.groups]
+
+
+def test_workers_forked_after_a_promotion_get_the_new_model_from_the_master(
+    gunicorn, trainable_taxonomy, curator
+):
+    process, port, log = gunicorn
+    token = Token.objects.create(user=curator).key
+    build_live_model(trainable_taxonomy)  # a second version goes live
+    second = ModelVersion.objects.filter(taxonomy=trainable_taxonomy).latest("id")
+
+    process.send_signal(signal.SIGHUP)  # gunicorn replaces its workers, forking new ones
+
+    # The master loads the new engine before forking the new workers (the workers would
+    # otherwise each load their own copy on their first request).
+    wait_for(lambda: f"preloaded jobs: {second.label}" in log.read_text(), "the reload", log)
+    # The old workers gone (a connection one of them accepted while exiting is dropped).
+    wait_for(lambda: log.read_text().count("was sent SIGTERM") >= 2, "the old workers", log)
+    assert "Traceback" not in log.read_text(), log.read_text()
+    status, body = post_normalize(port, token)
+    assert status == 200, body
+    assert body["results"][0]["model_version"] == second.label
