@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q
 
 import annotations.lookups  # noqa: F401  (registers field__any)
-from annotations.models import Group, Judgement, Member, Taxonomy
+from annotations.models import Judgement, Member, Taxonomy
 from annotations.selectors_calibration import taxonomy_calibrator
 from models_app.live import HitsCache, LiveEngine, NoLiveModel, live_engine
 from models_app.siamese.calibration import LOW_CONFIDENCE
@@ -99,8 +99,11 @@ def normalize_texts(
     keys = [normalize_text(text) for text in unique]
     hits = engine.nearest_members(unique, k * settings.SIAMWEB_MEMBERS_PER_GROUP, cache=hits_cache)
 
-    group_of = _member_groups(taxonomy, {m for row in hits for m, _ in row})
-    verdict_groups = _curator_groups(taxonomy, keys)
+    # Each member's group, text and the group's code and name in one read: the hit members',
+    # then those curators put these very texts in.
+    members = _members(_any_of("id", {m for row in hits for m, _ in row}), taxonomy)
+    group_of = {member_id: row[0] for member_id, row in members.items()}
+    verdict_groups = _curator_groups(taxonomy, keys, members)
     rejected = _rejected_groups(taxonomy, keys)
 
     ranked: list[list[tuple[GroupHit, str]]] = []
@@ -121,20 +124,17 @@ def normalize_texts(
         margins.append(model[0].score - model[1].score if len(model) > 1 else 1.0)
         ranked.append((first + [(hit, "model") for hit in model])[:k])
 
-    groups = _groups(taxonomy, {hit.group_id for row in ranked for hit, _ in row})
-    member_text = _member_texts(taxonomy, {hit.member_id for row in ranked for hit, _ in row})
-
     calibrator = taxonomy_calibrator(taxonomy)
     by_text = {}
     for text, row, margin in zip(unique, ranked, margins, strict=True):
         ranked_groups = [
             RankedGroup(
                 group_id=hit.group_id,
-                code=groups[hit.group_id][0],
-                name=groups[hit.group_id][1],
+                code=members[hit.member_id][2],
+                name=members[hit.member_id][3],
                 score=round(hit.score, 4),
                 member_id=hit.member_id,
-                member=member_text.get(hit.member_id, ""),
+                member=members[hit.member_id][1],
                 source=source,
             )
             for hit, source in row
@@ -161,41 +161,32 @@ def _any_of(field: str, values: set) -> Q:
     return Q(**{f"{field}__in": values})
 
 
-def _member_groups(taxonomy: Taxonomy, member_ids: set[int]) -> dict[int, int]:
-    """The group of each of these members that still exists, read now: a member moved or
-    deleted since the index was built is ranked where it is today."""
-    return dict(
-        Member.objects.filter(_any_of("id", member_ids), taxonomy=taxonomy).values_list(
-            "id", "group_id"
-        )
+def _members(condition: Q, taxonomy: Taxonomy) -> dict[int, tuple[int, str, str, str]]:
+    """(group id, text, group code, group name) of each member matching ``condition`` that
+    still exists, read now: a member moved or deleted since the index was built is ranked where
+    it is today, or not at all."""
+    rows = Member.objects.filter(condition, taxonomy=taxonomy).values_list(
+        "id", "group_id", "text", "group__code", "group__name"
     )
+    return {member_id: tuple(rest) for member_id, *rest in rows}
 
 
-def _member_texts(taxonomy: Taxonomy, member_ids: set[int]) -> dict[int, str]:
-    return dict(
-        Member.objects.filter(_any_of("id", member_ids), taxonomy=taxonomy).values_list(
-            "id", "text"
-        )
-    )
-
-
-def _groups(taxonomy: Taxonomy, group_ids: set[int]) -> dict[int, tuple[str, str]]:
-    rows = Group.objects.filter(_any_of("id", group_ids)).values_list("id", "code", "name")
-    return {group_id: (code, name) for group_id, code, name in rows}
-
-
-def _curator_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, list[tuple[int, int]]]:
-    """Per normalized text, the (group, member) pairs curators put it in, newest first."""
+def _curator_groups(
+    taxonomy: Taxonomy, keys: list[str], members: dict[int, tuple[int, str, str, str]]
+) -> dict[str, list[tuple[int, int]]]:
+    """Per normalized text, the (group, member) pairs curators put it in, newest first; each
+    such member is added to ``members``."""
     found: dict[str, list[tuple[int, int]]] = defaultdict(list)
     rows = (
         Member.objects.filter(
             _any_of("normalized_text", set(keys)), taxonomy=taxonomy, source=Member.Source.CURATOR
         )
         .order_by("-id")
-        .values_list("normalized_text", "group_id", "id")
+        .values_list("normalized_text", "id", "group_id", "text", "group__code", "group__name")
     )
-    for key, group_id, member_id in rows:
-        found[key].append((group_id, member_id))
+    for key, member_id, *member in rows:
+        members[member_id] = tuple(member)
+        found[key].append((member[0], member_id))
     return found
 
 

@@ -137,6 +137,8 @@ class MemberIndex:
             found.max() >= len(sorted_ids) or (sorted_ids[found] != member_ids).any()
         ):
             raise KeyError("some of these member ids are not in the index")
+        if not len(member_ids):
+            return np.zeros((0, self.dim), np.float32)
         return np.stack([inner.reconstruct(int(order[i])) for i in found])
 
     def member_ids(self) -> np.ndarray:

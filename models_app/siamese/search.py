@@ -318,21 +318,30 @@ class MemberSearch:
         """One query over an IVF index: the members it proposes, reranked with the lexical term
         beside the best lexical candidates (an exact index goes through ``_hybrid_flat``)."""
         w, window = self.config.lexical_weight, self.config.lexical_window
-        lexical = self.trigrams.scores(query).astype(np.float32)  # (N,)
         query_grams = trigrams(query)
         extra_lexical = np.array(
             [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
             dtype=np.float32,
         )
         _, found = self.index.search(vector[None, :], depth * 4)
-        # Positions of the proposed members, and the best lexical ones (ties: lower position
-        # first), without a pass in Python or a full sort over every member for each query.
         proposed = self._positions_of(found[0][found[0] >= 0])
-        lexical_top = _top_k_stable(lexical, depth * 4)
-        candidates = np.unique(np.concatenate([proposed, lexical_top])).astype(np.int64)
-        cosine = np.zeros(len(self.ids), np.float32)
-        cosine[candidates] = self.index.vectors_of(self.ids[candidates]) @ vector
-        cosine, lexical = cosine[candidates], lexical[candidates]
+        if window < 2:
+            # Only members within the window of the embedding's best can be lifted, and those
+            # are among the index's proposals unless more than ``depth * 4`` members crowd the
+            # window: trigrams are counted for the proposals alone, not for every member (a
+            # pass that grows with the taxonomy; bench/hybrid_ivf.py, 1M members).
+            candidates = np.unique(proposed).astype(np.int64)
+            lexical = self.trigrams.pair_scores(
+                [query], np.zeros(len(candidates), np.int64), candidates
+            ).astype(np.float32)
+        else:
+            # Every member may be lifted: the best lexical ones join the proposals (ties:
+            # lower position first), without a full sort over every member.
+            every = self.trigrams.scores(query).astype(np.float32)  # (N,)
+            lexical_top = _top_k_stable(every, depth * 4)
+            candidates = np.unique(np.concatenate([proposed, lexical_top])).astype(np.int64)
+            lexical = every[candidates]
+        cosine = self.index.vectors_of(self.ids[candidates]) @ vector
         extra_cosine = extra_vectors @ vector if len(extra_ids) else np.zeros(0, np.float32)  # (E,)
         # Which members the trigram term may lift: with a window, only those the embedding
         # already puts within ``window`` of its best (see SearchConfig).

@@ -1,0 +1,183 @@
+"""Normalize over HTTP against all-MiniLM-L6-v2 in-process, in one run (issue #24's table).
+
+Siamweb: gunicorn as deployed (``-c python:siamweb.gunicorn_config``, 2 workers x 2 threads) on
+a scratch PostgreSQL database holding O*NET with the shipped model live; one client with
+keep-alive sends real vacancy titles (JobBERT) one a request, then 500 a request. MiniLM: the
+same titles encoded in this process and searched exactly (FAISS inner product) over the same
+53,767 O*NET titles, one at a time and 500 at a time. Also the engine's own batch encoding.
+
+    .venv/bin/python bench/http_vs_minilm.py [--single 300] [--batches 6]
+
+Prints a table and writes bench/results/http_vs_minilm.json; the scratch database is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import http.client
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _pg
+from bench._servers import free_port, start_gunicorn, stop_gunicorn
+
+_pg.scratch_database(broker="memory://")
+
+import faiss  # noqa: E402
+import numpy as np  # noqa: E402
+from django.db import connections  # noqa: E402
+from rest_framework.authtoken.models import Token  # noqa: E402
+
+from annotations.models import Member  # noqa: E402
+from annotations.services.accounts import user_ensure  # noqa: E402
+from bench.jobbert_data import SHARED_DATA  # noqa: E402
+from models_app.siamese.encoders import load_encoder  # noqa: E402
+from models_app.siamese.towers import (  # noqa: E402
+    BUNDLED_BASE,
+    TransformerConfig,
+    TransformerEncoder,
+)
+
+PATH = "/api/v1/taxonomies/onet/normalize"
+BATCH = 500
+
+
+def vacancy_titles(count: int) -> list[str]:
+    with (SHARED_DATA / "jobbert" / "validation_titles.csv").open(encoding="utf-8") as handle:
+        titles = sorted({row["vacancyTitle"] for row in csv.DictReader(handle)})
+    return random.Random(24).sample(titles, count)
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(statistics.median(ms), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+    }
+
+
+class Client:
+    def __init__(self, port: int, token: str) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {
+            "Authorization": f"Token {token}",
+            "Content-Type": "application/json",
+            "Host": "localhost",
+        }
+
+    def normalize(self, texts: list[str]) -> list[dict]:
+        body = json.dumps({"texts": texts})
+        self.connection.request("POST", PATH, body=body, headers=self.headers)
+        response = self.connection.getresponse()
+        payload = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"normalize answered {response.status}: {payload[:200]!r}")
+        return json.loads(payload)["results"]
+
+
+def timed_calls(call, inputs) -> list[float]:
+    ms = []
+    for item in inputs:
+        started = time.perf_counter()
+        call(item)
+        ms.append((time.perf_counter() - started) * 1000)
+    return ms
+
+
+def siamweb_rows(token: str, singles: list[str], batches: list[list[str]]) -> dict:
+    port = free_port()
+    server = start_gunicorn(
+        port=port, workers=2, threads=2, torch_threads=1, config="python:siamweb.gunicorn_config"
+    )
+    try:
+        client = Client(port, token)
+        timed_calls(client.normalize, [[text] for text in singles[:30]])  # warm both workers
+        single = timed_calls(client.normalize, [[text] for text in singles])
+        batch = timed_calls(client.normalize, batches)
+    finally:
+        stop_gunicorn(server)
+    return {
+        "single": summary(single),
+        "batch_texts_per_s": round(BATCH * len(batch) / sum(batch) * 1000, 1),
+    }
+
+
+def minilm_rows(members: list[str], singles: list[str], batches: list[list[str]]) -> dict:
+    encoder = TransformerEncoder.create(
+        [], TransformerConfig(kind="transformer", base=BUNDLED_BASE)
+    )
+    started = time.perf_counter()
+    index = faiss.IndexFlatIP(encoder.dim)
+    index.add(encoder.encode(members))
+    print(f"MiniLM: {len(members):,} members encoded in {time.perf_counter() - started:.0f} s")
+
+    def search(texts: list[str]) -> None:
+        index.search(encoder.encode(texts), 40)
+
+    timed_calls(search, [[text] for text in singles[:10]])
+    single = timed_calls(search, [[text] for text in singles])
+    batch = timed_calls(search, batches)
+    return {
+        "single": summary(single),
+        "batch_texts_per_s": round(BATCH * len(batch) / sum(batch) * 1000, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--single", type=int, default=300, help="one-text requests")
+    parser.add_argument("--batches", type=int, default=6, help=f"{BATCH}-text requests")
+    args = parser.parse_args()
+    taxonomy = _pg.onet_live()
+    members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
+    user, _ = user_ensure(username="bench-http", password="bench-pass-123", admin=False)
+    token = Token.objects.create(user=user).key
+    machine = _pg.machine()
+    connections.close_all()
+    titles = vacancy_titles(args.single + BATCH * args.batches)
+    singles = titles[: args.single]
+    rest = titles[args.single :]
+    batches = [rest[i * BATCH : (i + 1) * BATCH] for i in range(args.batches)]
+
+    shipped = load_encoder(_pg.ROOT / "data" / "models" / "onet")
+    started = time.perf_counter()
+    shipped.encode(members[:20000])
+    engine_rate = 20000 / (time.perf_counter() - started)
+
+    siamweb = siamweb_rows(token, singles, batches)
+    minilm = minilm_rows(members, singles, batches)
+    rows = [
+        ("one text per request, p50 ms", siamweb["single"]["p50_ms"], minilm["single"]["p50_ms"]),
+        ("one text per request, p99 ms", siamweb["single"]["p99_ms"], minilm["single"]["p99_ms"]),
+        (f"{BATCH} texts per request, texts/s", siamweb["batch_texts_per_s"],
+         minilm["batch_texts_per_s"]),
+    ]  # fmt: skip
+    print(f"\nmachine: {machine}; load average {_pg.load_average()}")
+    print(f"{'measure':36}{'Siamweb over HTTP':>20}{'MiniLM in-process':>20}")
+    for name, ours, theirs in rows:
+        print(f"{name:36}{ours:>20,.1f}{theirs:>20,.1f}")
+    print(f"the engine's batch encoding: {engine_rate:,.0f} strings/s")
+    _pg.write_results(
+        "http_vs_minilm",
+        {
+            "machine": machine,
+            "server": "gunicorn 23, -c python:siamweb.gunicorn_config, 2 workers x 2 threads, "
+            "one keep-alive client on the same machine",
+            "taxonomy": f"O*NET, shipped model, {len(members):,} members",
+            "inputs": "JobBERT vacancy titles (real), sampled with seed 24",
+            "siamweb_http": siamweb,
+            "minilm_in_process": minilm,
+            "engine_encode_per_s": round(engine_rate, 1),
+            "load_average_after": _pg.load_average(),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
