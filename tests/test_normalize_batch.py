@@ -14,7 +14,7 @@ from annotations.services.review import inputs_submit, judgement_create
 from models_app.live import HitsCache, live_engine
 from models_app.siamese.baselines import TrigramMatcher
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.search import MemberSearch, SearchConfig
+from models_app.siamese.search import MemberSearch, SearchConfig, best_first, cosines
 from models_app.siamese.text import normalize_text
 
 WORDS = ["java", "nurse", "barista", "driver", "truck", "senior", "icu", "coffee", "tax",
@@ -44,6 +44,35 @@ def test_a_query_scores_bit_for_bit_the_same_alone_as_in_a_batch(size, weight):
     alone = [search.search([q], query_vectors[i : i + 1], 24, **extra)[0]
              for i, q in enumerate(queries)]  # fmt: skip
     assert batch == alone
+
+
+@pytest.mark.parametrize("window", [0.03, 0.3])
+def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
+    # Members in small clusters of identical vectors: a query's nearest members tie in
+    # threes, so the near set's threshold often falls inside a tie and the shortcut must
+    # answer exactly as scoring all 6,000 members does.
+    texts, vectors = random_members(2000, 16, seed=3)
+    texts = [f"{text} {copy}" for copy in range(3) for text in texts]
+    vectors = np.concatenate([vectors] * 3)
+    ids = np.arange(1, len(texts) + 1)
+    search = MemberSearch(
+        MemberIndex.build(vectors, ids, kind="flat"),
+        texts,
+        SearchConfig(lexical_weight=0.3, lexical_window=window),
+    )
+    queries, query_vectors = random_members(200, 16, seed=4)
+    query_vectors[:100] = vectors[:100]  # half of them on a member: a tie of three at the top
+    no_ids, no_vectors = np.zeros(0, np.int64), np.zeros((0, 16), np.float32)
+    no_extra = [
+        search._extra_terms(q, v, [], no_vectors)
+        for q, v in zip(queries, query_vectors, strict=True)
+    ]
+    for depth in (1, 5, 24):
+        fast = search.search(queries, query_vectors, depth)
+        cosine = cosines(query_vectors, search.vectors, search.vectors_t)  # as the search does
+        every = search._hybrid_rows(queries, cosine, no_extra, depth, no_ids)
+        every = [sorted(hits, key=best_first)[:depth] for hits in every]
+        assert fast == every
 
 
 def test_pair_scores_are_the_trigram_scores_of_those_pairs():

@@ -207,10 +207,15 @@ class MemberSearch:
         if reach >= size or not take:
             return self._hybrid_rows(queries, cosine, extra, depth, extra_ids)
         w, window = self.config.lexical_weight, self.config.lexical_window
-        threshold = np.partition(cosine, size - reach, axis=1)[:, size - reach]  # (Q,)
-        rows, members = np.nonzero(cosine >= threshold[:, None])  # row-major: by query
-        near = cosine[rows, members]  # (P,) at least ``reach`` a query
-        starts = np.searchsorted(rows, np.arange(count + 1))
+        # Each query's ``reach`` best members: the partition's k-th is the threshold. A member
+        # tied with it but left out matters only where the threshold is inside the window or
+        # could reach the depth, and those queries are scored in full below (``wide``).
+        nearest = np.argpartition(cosine, size - reach, axis=1)[:, size - reach :]  # (Q, reach)
+        threshold = cosine[np.arange(count), nearest[:, 0]]  # (Q,)
+        rows = np.repeat(np.arange(count), reach)  # by query
+        members = nearest.ravel()
+        near = np.take_along_axis(cosine, nearest, axis=1).ravel()  # (P,) ``reach`` a query
+        starts = np.arange(0, count * reach + 1, reach)
         best_cosine = np.maximum.reduceat(near, starts[:-1])  # (Q,)
         for row, (extra_cosine, _) in enumerate(extra):
             best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
