@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.urls import path
 
 from annotations import views_taxonomy as views
+from annotations import views_taxonomy_groups as groups
 
 _GROUP = "<slug:slug>/groups/<str:code>/"
 
@@ -15,20 +16,20 @@ urlpatterns = [
     path("", views.taxonomy_list, name="taxonomy-list"),
     path("<slug:slug>/", views.taxonomy_detail, name="taxonomy-detail"),
     path("<slug:slug>/export.csv", views.taxonomy_export, name="taxonomy-export"),
-    path("<slug:slug>/groups/new", views.taxonomy_group_create, name="taxonomy-group-create"),
-    path(_GROUP, views.taxonomy_group, name="taxonomy-group"),
-    path(f"{_GROUP}rename", views.taxonomy_group_rename, name="taxonomy-group-rename"),
-    path(f"{_GROUP}merge", views.taxonomy_group_merge, name="taxonomy-group-merge"),
-    path(f"{_GROUP}targets", views.taxonomy_group_targets, name="taxonomy-group-targets"),
-    path(f"{_GROUP}members/add", views.taxonomy_member_add, name="taxonomy-member-add"),
+    path("<slug:slug>/groups/new", groups.taxonomy_group_create, name="taxonomy-group-create"),
+    path(_GROUP, groups.taxonomy_group, name="taxonomy-group"),
+    path(f"{_GROUP}rename", groups.taxonomy_group_rename, name="taxonomy-group-rename"),
+    path(f"{_GROUP}merge", groups.taxonomy_group_merge, name="taxonomy-group-merge"),
+    path(f"{_GROUP}targets", groups.taxonomy_group_targets, name="taxonomy-group-targets"),
+    path(f"{_GROUP}members/add", groups.taxonomy_member_add, name="taxonomy-member-add"),
     path(
         f"{_GROUP}members/<int:member_id>/move",
-        views.taxonomy_member_move,
+        groups.taxonomy_member_move,
         name="taxonomy-member-move",
     ),
     path(
         f"{_GROUP}members/<int:member_id>/remove",
-        views.taxonomy_member_remove,
+        groups.taxonomy_member_remove,
         name="taxonomy-member-remove",
     ),
 ]

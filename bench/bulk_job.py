@@ -152,7 +152,8 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
 
-    from models_app.bulk import bulk_job_create, bulk_job_execute, bulk_job_result
+    from models_app.bulk import bulk_job_create, bulk_job_result
+    from models_app.bulk_run import bulk_job_execute
     from models_app.live import live_engine
 
     scratch = Path(tempfile.mkdtemp(prefix="siamweb-bulk-"))

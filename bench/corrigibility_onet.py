@@ -30,7 +30,8 @@ are played through the REST API, round after round, with a fine-tune after each 
 Measured per round (round 0: the starting model, before any verdict): the corrected inputs
 by the model itself, their variants, the never-seen inputs, the round's inputs on arrival, the
 frozen suite, and the seconds from the last verdict to the promotion; each measure is defined in
-``bench/corrigibility_measures.py``.
+``bench/corrigibility_measures.py``. The runs of steps 2 and 3 are carried out by
+``bench/corrigibility_training.py``.
 
     .venv/bin/python bench/corrigibility.py --mode onet [--rounds 4] [--round-size 500]
         [--never-seen 1000] [--minutes 5] [--eval-every 250] [--seed 13] [--keep-artifacts]
@@ -69,23 +70,7 @@ from bench.corrigibility_data import (
 )
 from bench.corrigibility_measures import ModelAlone, frozen_suite, live_version, served_top1, share
 from bench.corrigibility_report import COLUMNS, table_row, targets, write_svg
-
-ENCODER = {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 128, "output_dim": 128}
-# docs/models/onet.json, the shipped model's recipe, with the time budget from --minutes and an
-# evaluation every 250 steps, not 1,000: a 5-minute budget on a busy 2-core CPU may not reach
-# step 1,000, and a build that never evaluated cannot store its metrics on PostgreSQL.
-TRAINING = {
-    "loss": "sdml",
-    "batch_size": 512,
-    "max_steps": 100000,
-    "eval_every": 250,
-    "patience": 5,
-    "typo_share": 0.3,
-    "extra_words_share": 0.3,
-    "synonym_share": 0.2,
-    "seed": 0,
-}
-
+from bench.corrigibility_training import ENCODER, TRAINING, build_starting_model, retrain
 
 # --- Django from here on ---------------------------------------------------------------------
 
@@ -95,29 +80,6 @@ def django_setup() -> None:
 
     os.environ["SIAMWEB_DOUBLE_REVIEW_PERCENT"] = "0"  # one verdict finishes an item
     _pg.scratch_database(broker="memory://")
-
-
-def build_starting_model(taxonomy, *, minutes: float, eval_every: int):
-    """Train the starting model on the reduced taxonomy through a BUILD run; it goes live."""
-    from models_app.models import TrainingRun
-    from models_app.services import training_run_execute, training_run_request
-
-    training = {**TRAINING, "max_minutes": minutes, "eval_every": eval_every}
-    spec = {"encoder": ENCODER, "training": training}
-    started = time.perf_counter()
-    run = training_run_request(
-        taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, config=spec, enqueue=False
-    )
-    run = training_run_execute(run_id=run.id)
-    if run.status != TrainingRun.Status.SUCCEEDED:
-        raise SystemExit(f"the starting model's build run failed: {run.error}")
-    version = run.model_version
-    print(
-        f"starting model {version.label}: {version.metrics.get('train_seconds')} s of training, "
-        f"stopped because {version.metrics.get('stopped_because')} "
-        f"({time.perf_counter() - started:.0f} s with index and evaluation)"
-    )
-    return run
 
 
 class Curators:
@@ -174,64 +136,6 @@ class Curators:
         )
         assert response.status_code == 201, (response.status_code, response.content[:500])
         return verdict
-
-
-# --- the retrain after a round ---------------------------------------------------------------
-
-
-def retrain(taxonomy, admin, *, last_verdict_at: float) -> dict:
-    """Act as the training worker right after the last verdict: run what the verdicts queued
-    (their index refresh), then a fine-tune, to PROMOTED or REJECTED. Seconds from the last
-    verdict's response."""
-    from models_app import retraining
-    from models_app.models import TrainingRun
-    from models_app.services import training_run_execute
-
-    queued_seconds = 0.0
-    queued_kinds = []
-    for run in TrainingRun.objects.filter(
-        taxonomy=taxonomy, status=TrainingRun.Status.QUEUED
-    ).order_by("id"):
-        started = time.perf_counter()
-        done = training_run_execute(run_id=run.id)
-        queued_seconds += time.perf_counter() - started
-        queued_kinds.append(f"{run.kind}:{done.status if done else 'not claimed'}")
-    started = time.perf_counter()
-    run = retraining.finetune_run_request(
-        taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, requested_by=admin, enqueue=False
-    )
-    if run is None:
-        active = TrainingRun.objects.filter(
-            taxonomy=taxonomy, status__in=TrainingRun.ACTIVE_STATUSES
-        ).first()
-        raise SystemExit(f"no fine-tune: another run is active ({active})")
-    training_run_execute(run_id=run.id)
-    run.refresh_from_db()
-    finished = time.perf_counter()
-    gate = run.gate_report or {}
-    return {
-        "run_id": run.id,
-        "status": run.status,
-        "error": run.error,
-        "decision": gate.get("decision"),
-        "reasons": gate.get("reasons", []),
-        "gate_metrics": gate.get("metrics", []),
-        "gate_verdicts": gate.get("verdicts"),
-        "new_verdicts": gate.get("new_verdicts"),
-        "flip_counts": (run.flip_report or {}).get("counts"),
-        "candidate": run.model_version.label if run.model_version else None,
-        "candidate_train": {
-            key: (run.model_version.metrics or {}).get(key)
-            for key in ("train_seconds", "stopped_because", "steps")
-        }
-        if run.model_version
-        else None,
-        "stage_seconds": gate.get("stage_seconds"),
-        "queued_runs": queued_kinds,
-        "queued_runs_seconds": round(queued_seconds, 1),
-        "finetune_run_seconds": round(finished - started, 1),
-        "verdict_to_done_seconds": round(finished - last_verdict_at, 1),
-    }
 
 
 # --- the benchmark ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench._pg import load_average, machine, print_table, write_results  # noqa: E402
-from bench.corrigibility_onet import ENCODER, TRAINING  # noqa: E402  (its starting model's recipe)
+from bench.corrigibility_training import ENCODER, TRAINING  # noqa: E402  (its starting model's recipe)
 from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese import networks  # noqa: E402
 from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402

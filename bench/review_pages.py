@@ -24,19 +24,16 @@ query, the batch-groups count and each page's slowest query when it takes 5 ms o
         [--deep-pages 1000]
 
 Scratch PostgreSQL database (siamweb_bench_<pid>, dropped at exit), Celery's in-memory broker.
-Prints a table and writes bench/results/review_pages.json.
+Prints a table and writes bench/results/review_pages.json. The queue is seeded by
+bench/review_pages_seed.py, each page timed and explained by bench/review_pages_measure.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
-import math
 import random
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,279 +42,16 @@ from bench import _pg
 
 _pg.scratch_database(broker="memory://")
 
-from django.db import connection, transaction  # noqa: E402
-from django.template import TemplateDoesNotExist  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.urls import NoReverseMatch, reverse  # noqa: E402
+from django.urls import reverse  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from annotations.models import (  # noqa: E402
-    Group,
-    GroupRelation,
-    Input,
-    Judgement,
-    Member,
-    Prediction,
-    ReviewItem,
-    Taxonomy,
-)
-from annotations.normalization import normalize_texts  # noqa: E402
+from annotations.models import Group, ReviewItem  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
-from models_app.models import ModelVersion  # noqa: E402
-from models_app.siamese import augment  # noqa: E402
-from models_app.siamese.text import normalize_text  # noqa: E402
+from bench.review_pages_measure import SLOW_QUERY_MS, Page, after_link, measure  # noqa: E402
+from bench.review_pages_seed import seed_queue  # noqa: E402
 
-BIG_TABLES = (
-    "annotations_reviewitem",
-    "annotations_prediction",
-    "annotations_input",
-    "annotations_judgement",
-    "annotations_member",
-    "annotations_auditevent",
-    "annotations_feedbackpair",
-)
 CURATORS = 10
-# A page's slowest query gets its plan printed from this execution time up.
-SLOW_QUERY_MS = 5.0
-
-
-# --- seeding --------------------------------------------------------------------------------
-
-
-def score_profiles(taxonomy: Taxonomy, size: int) -> list[list[float]]:
-    """The five best scores of real predictions of realistic inputs, best first."""
-    texts = _pg.realistic_inputs(size, seed=23)
-    profiles = []
-    for start in range(0, len(texts), 100):
-        for normalization in normalize_texts(taxonomy, texts[start : start + 100], k=5):
-            scores = [group.score for group in normalization.groups]
-            if len(scores) == 5:
-                profiles.append(scores)
-    return profiles
-
-
-def seed_queue(
-    taxonomy: Taxonomy, pending: int, *, done: int, curators: list, seed: int = 3
-) -> dict[str, object]:
-    """``pending`` inputs with a prediction and a review item each, as inputs_submit stores
-    them (the item's taxonomy, top group, top score and priority copied from the prediction),
-    and a history of ``done`` more, each confirmed by one of ``curators`` over the last 30
-    days: the counts and the "not judged by me yet" test then read realistic tables."""
-    count = pending + done
-    rng = random.Random(seed)
-    version = ModelVersion.objects.get(taxonomy=taxonomy)
-    groups = list(Group.objects.filter(taxonomy=taxonomy).order_by("code"))
-    members: dict[int, list[tuple[int, str]]] = {}
-    for member_id, group_id, text in Member.objects.filter(taxonomy=taxonomy).values_list(
-        "id", "group_id", "text"
-    ):
-        members.setdefault(group_id, []).append((member_id, text))
-    related: dict[int, list[int]] = {}
-    for group_id, related_id in GroupRelation.objects.filter(taxonomy=taxonomy).values_list(
-        "group_id", "related_id"
-    ):
-        related.setdefault(group_id, []).append(related_id)
-    by_id = {group.id: group for group in groups}
-    profiles = score_profiles(taxonomy, 400)
-    # Zipf over the groups in a random order: a few groups get thousands of items, most a few.
-    order = groups[:]
-    rng.shuffle(order)
-    weights = [1 / (rank + 1) for rank in range(len(order))]
-    tops = rng.choices(order, weights=weights, k=count)
-    words = augment.ExtraWords("train")
-
-    seen: set[str] = set()
-    inputs, plans = [], []
-    for number, top in enumerate(tops):
-        _member_id, title = rng.choice(members[top.id])
-        text = words.decorate(title, rng)
-        if rng.random() < 0.3:
-            text = augment.add_typos_exact(text, rng)
-        text = text[:190]
-        key = normalize_text(text)
-        if key in seen:
-            text = f"{text} #{number}"
-            key = normalize_text(text)
-        seen.add(key)
-        occurrences = min(1000, int(rng.paretovariate(1.5)))  # mostly 1, a long tail
-        inputs.append(
-            Input(
-                taxonomy=taxonomy,
-                text=text,
-                normalized_text=key,
-                source=Input.Source.API,
-                occurrences=occurrences,
-            )
-        )
-        candidates = [g for g in related.get(top.id, []) if g != top.id]
-        rng.shuffle(candidates)
-        others = candidates[:4]
-        while len(others) < 4:
-            other = rng.choice(groups).id
-            if other != top.id and other not in others:
-                others.append(other)
-        scores = rng.choice(profiles)
-        ranked = []
-        for group_id, score in zip([top.id, *others], scores, strict=True):
-            member_id, member = rng.choice(members[group_id])
-            group = by_id[group_id]
-            ranked.append(
-                {
-                    "group_id": group_id,
-                    "code": group.code,
-                    "name": group.name,
-                    "score": score,
-                    "member_id": member_id,
-                    "member": member,
-                    "source": "model",
-                }
-            )
-        plans.append((ranked, occurrences))
-
-    with transaction.atomic():
-        Input.objects.bulk_create(inputs, batch_size=5000)
-        predictions = [
-            Prediction(
-                input=input_row,
-                model_version=version,
-                ranked_groups=ranked,
-                top_group_id=ranked[0]["group_id"],
-                top_score=ranked[0]["score"],
-                margin=ranked[0]["score"] - ranked[1]["score"],
-            )
-            for input_row, (ranked, _) in zip(inputs, plans, strict=True)
-        ]
-        Prediction.objects.bulk_create(predictions, batch_size=5000)
-        items = [
-            ReviewItem(
-                input=prediction.input,
-                taxonomy=taxonomy,
-                prediction=prediction,
-                top_group_id=prediction.top_group_id,
-                top_score=prediction.top_score,
-                # The formula of inputs_submit (annotations/services/review.py, _priority).
-                priority=(1 - prediction.margin)
-                + (1 - prediction.top_score)
-                + 0.1 * math.log1p(occurrences),
-            )
-            for prediction, (_, occurrences) in zip(predictions, plans, strict=True)
-        ]
-        ReviewItem.objects.bulk_create(items, batch_size=5000)
-        history = rng.sample(items, done)
-        judged = {item.id for item in history}
-        ReviewItem.objects.filter(id__in=judged).update(status=ReviewItem.Status.DONE)
-        Judgement.objects.bulk_create(
-            [
-                Judgement(
-                    review_item=item,
-                    verdict=Judgement.Verdict.CONFIRM,
-                    group_id=item.top_group_id,
-                    user=rng.choice(curators),
-                    prediction=item.prediction,
-                    previous_status=ReviewItem.Status.PENDING,
-                )
-                for item in history
-            ],
-            batch_size=5000,
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE annotations_judgement "
-                "SET created_at = now() - random() * interval '30 days'"
-            )
-    _pg.vacuum_analyze()
-    counts: dict[int, int] = {}
-    for item in items:
-        if item.id not in judged:
-            counts[item.top_group_id] = counts.get(item.top_group_id, 0) + 1
-    biggest = max(counts, key=counts.get)
-    return {
-        "pending": pending,
-        "done_with_a_verdict": done,
-        "groups_with_pending": len(counts),
-        "biggest_group": by_id[biggest].code,
-        "biggest_group_pending": counts[biggest],
-        "median_group_pending": sorted(counts.values())[len(counts) // 2],
-    }
-
-
-# --- measuring ------------------------------------------------------------------------------
-
-
-@dataclass
-class Page:
-    name: str
-    row: dict[str, object] = field(default_factory=dict)
-    selects: list[str] = field(default_factory=list)
-    # (sql, execution ms, big tables read by a sequential scan, text plan) of each SELECT
-    plans: list[tuple[str, float, list[str], str]] = field(default_factory=list)
-
-
-def measure(
-    name: str,
-    request: Callable[[], object],
-    *,
-    repeat: int,
-    before: Callable[[], None] | None = None,
-    check: Callable[[object], str | None] | None = None,
-) -> Page:
-    """Time ``request`` ``repeat`` times (``before`` runs untimed ahead of each); the SQL of one
-    extra, untimed run is kept for the plans."""
-    page = Page(name)
-    try:
-        if before:
-            before()
-        with _pg.QueryRecorder().recording() as queries:
-            response = request()
-    except (NoReverseMatch, TemplateDoesNotExist) as exc:
-        page.row = {"page": name, "status": "not built", "note": f"{type(exc).__name__}: {exc}"}
-        print(f"{name}: not built ({exc})")
-        return page
-    except Exception as exc:  # a page half-built by someone else: report it, go on
-        page.row = {"page": name, "status": "error", "note": f"{type(exc).__name__}: {exc}"}
-        print(f"{name}: error: {exc!r}")
-        return page
-    if response.status_code >= 400:
-        page.row = {"page": name, "status": response.status_code, "note": "refused"}
-        print(f"{name}: HTTP {response.status_code}: {response.content[:500]!r}")
-        return page
-    page.selects = queries.selects()
-    timings = []
-    for _ in range(repeat):
-        if before:
-            before()
-        response, timing = _pg.timed(request)
-        assert response.status_code < 400, (name, response.status_code)
-        timings.append(timing)
-    page.row = {
-        "page": name,
-        "status": response.status_code,
-        **_pg.summary(timings),
-        "queries": len(queries.statements),
-        "kb": round(len(response.content) / 1024, 1),
-        "note": check(response) if check else None,
-    }
-    # Explained now, while the tables are as the page saw them (later pages change them).
-    page.plans = [(sql, *plan(sql)) for sql in page.selects]
-    if page.plans:
-        page.row["slowest_query_ms"] = round(max(ms for _, ms, _, _ in page.plans), 2)
-    return page
-
-
-def plan(sql: str) -> tuple[float, list[str], str]:
-    """(execution ms, big tables read by a sequential scan, the text plan) of one SELECT."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
-        lines = [row[0] for row in cursor.fetchall()]
-    text = "\n".join(lines)
-    found = re.search(r"Execution Time: ([\d.]+) ms", text)
-    scans = sorted({table for table in BIG_TABLES if re.search(rf"Seq Scan on {table}\b", text)})
-    return float(found.group(1)) if found else 0.0, scans, text
-
-
-def after_link(content: bytes) -> str | None:
-    found = re.search(rb'href="([^"]*[?&](?:amp;)?after=[^"]*)"', content)
-    return html.unescape(found.group(1).decode()) if found else None
 
 
 def main() -> None:

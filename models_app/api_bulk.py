@@ -31,8 +31,6 @@ from annotations.api import (
 )
 from models_app.bulk import (
     CONTENT_TYPES,
-    RESULT_FILES,
-    BulkFileError,
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
@@ -42,6 +40,7 @@ from models_app.bulk import (
     may_change,
     request_too_big,
 )
+from models_app.bulk_files import RESULT_FILES, BulkFileError
 from models_app.live import NoLiveModel
 from models_app.models import BulkJob
 

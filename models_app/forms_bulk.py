@@ -6,7 +6,8 @@ from django import forms
 
 from annotations.forms_inputs import FieldErrorsMixin, TaxonomyField
 from annotations.services.inputs_upload import format_size
-from models_app.bulk import BULK_FORMATS, TEXT_COLUMN, bulk_max_bytes
+from models_app.bulk import bulk_max_bytes
+from models_app.bulk_files import BULK_FORMATS, TEXT_COLUMN
 
 
 class BulkJobForm(FieldErrorsMixin, forms.Form):

@@ -16,7 +16,6 @@ from annotations.decorators import curator_required
 from annotations.services.inputs_upload import format_size
 from models_app.bulk import (
     CONTENT_TYPES,
-    BulkFileError,
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
@@ -27,6 +26,7 @@ from models_app.bulk import (
     may_change,
     request_too_big,
 )
+from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
 from models_app.live import NoLiveModel
 from models_app.models import BulkJob

@@ -12,7 +12,7 @@ from annotations.models import AuditEvent, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.services import training_run_execute, training_run_request
 from tests.conftest import TINY_MODEL
-from tests.test_models_pages import FLIP_REPORT, GATE_REPORT, make_run
+from tests.models_pages.conftest import FLIP_REPORT, GATE_REPORT, make_run
 
 API = "/api/v1"
 

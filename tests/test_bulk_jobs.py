@@ -18,16 +18,14 @@ from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
 from models_app import bulk
 from models_app.bulk import (
-    RESULT_COLUMNS,
-    BulkFileError,
     BulkStateError,
-    JobBusy,
     bulk_job_cancel,
     bulk_job_create,
-    bulk_job_execute,
     bulk_job_result,
     bulk_job_retry,
 )
+from models_app.bulk_files import RESULT_COLUMNS, BulkFileError
+from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
 from models_app.siamese.text import normalize_text

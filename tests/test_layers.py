@@ -31,10 +31,13 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"worker\.tasks", "top"),
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery|gunicorn_config)", "top"),
     (
-        r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk)",
+        r"models_app\.(services(\.\w+)?|retraining|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk(_\w+)?)",
         "jobs",
     ),
-    (r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit|flags)", "curation"),
+    (
+        r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit(\.\w+)?|flags)",
+        "curation",
+    ),
     (r"annotations\.selectors(_audit)?", "curation"),
     (r"models_app\.live", "serving"),
     (r"annotations\.(normalization|selectors_calibration|text_match)", "serving"),

@@ -10,7 +10,7 @@ import pytest
 from models_app.charts import Chart, Series, line_chart_svg
 from models_app.models import TrainingRun
 from models_app.services import training_run_execute, training_run_request
-from tests.test_models_pages import first_version, rejected_finetune  # noqa: F401 (fixtures)
+from tests.models_pages.conftest import first_version, rejected_finetune  # noqa: F401 (fixtures)
 
 TRAINED = {
     "encoder": {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 8, "output_dim": 8},

@@ -11,7 +11,7 @@ from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback
 from models_app.selectors import never_live_version_ids
 from models_app.services import run_progress_overall, training_run_progress_writer
-from tests.test_models_pages import GATE_REPORT, make_run
+from tests.models_pages.conftest import GATE_REPORT, make_run
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from annotations.services.review import review_items_repredict
-from models_app import bulk, promotion, retraining
+from models_app import bulk, bulk_run, promotion, retraining
 from models_app.models import TrainingRun
 from models_app.services import (
     first_training_request,
@@ -150,8 +150,8 @@ def execute_bulk_job(self, job_id: int) -> str | None:
     was nothing to do. A job another worker holds (or held until it died a moment ago) is
     asked for again once its heartbeat would be stale: then this delivery resumes it."""
     try:
-        job = bulk.bulk_job_execute(job_id=job_id)
-    except bulk.JobBusy:
+        job = bulk_run.bulk_job_execute(job_id=job_id)
+    except bulk_run.JobBusy:
         raise self.retry(
             countdown=bulk.stale_seconds() + 5, max_retries=BULK_BUSY_RETRIES
         ) from None

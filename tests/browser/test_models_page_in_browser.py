@@ -5,7 +5,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from models_app.models import TrainingRun
-from tests.test_models_pages import first_version, rejected_finetune  # noqa: F401 (fixtures)
+from tests.models_pages.conftest import first_version, rejected_finetune  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 

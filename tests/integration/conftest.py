@@ -25,7 +25,7 @@ from annotations.models import Taxonomy
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from tests.conftest import TINY_CSV, build_live_model
-from tests.test_retraining import TRAINABLE
+from tests.retraining.conftest import TRAINABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 # Waits for something another process does; a bound so a broken setup fails instead of hanging.

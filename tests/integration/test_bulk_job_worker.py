@@ -11,10 +11,10 @@ import pytest
 from models_app.bulk import (
     BulkStateError,
     bulk_job_create,
-    bulk_job_execute,
     bulk_job_result,
     bulk_job_retry,
 )
+from models_app.bulk_run import bulk_job_execute
 from models_app.models import BulkJob
 from tests.integration.conftest import wait_for
 

@@ -15,7 +15,7 @@ from models_app.retraining import finetune_run_request, live_version
 from models_app.siamese.search import HybridMatcher
 from models_app.siamese.specs import parse_search_config
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
-from tests.test_retraining import CORRECTIONS
+from tests.retraining.conftest import CORRECTIONS
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def top_by_the_model_alone(version: ModelVersion, text: str) -> str:
 def worker(start_worker):
     # The tiny taxonomy's frozen suite has a few dozen cases, so one case is several points: at
     # the default tolerance of one point the outcome would turn on noise. This test is about
-    # verdicts being learned; tests/test_retraining.py covers the gate's tolerance.
+    # verdicts being learned; tests/retraining/test_gate.py covers the gate's tolerance.
     return start_worker(SIAMWEB_GATE_ALPHA=1e-6)
 
 

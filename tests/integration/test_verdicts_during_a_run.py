@@ -11,7 +11,7 @@ from annotations.models import FeedbackPair, Group, Judgement, Member
 from annotations.services.review import inputs_submit, judgement_create
 from models_app.retraining import finetune_run_request, live_version, new_verdict_count
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
-from tests.test_retraining import CORRECTIONS
+from tests.retraining.conftest import CORRECTIONS
 
 pytestmark = pytest.mark.integration
 

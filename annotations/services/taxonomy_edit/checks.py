@@ -1,0 +1,34 @@
+"""What every taxonomy edit shares: its error, naming the field, and the checks of its input (a
+cleaned text, a group locked for the edit)."""
+
+from __future__ import annotations
+
+from annotations.models import Group
+from models_app.siamese.text import TextError, clean_text
+
+
+class TaxonomyEditError(ValueError):
+    """An edit that cannot be made; ``field`` names the input that was wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+def _clean(value: object, field: str, max_length: int) -> str:
+    try:
+        return clean_text(value, max_length=max_length)
+    except TextError as exc:
+        raise TaxonomyEditError(field, f"{field} {exc}") from None
+
+
+def _locked_group(group: Group, field: str) -> Group:
+    locked = (
+        Group.objects.select_for_update(of=("self",))
+        .select_related("taxonomy")
+        .filter(id=group.pk)
+        .first()
+    )
+    if locked is None:
+        raise TaxonomyEditError(field, "this group no longer exists")
+    return locked

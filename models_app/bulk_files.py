@@ -1,0 +1,187 @@
+"""A bulk job's files: its input read a record at a time (CSV or text, from any byte offset), and
+the rows and cells of its result files.
+
+The job itself (creating, cancelling, retrying) is ``models_app.bulk``; carrying it out,
+``models_app.bulk_run``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from annotations.normalization import Normalization
+from models_app.live import artifact_path
+from models_app.models import BulkJob
+
+BULK_FORMATS = {".csv": BulkJob.Format.CSV, ".txt": BulkJob.Format.TEXT}
+TEXT_COLUMN = "text"  # the column of a text file, and a CSV's column when none is named
+RESULT_COLUMNS = [
+    "group_code",
+    "group_name",
+    "score",
+    "matched_member",
+    "source",
+    "model_version",
+    "runner_up_code",
+    "runner_up_name",
+    "runner_up_score",
+    "margin",
+    "error",
+]
+INPUT_FILE = "input"
+RESULT_FILES = {"csv": "result.csv", "jsonl": "result.jsonl"}
+
+_UTF8_BOM = codecs.BOM_UTF8
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+class BulkFileError(ValueError):
+    """The file cannot be normalized as a whole; the message says why and where."""
+
+
+# --- reading the input ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    end: int  # the byte offset just past this record: where a resumed job reads on from
+    line: int  # the physical line the record starts on, 1-based
+    next_line: int  # the line the next record starts on
+    fields: list[str]
+
+
+def _decode(raw: bytes, *, offset: int, line: int, filename: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BulkFileError(
+            f"{filename} is not UTF-8: line {line} (byte {offset + exc.start:,}) holds "
+            f"{raw[exc.start : exc.start + 4]!r}; save the file as UTF-8"
+        ) from None
+
+
+def read_records(
+    handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int = 1
+) -> Iterator[Record]:
+    """The records of ``handle`` from byte ``offset`` on (a record's start), one at a time.
+
+    Bytes are read a line at a time, so a file of any size is read in bounded memory and each
+    record knows the offset it ends at. A CSV record ends at a newline outside quotes: RFC 4180
+    doubles a quote inside a quoted field, so the count of quotes is even there.
+    """
+    handle.seek(offset)
+    if offset == 0 and handle.read(3) != _UTF8_BOM:
+        handle.seek(0)
+    position = handle.tell()
+    while True:
+        start_line, pieces, quotes = line, [], 0
+        while True:
+            raw = handle.readline()
+            if not raw:
+                break
+            line += 1
+            pieces.append(raw)
+            quotes += raw.count(b'"')
+            if fmt != BulkJob.Format.CSV or quotes % 2 == 0:
+                break
+        if not pieces:
+            return
+        if quotes % 2:
+            raise BulkFileError(
+                f"{filename} is not valid CSV: a quote opened on line {start_line} is never "
+                "closed (unexpected end of data)"
+            )
+        raw = b"".join(pieces)
+        text = _decode(raw, offset=position, line=start_line, filename=filename)
+        position += len(raw)
+        if fmt == BulkJob.Format.CSV:
+            try:
+                rows = list(csv.reader(io.StringIO(text), strict=True))
+            except csv.Error as exc:
+                raise BulkFileError(
+                    f"{filename} is not valid CSV near line {start_line}: {exc}"
+                ) from None
+            fields = rows[0] if rows else []
+        else:
+            fields = [text.rstrip("\r\n")]
+        yield Record(end=position, line=start_line, next_line=line, fields=fields)
+
+
+def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int, int]:
+    """The input's columns, and the byte offset and line its first data row starts at."""
+    if fmt != BulkJob.Format.CSV:
+        with path.open("rb") as handle:
+            bom = 3 if handle.read(3) == _UTF8_BOM else 0
+        return [TEXT_COLUMN], bom, 1
+    with path.open("rb") as handle:
+        first = next(read_records(handle, fmt=fmt, filename=filename, offset=0), None)
+    if first is None or not any(name.strip() for name in first.fields):
+        raise BulkFileError(f"{filename} has no header row naming its columns")
+    return [name.strip() for name in first.fields], first.end, first.next_line
+
+
+# --- writing the results --------------------------------------------------------------------
+
+
+class _resumed:
+    """A result file opened for appending after cutting it back to the checkpoint's length:
+    rows a dead worker wrote after its last checkpoint are written again, not twice."""
+
+    def __init__(self, path: Path, length: int) -> None:
+        self.path, self.length = path, length
+
+    def __enter__(self) -> IO[bytes]:
+        self.handle = self.path.open("r+b" if self.path.exists() else "w+b")
+        self.handle.truncate(self.length)
+        self.handle.seek(self.length)
+        return self.handle
+
+    def __exit__(self, *exc_info) -> None:
+        self.handle.close()
+
+
+def _result_row(answer: Normalization | None, error: str) -> dict:
+    top = answer.groups[0] if answer is not None and answer.groups else None
+    runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
+    if answer is not None and top is None:
+        error = "no group to offer (every group was rejected for this text)"
+    return {
+        "group_code": top.code if top else "",
+        "group_name": top.name if top else "",
+        "score": top.score if top else None,
+        "matched_member": top.member if top else "",
+        "source": top.source if top else "",
+        "model_version": answer.model_version if answer is not None else "",
+        "runner_up_code": runner_up.code if runner_up else "",
+        "runner_up_name": runner_up.name if runner_up else "",
+        "runner_up_score": runner_up.score if runner_up else None,
+        "margin": round(top.score - runner_up.score, 4) if top and runner_up else None,
+        "error": error,
+    }
+
+
+def _cell(value) -> str:
+    """A CSV cell a spreadsheet shows as text: one starting like a formula gets a quote mark
+    in front (OWASP's advice for CSV injection); numbers are left as they are."""
+    if value is None:
+        return ""
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _remove_partial(job: BulkJob) -> None:
+    folder = artifact_path(job.folder)
+    for name in RESULT_FILES.values():
+        for path in (folder / name, folder / f"{name}.part"):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,253 @@
+"""Carrying a bulk job out: claimed by one worker, its file normalized chunk by chunk from the
+checkpoint with the version and index pinned when it first started, then succeeded, failed or
+stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotations.models import Input
+from annotations.normalization import normalize_texts
+from annotations.services.review import inputs_submit
+from models_app.bulk import stale_seconds
+from models_app.bulk_files import (
+    INPUT_FILE,
+    RESULT_COLUMNS,
+    RESULT_FILES,
+    TEXT_COLUMN,
+    BulkFileError,
+    _cell,
+    _remove_partial,
+    _result_row,
+    _resumed,
+    read_header,
+    read_records,
+)
+from models_app.live import HitsCache, NoLiveModel, artifact_path, engine_for_build
+from models_app.models import BulkJob, Deployment
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.text import TextError, clean_text
+
+logger = logging.getLogger(__name__)
+
+
+# Texts whose nearest members a job keeps for the rest of the file (a file of job ads repeats
+# its titles): some 70 MB at most, which bounds the job's memory whatever the file's size.
+HITS_CACHED = 100_000
+
+ChunkHook = Callable[[BulkJob], None]
+
+
+class JobBusy(Exception):
+    """The job is running with a fresh heartbeat: another worker has it, or had it until it
+    died a moment ago. The task asks again once a heartbeat would be stale."""
+
+
+def bulk_job_execute(
+    *, job_id: int, chunk_rows: int | None = None, after_chunk: ChunkHook | None = None
+) -> BulkJob | None:
+    """Normalize a job's file from its checkpoint to the end; the job, or None when there was
+    nothing to do (finished, cancelled, or no such job). Raises ``JobBusy`` when another
+    worker holds it. ``after_chunk`` is called with the job after each checkpoint."""
+    now = timezone.now()
+    stale = now - timezone.timedelta(seconds=stale_seconds())
+    claimed = (
+        BulkJob.objects.filter(id=job_id)
+        .filter(
+            Q(status=BulkJob.Status.QUEUED)
+            | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
+            | Q(status=BulkJob.Status.RUNNING, heartbeat_at__isnull=True)
+        )
+        .update(
+            status=BulkJob.Status.RUNNING,
+            attempts=F("attempts") + 1,
+            heartbeat_at=now,
+            started_at=Coalesce("started_at", now),
+        )
+    )
+    if not claimed:
+        if BulkJob.objects.filter(id=job_id, status=BulkJob.Status.RUNNING).exists():
+            raise JobBusy(job_id)
+        return None
+    job = BulkJob.objects.select_related("taxonomy", "index_build__model_version").get(id=job_id)
+    try:
+        return _run(job, chunk_rows or settings.SIAMWEB_BULK_CHUNK_ROWS, after_chunk)
+    except (BulkFileError, ArtifactError, NoLiveModel) as exc:
+        return _fail(job, str(exc))
+
+
+def _pin(job: BulkJob) -> BulkJob:
+    """The version and index the job answers with: the live ones when it first starts."""
+    if job.index_build_id is None:
+        deployment = (
+            Deployment.objects.filter(taxonomy=job.taxonomy).select_related("index_build").first()
+        )
+        if deployment is None:
+            raise NoLiveModel(job.taxonomy)
+        build = deployment.index_build
+        BulkJob.objects.filter(id=job.id, index_build__isnull=True).update(
+            index_build=build, model_version_id=build.model_version_id
+        )
+        job.refresh_from_db()
+    if job.index_build is None:
+        raise ArtifactError(
+            f"the index build bulk job {job.id} started with was deleted; it cannot go on with "
+            "the same model"
+        )
+    return job
+
+
+def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJob | None:
+    job = _pin(job)
+    engine = engine_for_build(job.taxonomy, job.index_build)
+    cache = HitsCache(HITS_CACHED)
+    folder = artifact_path(job.folder)
+    source = folder / INPUT_FILE
+    columns, _, _ = read_header(source, fmt=job.input_format, filename=job.filename)
+    column = columns.index(job.column or TEXT_COLUMN)
+    parts = {kind: folder / f"{name}.part" for kind, name in RESULT_FILES.items()}
+    if not parts["csv"].exists() and (folder / RESULT_FILES["csv"]).exists():
+        return _succeed(job)  # renamed by a worker that died before it could say so
+    attempt, started, offset_at_start = job.attempts, time.monotonic(), job.input_offset
+    with (
+        source.open("rb") as handle,
+        _resumed(parts["csv"], job.csv_bytes) as csv_out,
+        _resumed(parts["jsonl"], job.jsonl_bytes) as jsonl_out,
+    ):
+        csv_text = io.TextIOWrapper(csv_out, encoding="utf-8", newline="", write_through=True)
+        writer = csv.writer(csv_text)
+        if job.csv_bytes == 0:
+            writer.writerow([_cell(name) for name in [*columns, *RESULT_COLUMNS]])
+        records = read_records(
+            handle,
+            fmt=job.input_format,
+            filename=job.filename,
+            offset=job.input_offset,
+            line=job.input_line,
+        )
+        while True:
+            chunk = [record for _, record in zip(range(chunk_rows), records, strict=False)]
+            if not chunk:
+                break
+            failed, review = _write_chunk(
+                job, engine, cache, chunk, columns, column, writer, jsonl_out
+            )
+            for out in (csv_out, jsonl_out):
+                out.flush()
+                os.fsync(out.fileno())
+            offset = chunk[-1].end
+            elapsed = time.monotonic() - started
+            rate = (offset - offset_at_start) / elapsed if elapsed > 0 else 0.0
+            checkpoint = {
+                "input_offset": offset,
+                "input_line": chunk[-1].next_line,
+                "rows_done": F("rows_done") + len(chunk),
+                "rows_failed": F("rows_failed") + failed,
+                "csv_bytes": csv_out.tell(),
+                "jsonl_bytes": jsonl_out.tell(),
+                "progress": offset / job.input_bytes,
+                "eta_seconds": (job.input_bytes - offset) / rate if rate > 0 else None,
+                "heartbeat_at": timezone.now(),
+            }
+            if review:
+                # Before the checkpoint: a worker dying in between sends these again on resume
+                # (one more occurrence each), rather than never.
+                inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
+                checkpoint["rows_queued"] = F("rows_queued") + len(review)
+            mine = BulkJob.objects.filter(
+                id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt
+            )
+            if not mine.filter(cancel_requested=False).update(**checkpoint):
+                return _stopped(job, attempt)
+            job.refresh_from_db()
+            if after_chunk is not None:
+                after_chunk(job)
+    for kind, part in parts.items():
+        part.rename(folder / RESULT_FILES[kind])
+    return _succeed(job)
+
+
+def _write_chunk(
+    job, engine, cache, chunk, columns, column, writer, jsonl_out
+) -> tuple[int, list[str]]:
+    """Normalize one chunk of records and append their result rows; the rows failed, and the
+    texts the model answered below the job's ``review_below``."""
+    texts: list[str | None] = []
+    errors: list[str] = []
+    for record in chunk:
+        try:
+            if column >= len(record.fields):
+                raise TextError(f"is missing: the row has {len(record.fields)} field(s)")
+            texts.append(
+                clean_text(record.fields[column], max_length=settings.SIAMWEB_MAX_TEXT_LENGTH)
+            )
+            errors.append("")
+        except TextError as exc:
+            texts.append(None)
+            errors.append(f"line {record.line}: {columns[column]} {exc}")
+    good = [text for text in texts if text is not None]
+    answers = iter(
+        normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
+    )
+    lines, review = [], []
+    for record, text, error in zip(chunk, texts, errors, strict=True):
+        fields = record.fields + [""] * (len(columns) - len(record.fields))
+        answer = next(answers) if text is not None else None
+        result = _result_row(answer, error)
+        if (
+            job.review_below is not None
+            and answer is not None
+            and answer.source == "model"
+            and (not answer.groups or answer.groups[0].score < job.review_below)
+        ):
+            review.append(text)
+        writer.writerow([_cell(value) for value in [*fields, *result.values()]])
+        named = dict(zip(columns, fields, strict=False))
+        lines.append(json.dumps({"input": named, **result}, ensure_ascii=False) + "\n")
+    jsonl_out.write("".join(lines).encode("utf-8"))
+    return sum(1 for error in errors if error), review
+
+
+def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
+    """The checkpoint was refused: the job was cancelled, or another worker took it over."""
+    cancelled = BulkJob.objects.filter(
+        id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=True
+    ).update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
+    job.refresh_from_db()
+    if cancelled:
+        _remove_partial(job)
+        return job
+    return None
+
+
+def _succeed(job: BulkJob) -> BulkJob:
+    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).update(
+        status=BulkJob.Status.SUCCEEDED,
+        progress=1.0,
+        eta_seconds=0,
+        finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+    )
+    job.refresh_from_db()
+    return job
+
+
+def _fail(job: BulkJob, error: str) -> BulkJob:
+    logger.warning("bulk job %s failed: %s", job.id, error)
+    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).update(
+        status=BulkJob.Status.FAILED, error=error, finished_at=timezone.now(), eta_seconds=None
+    )
+    job.refresh_from_db()
+    return job

@@ -1,0 +1,108 @@
+"""One run's page: its status, stage, progress and error, and its gate and flip reports."""
+
+from __future__ import annotations
+
+import re
+
+from models_app.models import TrainingRun
+from tests.models_pages.conftest import FLIP_REPORT, GATE_REPORT, make_run
+
+
+def test_a_run_page_shows_status_stage_progress_and_eta(client, curator, tiny_taxonomy):
+    run = make_run(tiny_taxonomy, stage="train", progress=0.42, eta_seconds=185)
+    client.force_login(curator)
+    response = client.get(f"/models/runs/{run.id}/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'data-testid="run-status">Running<' in page
+    assert 'data-testid="run-stage">train<' in page
+    assert '<progress max="100" value="42"' in page
+    assert "about 3 min" in page
+
+
+def test_a_failed_run_shows_its_error_and_a_retry_button_for_admins_only(
+    client, curator, admin_user, failed_run
+):
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{failed_run.id}/").content.decode()
+    assert "MemoryError: the index did not fit" in page
+    assert 'data-testid="retry"' not in page
+    client.force_login(admin_user)
+    page = client.get(f"/models/runs/{failed_run.id}/").content.decode()
+    assert 'data-testid="retry">Retry</button>' in page
+    assert "Promote anyway" not in page
+
+
+HELD_OUT_CELLS = [
+    *["Held-out", "feedback", "(4)", "feedback", "0.500", "0.750", "+0.250"],
+    *["[+0.230,", "+0.270]", "0", "/", "1", "1.0000", "✓"],
+]
+
+
+def test_the_gate_report_is_a_table_with_the_decision_reasons_and_verdict_share(
+    client, curator, rejected_finetune
+):
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
+    assert 'data-testid="gate-decision">reject<' in page
+    assert "typos fell by 0.050 (60 lost, 10 gained of 1000; p = 0.0000, below 0.0125)" in page
+    rows = re.findall(
+        r'<tr data-testid="gate-row" class="(md-pass|md-fail)">(.*?)</tr>', page, re.S
+    )
+    cells = [(verdict, re.sub(r"<[^>]+>", " ", row).split()) for verdict, row in rows]
+    assert cells == [
+        ("md-fail", ["Typos", "(1000)", "frozen", "0.900", "0.850", "-0.050",
+                     "[-0.070,", "-0.030]", "60", "/", "10", "0.0000", "✗"]),
+        ("md-pass", ["Composition", "(1000)", "frozen", "0.800", "0.820", "+0.020",
+                     "[+0.000,", "+0.040]", "5", "/", "25", "0.9999", "✓"]),
+        # Against the reference, the version the chain of gate promotions started from.
+        ("md-fail", ["Extra", "words", "(1000)", "frozen,", "against", "jobs/v1", "0.930",
+                     "0.915", "-0.015", "[-0.035,", "+0.005]", "25", "/", "10", "0.0083", "✗"]),
+        ("md-pass", HELD_OUT_CELLS),
+    ]  # fmt: skip
+    assert "extra_words fell by 0.015 since jobs/v1 (25 lost, 10 gained of 1000" in page
+    footnote = " ".join(re.search(r"Each row compares(.*?)</p>", page, re.S).group(1).split())
+    assert "McNemar's exact one-sided p below 0.0125 (the gate's level 0.05" in footnote
+    assert "the frozen-suite rows against jobs/v1, where the chain of promotions" in footnote
+    stages = re.search(r'data-testid="stage-seconds">(.*?)</p>', page, re.S).group(1)
+    assert " ".join(stages.split()) == (
+        "Seconds per stage: learn 135.2 · held_out 14.0 · catch_up 45.1 · index 6.3."
+    )
+    share = re.search(r'data-testid="verdict-share">(.*?)</p>', page, re.S).group(1)
+    assert "(12)" in share and "live 0.500 → candidate 0.750" in share
+    # Curators see the report, not the override.
+    assert "Promote anyway" not in page
+
+
+def test_the_flip_report_puts_confirmed_rows_the_new_model_gets_wrong_first_and_marks_them(
+    client, curator, tiny_taxonomy
+):
+    run = make_run(
+        tiny_taxonomy,
+        status=TrainingRun.Status.PROMOTED,
+        stage="done",
+        progress=1.0,
+        gate_report={**GATE_REPORT, "decision": "promote", "reasons": []},
+        flip_report=FLIP_REPORT,
+    )
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{run.id}/").content.decode()
+    counts = re.sub(
+        r"\s+", " ", re.search(r'data-testid="flip-counts">(.*?)</p>', page, re.S).group(1)
+    )
+    assert "40 inputs compared: 205 broken, 1 fixed, 1 changed." in counts
+    assert "2 confirmed by a curator and now wrong." in counts
+    broken = re.search(r'data-testid="flip-broken">(.*?)</table>', page, re.S).group(1)
+    rows = re.findall(r"<tr data-testid=\"flip-row\"([^>]*)>\s*<td>([^<]+)", broken)
+    assert [(text, 'data-confirmed="true"' in attrs) for attrs, text in rows] == [
+        ("icu nurse", True),
+        ("senior java dev", True),
+        ("barista trainee", False),
+    ]
+    assert broken.count("a curator confirmed this; the new model gets it wrong") == 2
+    assert "… and 202 more not listed." in page
+    fixed = re.search(r'data-testid="flip-fixed">(.*?)</table>', page, re.S).group(1)
+    assert "java coder" in fixed and "a curator confirmed this" not in fixed
+    assert "chef de partie" in re.search(
+        r'data-testid="flip-changed">(.*?)</table>', page, re.S
+    ).group(1)

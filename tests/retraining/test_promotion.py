@@ -1,0 +1,211 @@
+"""A fine-tune promoted by the gate or forced live by an admin, what follows a promotion, a
+rollback, and a failed run retried."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from celery import current_app
+
+from annotations.models import AuditEvent, ReviewItem
+from annotations.normalization import normalize_texts
+from annotations.services.review import inputs_submit, judgement_create
+from models_app import retraining
+from models_app.live import live_engine
+from models_app.promotion import (
+    RunStateError,
+    live_version,
+    model_version_rollback,
+    promotion_finish,
+    promotions_resend_pending,
+    training_run_promote,
+)
+from models_app.retraining import finetune_run_request, training_run_retry
+from models_app.services import run_checkpoint_dir, training_run_execute
+from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
+from worker import tasks
+
+
+def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, settings):
+    settings.SIAMWEB_GATE_ALPHA = 1e-9  # the tiny suite swings; this test is about verdicts
+    correct_everything(taxonomy, curator)
+    live_before = live_version(taxonomy)
+
+    run = finetune(taxonomy, training={"max_steps": 200})
+
+    assert run.status == "promoted", run.gate_report
+    assert run.parent_version == live_before
+    assert live_version(taxonomy) == run.model_version
+    assert run.model_version.parent == live_before
+    report = run.gate_report
+    assert report["decision"] == "promote"
+    assert report["verdicts"]["count"] == len(CORRECTIONS)
+    assert report["verdicts"]["candidate"] > report["verdicts"]["live"]
+    assert {row["suite"] for row in report["metrics"]} >= {"frozen"}
+    assert run.feedback_until == run.model_version.feedback_until > 0
+    training = run.model_version.config["training"]
+    # Replay beside the verdicts, curator inputs augmented, the last weights kept, blended with
+    # a quarter of the live version's.
+    assert (training["replay_share"], training["feedback_augment_share"]) == (0.5, 1.0)
+    assert training["keep_parent_share"] == 0.25
+    assert training["feedback_margin"] == 0.05  # past the search's trigram window
+    assert training["select_best"] is False
+    assert run.flip_report["counts"]["fixed"] >= 1
+    stages = report["stage_seconds"]
+    assert set(stages) == {"learn", "index", "gate", "flips"}
+    assert all(seconds >= 0 for seconds in stages.values())
+    assert live_engine(taxonomy).model_label == run.model_version.label
+    # The run is over: its half-gigabyte checkpoint, kept only for a retry, is gone.
+    assert not run_checkpoint_dir(run).exists()
+
+
+def test_an_admin_forces_a_rejected_candidate_live(taxonomy, admin_user):
+    run = finetune(taxonomy)
+    assert run.status == "rejected"
+    live_before = live_version(taxonomy)
+    promoted = training_run_promote(run=run, actor=admin_user)
+    assert promoted.status == "promoted"
+    assert promoted.gate_report["forced_by"] == "ada"
+    assert promoted.gate_report["replaced_version"] == live_before.id
+    assert live_version(taxonomy) == run.model_version
+    # The slow part waits for a worker; the promotion itself is done.
+    assert promoted.flip_report["pending"] is True
+    finished = promotion_finish(run_id=run.id)
+    assert set(finished.flip_report["counts"]) == {
+        "fixed",
+        "broken",
+        "changed",
+        "confirmed_now_wrong",
+    }
+    assert finished.flip_report["compared"] == 0  # no input was ever submitted here
+    assert promotion_finish(run_id=run.id).flip_report == finished.flip_report
+    event = AuditEvent.objects.get(action="training_run.promote")
+    assert (event.actor, event.after["live"]) == (admin_user, run.model_version_id)
+    with pytest.raises(RunStateError, match="only a rejected fine-tune"):
+        training_run_promote(run=promoted, actor=admin_user)
+
+
+def test_promotion_predicts_pending_inputs_again(taxonomy, curator, admin_user):
+    (pending,) = inputs_submit(taxonomy=taxonomy, texts=["Espresso Maker"], source="api")
+    old_prediction = pending.prediction_id
+    run = finetune(taxonomy)
+    training_run_promote(run=run, actor=admin_user)
+    pending.refresh_from_db()
+    assert pending.prediction_id == old_prediction  # the worker's part, not the request's
+    tasks.finish_promotion.run(run.id)
+    pending.refresh_from_db()
+    assert pending.prediction_id != old_prediction
+    assert pending.prediction.model_version == run.model_version
+    assert pending.status == ReviewItem.Status.PENDING
+
+
+def test_the_worker_predicts_pending_inputs_again_after_a_promoted_finetune(
+    taxonomy, curator, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_ALPHA = 1e-9
+    (pending,) = inputs_submit(taxonomy=taxonomy, texts=["Espresso Maker"], source="api")
+    old_prediction = pending.prediction_id
+    correct_everything(taxonomy, curator)
+    run = finetune_run_request(
+        taxonomy=taxonomy, trigger="manual", config={"training": {"max_steps": 200}}, enqueue=False
+    )
+    # The chained task runs in this process instead of going through a broker.
+    monkeypatch.setitem(current_app.conf, "task_always_eager", True)
+
+    assert tasks.execute_training_run.apply(args=[run.id]).result == "promoted"
+
+    pending.refresh_from_db()
+    assert pending.prediction_id != old_prediction
+    assert pending.prediction.model_version == live_version(taxonomy)
+
+
+def test_a_lost_forced_promotion_report_is_asked_for_again(taxonomy, admin_user, settings):
+    run = finetune(taxonomy)
+    assert run.status == "rejected"
+    training_run_promote(run=run, actor=admin_user)
+    assert promotions_resend_pending(older_than_seconds=3600) == 0  # just asked for
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("training")
+
+    assert promotions_resend_pending(older_than_seconds=0) == 1
+
+    (message,) = broker.lrange("training", 0, -1)  # on the real broker, for a training worker
+    headers = json.loads(message)["headers"]
+    assert (headers["task"], headers["argsrepr"]) == (
+        "worker.tasks.finish_promotion",
+        f"[{run.id}]",
+    )
+    broker.delete("training")
+    promotion_finish(run_id=run.id)
+    assert promotions_resend_pending(older_than_seconds=0) == 0
+
+
+def test_a_rollback_makes_an_earlier_version_live_with_a_fresh_index(taxonomy, admin_user):
+    first = live_version(taxonomy)
+    run = finetune(taxonomy)
+    training_run_promote(run=run, actor=admin_user)
+    assert live_version(taxonomy) != first
+
+    run_queued()
+    rollback = model_version_rollback(model_version=first, actor=admin_user)
+    rollback = training_run_execute(run_id=rollback.id)
+
+    assert rollback.status == "succeeded"
+    assert live_version(taxonomy) == first
+    assert rollback.index_build.model_version == first
+    (result,) = normalize_texts(taxonomy, ["icu nurse"], k=1)
+    assert result.model_version == first.label
+    assert AuditEvent.objects.filter(action="model_version.rollback").count() == 1
+    with pytest.raises(RunStateError, match="already live"):
+        model_version_rollback(model_version=first, actor=admin_user)
+
+
+def test_a_failed_run_is_retried_as_a_new_run(taxonomy, admin_user):
+    run = finetune(taxonomy, training={"max_steps": "many"})
+    assert run.status == "failed"
+    assert "max_steps must be an integer" in run.error
+    retry = training_run_retry(run=run, actor=admin_user)
+    assert (retry.kind, retry.status, retry.retry_of, retry.config) == (
+        "finetune",
+        "queued",
+        run,
+        run.config,
+    )
+    with pytest.raises(RunStateError, match="only a failed run"):
+        training_run_retry(run=retry, actor=admin_user)
+
+
+def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(
+    taxonomy, curator, admin_user, settings, monkeypatch
+):
+    settings.SIAMWEB_GATE_ALPHA = 1e-9
+    correct_everything(taxonomy, curator)
+    real_index = retraining.index_build_create
+    calls = []
+
+    def index_once_broken(**kwargs):  # the worker "dies" after training, before the index
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("disk full")
+        return real_index(**kwargs)
+
+    monkeypatch.setattr(retraining, "index_build_create", index_once_broken)
+    failed = finetune(taxonomy, training={"max_steps": 40, "eval_every": 20})
+    assert (failed.status, failed.error) == ("failed", "OSError: disk full")
+    assert (run_checkpoint_dir(failed) / "learn").exists()  # kept for the retry
+    # A verdict arrives before the retry: it adds a curator member, so the data differ.
+    (late,) = inputs_submit(taxonomy=taxonomy, texts=["Barista Trainee"], source="api")
+    judgement_create(review_item=late, user=curator, verdict="reassign", group=group("35-3023"))
+    run_queued()
+
+    retry = training_run_retry(run=failed, actor=admin_user)
+    run_queued()
+    retry.refresh_from_db()
+
+    assert retry.status == "promoted", retry.error
+    assert retry.feedback_until == failed.feedback_until  # the late verdict waits for the next
+    # Its data differ (the late curator member), so the old checkpoint was set aside.
+    assert retry.model_version.metrics["resumed_from_step"] == 0
+    assert not run_checkpoint_dir(failed).exists()  # done with: removed
