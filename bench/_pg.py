@@ -94,14 +94,15 @@ def scratch_database(*, broker: str = "memory://") -> str:
     return url
 
 
-def onet_live():
-    """Import the bundled O*NET taxonomy and make the shipped model live; returns the taxonomy."""
+def onet_live(model: Path = ROOT / "data" / "models" / "onet"):
+    """Import the bundled O*NET taxonomy and make a saved model live (the shipped one unless
+    another folder is named); returns the taxonomy."""
     from annotations.services.taxonomy import taxonomy_import
     from models_app.services import taxonomy_ensure_live
 
     started = time.perf_counter()
     report = taxonomy_import(slug="onet", path=ROOT / "data" / "onet", fmt="onet")
-    done = taxonomy_ensure_live(taxonomy=report.taxonomy, shipped=ROOT / "data" / "models" / "onet")
+    done = taxonomy_ensure_live(taxonomy=report.taxonomy, shipped=model)
     print(
         f"O*NET: {report.members_created:,} members, {done} ({time.perf_counter() - started:.1f} s)"
     )

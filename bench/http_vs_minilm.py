@@ -6,7 +6,10 @@ keep-alive sends real vacancy titles (JobBERT) one a request, then 500 a request
 same titles encoded in this process and searched exactly (FAISS inner product) over the same
 53,767 O*NET titles, one at a time and 500 at a time. Also the engine's own batch encoding.
 
-    .venv/bin/python bench/http_vs_minilm.py [--single 300] [--batches 6]
+    .venv/bin/python bench/http_vs_minilm.py [--single 300] [--batches 6] [--model FOLDER]
+
+``--model``: serve another saved O*NET model than the shipped one (e.g. a distilled student);
+its results go to http_vs_minilm_<folder name>.json.
 
 Prints a table and writes bench/results/http_vs_minilm.json; the scratch database is dropped.
 """
@@ -46,6 +49,7 @@ from models_app.siamese.towers import (  # noqa: E402
 )
 
 PATH = "/api/v1/taxonomies/onet/normalize"
+SHIPPED = _pg.ROOT / "data" / "models" / "onet"
 BATCH = 500
 
 
@@ -133,8 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--single", type=int, default=300, help="one-text requests")
     parser.add_argument("--batches", type=int, default=6, help=f"{BATCH}-text requests")
+    parser.add_argument("--model", type=Path, default=SHIPPED, help="a saved model's folder")
     args = parser.parse_args()
-    taxonomy = _pg.onet_live()
+    taxonomy = _pg.onet_live(args.model)
     members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
     user, _ = user_ensure(username="bench-http", password="bench-pass-123", admin=False)
     token = Token.objects.create(user=user).key
@@ -145,9 +150,9 @@ def main() -> None:
     rest = titles[args.single :]
     batches = [rest[i * BATCH : (i + 1) * BATCH] for i in range(args.batches)]
 
-    shipped = load_encoder(_pg.ROOT / "data" / "models" / "onet")
+    served = load_encoder(args.model)
     started = time.perf_counter()
-    shipped.encode(members[:20000])
+    served.encode(members[:20000])
     engine_rate = 20000 / (time.perf_counter() - started)
 
     siamweb = siamweb_rows(token, singles, batches)
@@ -164,12 +169,15 @@ def main() -> None:
         print(f"{name:36}{ours:>20,.1f}{theirs:>20,.1f}")
     print(f"the engine's batch encoding: {engine_rate:,.0f} strings/s")
     _pg.write_results(
-        "http_vs_minilm",
+        "http_vs_minilm" if args.model == SHIPPED else f"http_vs_minilm_{args.model.name}",
         {
             "machine": machine,
             "server": "gunicorn 23, -c python:siamweb.gunicorn_config, 2 workers x 2 threads, "
             "one keep-alive client on the same machine",
-            "taxonomy": f"O*NET, shipped model, {len(members):,} members",
+            "taxonomy": f"O*NET, {len(members):,} members",
+            "model": str(args.model.relative_to(_pg.ROOT))
+            if args.model.is_relative_to(_pg.ROOT)
+            else str(args.model),
             "inputs": "JobBERT vacancy titles (real), sampled with seed 24",
             "siamweb_http": siamweb,
             "minilm_in_process": minilm,

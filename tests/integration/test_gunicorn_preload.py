@@ -95,7 +95,7 @@ def gunicorn(trainable_taxonomy, tmp_path):
 def test_workers_answer_with_the_engine_the_master_preloaded(
     gunicorn, trainable_taxonomy, curator
 ):
-    process, port, log = gunicorn
+    _, port, log = gunicorn
     first = ModelVersion.objects.get(taxonomy=trainable_taxonomy)
     assert f"preloaded jobs: {first.label}" in log.read_text()
     token = Token.objects.create(user=curator).key
