@@ -24,7 +24,7 @@ def pre_fork(server, worker) -> None:
     model it will serve. One indexed query per taxonomy when nothing moved."""
     global _torch_threads
     import torch
-    from django.db import connections
+    from django.db import DatabaseError, connections
 
     from models_app.live import preload_live_engines
 
@@ -33,8 +33,13 @@ def pre_fork(server, worker) -> None:
         # One thread while loading: PyTorch's OpenMP pool, once started in the master, is not
         # safe to use in a forked child; with one thread it is never started here.
         torch.set_num_threads(1)
-    for slug, model in preload_live_engines().items():
-        server.log.info("preloaded %s: %s", slug, model)
+    try:
+        for slug, model in preload_live_engines().items():
+            server.log.info("preloaded %s: %s", slug, model)
+    except DatabaseError as exc:
+        # The server starts all the same: each worker loads its engine on its first request,
+        # and answers 503 while the database is away (siamweb.middleware).
+        server.log.warning("live engines not preloaded, the database did not answer: %s", exc)
     connections.close_all()  # each worker opens its own; a socket must not be shared
     # Objects that exist now are never scanned by the collector again, so its bookkeeping
     # writes do not copy the pages every worker shares.

@@ -4,6 +4,7 @@ new model from the master."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -53,19 +54,16 @@ def post_normalize(port: int, token: str) -> tuple[int, dict]:
         conn.close()
 
 
-@pytest.fixture
-def gunicorn(trainable_taxonomy, tmp_path):
-    """Start gunicorn with the product's config against the test database; yields (process,
-    port, log path); stopped at the end."""
-    db = connection.settings_dict
+@contextlib.contextmanager
+def running_gunicorn(tmp_path: Path, database_url: str):
+    """gunicorn with the product's config on a free port; yields (process, port, log path)
+    once it booted a worker; stopped at the end."""
     port = free_port()
     log = tmp_path / "gunicorn.log"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "siamweb.settings",
-        "DATABASE_URL": (
-            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-        ),
+        "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "SIAMWEB_ARTIFACTS_DIR": str(settings.SIAMWEB_ARTIFACTS_DIR),
         "SIAMWEB_VAR_DIR": str(tmp_path / "web-var"),
@@ -92,9 +90,24 @@ def gunicorn(trainable_taxonomy, tmp_path):
         process.wait(timeout=30)
 
 
-def test_workers_answer_with_the_engine_the_master_preloaded(
-    gunicorn, trainable_taxonomy, curator
-):
+@pytest.fixture
+def gunicorn(trainable_taxonomy, tmp_path):
+    """gunicorn against the test database, which holds a taxonomy with a live model."""
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    with running_gunicorn(tmp_path, url) as server:
+        yield server
+
+
+def test_the_server_starts_while_the_database_is_away(tmp_path):
+    unreachable = "postgres://siamweb:secret@127.0.0.1:1/siamweb"  # nothing listens on port 1
+
+    with running_gunicorn(tmp_path, unreachable) as (process, _, log):
+        assert process.poll() is None
+        assert "live engines not preloaded, the database did not answer" in log.read_text()
+
+
+def test_workers_answer_with_the_engine_the_master_preloaded(gunicorn, trainable_taxonomy, curator):
     _, port, log = gunicorn
     first = ModelVersion.objects.get(taxonomy=trainable_taxonomy)
     assert f"preloaded jobs: {first.label}" in log.read_text()
