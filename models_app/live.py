@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
 from annotations.models import Member, Taxonomy
 from models_app.models import Deployment
@@ -32,6 +33,7 @@ _loading: dict[int, threading.Lock] = {}  # per taxonomy: held by the thread loa
 _encoders: dict[int, Encoder] = {}
 _pinned: dict[int, LiveEngine] = {}  # by index build: one not live that a caller asked for
 _MAX_CACHED_ENCODERS = 4
+_LIVE_BUILD_SQL = f"SELECT index_build_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
 
 
 # Members are looked for beyond the build's highest id as far back as this before the build: a
@@ -185,6 +187,18 @@ def encoder_for(model_version) -> Encoder:
 
 def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
     """The taxonomy's live model and index, or None when it has never been built."""
+    with _lock:
+        cached = _engines.get(taxonomy.id)
+        loading = _loading.setdefault(taxonomy.id, threading.Lock())
+    # Every request asks; the answer is one indexed integer. Read by plain SQL: building the
+    # ORM query cost more than the database (3 ms of a 20 ms normalize on 2 cores).
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_BUILD_SQL, [taxonomy.id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    if cached is not None and cached.index_build_id == row[0]:
+        return cached
     deployment = (
         Deployment.objects.filter(taxonomy=taxonomy)
         .select_related("index_build__model_version__taxonomy")
@@ -193,11 +207,6 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
     if deployment is None:
         return None
     build = deployment.index_build
-    with _lock:
-        cached = _engines.get(taxonomy.id)
-        loading = _loading.setdefault(taxonomy.id, threading.Lock())
-    if cached is not None and cached.index_build_id == build.id:
-        return cached
     # One load a swap per process: the thread that takes the lock loads the new engine; others
     # keep answering with the engine they have (or, with none yet, wait for the first).
     if not loading.acquire(blocking=cached is None):
