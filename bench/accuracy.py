@@ -31,8 +31,9 @@ from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
 from models_app.siamese.baselines import EncoderMatcher, TrigramMatcher  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
 from models_app.siamese.sampling import prepare_data  # noqa: E402
-from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
 from models_app.siamese.train import train_encoder  # noqa: E402
 

@@ -35,7 +35,7 @@ from models_app.siamese.calibration import (  # noqa: E402
     reliability,
 )
 from models_app.siamese.encoders import load_encoder  # noqa: E402
-from models_app.siamese.search import HybridMatcher  # noqa: E402
+from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
 from models_app.siamese.specs import STUDENT_SPEC, parse_search_config  # noqa: E402
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)

@@ -186,7 +186,7 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
     from models_app.live import encoder_for
     from models_app.services import model_version_evaluate
     from models_app.siamese.evaluation import build_test_suite, evaluate
-    from models_app.siamese.search import HybridMatcher
+    from models_app.siamese.hybrid_matcher import HybridMatcher
     from models_app.siamese.specs import parse_search_config
 
     members = list(

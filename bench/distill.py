@@ -41,7 +41,8 @@ from models_app.siamese.distill import (  # noqa: E402
 )
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite  # noqa: E402
-from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
+from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import STUDENT_SPEC  # noqa: E402
 
 STUDENT = STUDENT_SPEC["encoder"]

@@ -64,8 +64,9 @@ import numpy as np  # noqa: E402
 from bench import corrigibility_onet as corrigibility  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
 from models_app.siamese.sampling import FeedbackExample, prepare_data  # noqa: E402
-from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
 from models_app.siamese.text import normalize_text  # noqa: E402
 from models_app.siamese.train import blend_weights, train_encoder  # noqa: E402

@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 from bench.jobbert_data import SHARED_DATA, esco_members, jobbert_split  # noqa: E402
 from models_app.siamese.baselines import EncoderMatcher, TrigramMatcher  # noqa: E402
 from models_app.siamese.encoders import fit_encoder, load_encoder, parse_config  # noqa: E402
-from models_app.siamese.search import HybridMatcher, SearchConfig  # noqa: E402
+from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
+from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import TOWER_SPEC, parse_search_config  # noqa: E402
 from models_app.siamese.stats import binomial_tail  # noqa: E402
 from models_app.siamese.towers import TransformerEncoder  # noqa: E402

@@ -27,7 +27,8 @@ from models_app.live import encoder_for
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
 from models_app.services import member_vectors
 from models_app.siamese.evaluation import build_test_suite, evaluate
-from models_app.siamese.search import HybridMatcher, SearchConfig
+from models_app.siamese.hybrid_matcher import HybridMatcher
+from models_app.siamese.search import SearchConfig
 from models_app.siamese.specs import parse_search_config
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import normalize_text

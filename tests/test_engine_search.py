@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from models_app.siamese.encoders import ConfigError, fit_encoder
+from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.search import HybridMatcher, MemberSearch, SearchConfig
+from models_app.siamese.search import MemberSearch, SearchConfig
 from models_app.siamese.specs import parse_model_spec, parse_search_config
 
 TITLES = [

@@ -20,7 +20,6 @@ import numpy as np
 from models_app.siamese.baselines import TrigramMatcher, _top_k_stable, trigrams
 from models_app.siamese.encoders import ConfigError, check_field_types
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranking import GroupHit, rank_groups
 
 
 @dataclass(frozen=True)
@@ -373,40 +372,3 @@ class MemberSearch:
             ) * extra_eligible
             hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
         return hits
-
-
-class HybridMatcher:
-    """The product's search as a ``Matcher`` for the evaluation suite: an exact index over the
-    candidates, ``MemberSearch`` with a version's ``SearchConfig``, groups ranked by their best
-    member."""
-
-    def __init__(
-        self,
-        encoder,
-        texts: Sequence[str],
-        labels: Sequence[int],
-        *,
-        config: SearchConfig,
-        vectors: np.ndarray | None = None,
-    ) -> None:
-        """``vectors``: the texts already encoded by ``encoder``, to skip encoding them."""
-        self.encoder = encoder
-        if vectors is None:
-            vectors = encoder.encode(list(texts))
-        self.vectors = vectors  # (N, D), row i is texts[i]
-        index = MemberIndex.build(self.vectors, np.arange(len(texts)), kind="flat")
-        self.search = MemberSearch(index, texts, config)
-        self.labels = list(labels)
-
-    def rank(self, queries: Sequence[str], k: int) -> list[list[int]]:
-        return [[hit.group_id for hit in hits] for hits in self.rank_hits(queries, k)]
-
-    def rank_hits(self, queries: Sequence[str], k: int) -> list[list[GroupHit]]:
-        """The ``k`` best groups of each query, each with the member (its position in
-        ``texts``) that gave the group its score."""
-        vectors = self.encoder.encode(list(queries))
-        depth = min(len(self.labels), k * 50)
-        group_of = dict(enumerate(self.labels))
-        return [
-            rank_groups(hits, group_of, k=k) for hits in self.search.search(queries, vectors, depth)
-        ]
