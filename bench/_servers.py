@@ -8,6 +8,7 @@ SIAMWEB_VAR_DIR), so they share its scratch database and broker.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import socket
@@ -86,6 +87,36 @@ def stop_gunicorn(process: subprocess.Popen) -> None:
         process.kill()
         process.wait()
     print(f"gunicorn stopped (exit {process.returncode})")
+
+
+class NormalizeClient:
+    """POSTs texts to a taxonomy's normalize API with a token; ``keep_alive=False`` opens a new
+    connection a request, so gunicorn's master spreads them over its workers."""
+
+    def __init__(self, port: int, token: str, path: str, *, keep_alive: bool = True) -> None:
+        self.port, self.path, self.keep_alive = port, path, keep_alive
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {
+            "Authorization": f"Token {token}",
+            "Content-Type": "application/json",
+            "Host": "localhost",
+            **({} if keep_alive else {"Connection": "close"}),
+        }
+
+    def normalize(self, texts: list[str]) -> list[dict]:
+        if not self.keep_alive:
+            self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        body = json.dumps({"texts": texts})
+        try:
+            self.connection.request("POST", self.path, body=body, headers=self.headers)
+            response = self.connection.getresponse()
+            payload = response.read()
+        finally:
+            if not self.keep_alive:
+                self.connection.close()
+        if response.status != 200:
+            raise RuntimeError(f"normalize answered {response.status}: {payload[:200]!r}")
+        return json.loads(payload)["results"]
 
 
 def start_celery(role: str, *, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:

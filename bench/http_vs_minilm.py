@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import http.client
-import json
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,12 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _pg
-from bench._servers import free_port, start_gunicorn, stop_gunicorn
+from bench._servers import NormalizeClient, free_port, start_gunicorn, stop_gunicorn
 
 _pg.scratch_database(broker="memory://")
 
 import faiss  # noqa: E402
-import numpy as np  # noqa: E402
 from django.db import connections  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
@@ -59,32 +55,6 @@ def vacancy_titles(count: int) -> list[str]:
     return random.Random(24).sample(titles, count)
 
 
-def summary(ms: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(statistics.median(ms), 2),
-        "p99_ms": round(float(np.percentile(ms, 99)), 2),
-    }
-
-
-class Client:
-    def __init__(self, port: int, token: str) -> None:
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.headers = {
-            "Authorization": f"Token {token}",
-            "Content-Type": "application/json",
-            "Host": "localhost",
-        }
-
-    def normalize(self, texts: list[str]) -> list[dict]:
-        body = json.dumps({"texts": texts})
-        self.connection.request("POST", PATH, body=body, headers=self.headers)
-        response = self.connection.getresponse()
-        payload = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"normalize answered {response.status}: {payload[:200]!r}")
-        return json.loads(payload)["results"]
-
-
 def timed_calls(call, inputs) -> list[float]:
     ms = []
     for item in inputs:
@@ -100,14 +70,14 @@ def siamweb_rows(token: str, singles: list[str], batches: list[list[str]]) -> di
         port=port, workers=2, threads=2, torch_threads=1, config="python:siamweb.gunicorn_config"
     )
     try:
-        client = Client(port, token)
+        client = NormalizeClient(port, token, PATH)
         timed_calls(client.normalize, [[text] for text in singles[:30]])  # warm both workers
         single = timed_calls(client.normalize, [[text] for text in singles])
         batch = timed_calls(client.normalize, batches)
     finally:
         stop_gunicorn(server)
     return {
-        "single": summary(single),
+        "single": _pg.summary(single),
         "batch_texts_per_s": round(BATCH * len(batch) / sum(batch) * 1000, 1),
     }
 
@@ -128,7 +98,7 @@ def minilm_rows(members: list[str], singles: list[str], batches: list[list[str]]
     single = timed_calls(search, [[text] for text in singles])
     batch = timed_calls(search, batches)
     return {
-        "single": summary(single),
+        "single": _pg.summary(single),
         "batch_texts_per_s": round(BATCH * len(batch) / sum(batch) * 1000, 1),
     }
 

@@ -17,8 +17,6 @@ Prints a table and writes bench/results/web_memory.json; the scratch database is
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _pg
-from bench._servers import children, free_port, memory_mb, start_gunicorn, stop_gunicorn
+from bench._servers import (
+    NormalizeClient,
+    children,
+    free_port,
+    memory_mb,
+    start_gunicorn,
+    stop_gunicorn,
+)
 
 _pg.scratch_database(broker="memory://")
 
@@ -39,35 +44,13 @@ PATH = "/api/v1/taxonomies/onet/normalize"
 MODES = {"a copy in each worker": None, "preloaded, shared": "python:siamweb.gunicorn_config"}
 
 
-def normalize(port: int, token: str, text: str) -> dict:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        connection.request(
-            "POST",
-            PATH,
-            body=json.dumps({"texts": [text]}),
-            headers={
-                "Authorization": f"Token {token}",
-                "Content-Type": "application/json",
-                "Host": "localhost",
-                "Connection": "close",
-            },
-        )
-        response = connection.getresponse()
-        body = response.read()
-    finally:
-        connection.close()
-    if response.status != 200:
-        raise RuntimeError(f"normalize answered {response.status}: {body[:200]!r}")
-    return json.loads(body)["results"][0]
-
-
 def measure(mode: str, workers: int, token: str, texts: list[str]) -> dict:
     port = free_port()
     server = start_gunicorn(
         port=port, workers=workers, threads=2, torch_threads=1, config=MODES[mode]
     )
     try:
+        client = NormalizeClient(port, token, PATH, keep_alive=False)
         pids = sorted(children(server.pid))
         served: set[int] = set()
         answer = None
@@ -76,8 +59,8 @@ def measure(mode: str, workers: int, token: str, texts: list[str]) -> dict:
         # has grown by its own copy of the engine.
         baseline = {pid: memory_mb(pid)["uss_mb"] for pid in pids}
         for attempt in range(400):
-            result = normalize(port, token, texts[attempt % len(texts)])
-            answer = answer or normalize(port, token, texts[0])
+            result = client.normalize([texts[attempt % len(texts)]])[0]
+            answer = answer or client.normalize([texts[0]])[0]
             if attempt % 20 == 19 and attempt >= 59:
                 served = {pid for pid in pids if memory_mb(pid)["uss_mb"] > baseline[pid] + 1}
                 if MODES[mode] or len(served) == len(pids):
