@@ -159,6 +159,8 @@ def review_batch_undo(request: HttpRequest, slug: str, code: str) -> HttpRespons
     if not request.htmx:
         if error:
             messages.error(request, error)
+        else:
+            messages.success(request, notice)
         page = reverse("review-batch", args=[group.taxonomy.slug, group.code])
         return redirect(_with_query(page, options.query_string()))
     return _batch_panel(request, group, options, error=error, status=status, notice=notice)

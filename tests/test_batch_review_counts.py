@@ -115,6 +115,23 @@ def test_a_batch_is_undone_whole(client, developers, curator):
     assert set(ReviewItem.objects.values_list("status", flat=True)) == {"pending"}
 
 
+def test_a_batch_undone_without_javascript_says_so_on_the_page_it_lands_on(
+    client, developers, curator
+):
+    client.force_login(curator)
+    ids = tile_ids(client.get(URL).content.decode())
+    page = client.post(URL, {"item": ids}, **HTMX).content.decode()
+    done = [int(i) for i in re.findall(r'name="judgement" value="(\d+)"', page)]
+
+    response = client.post(f"{URL}undo", {"judgement": done}, follow=True)
+
+    assert response.redirect_chain[0][0].endswith(URL)
+    page = response.content.decode()
+    assert "Batch undone: 10 verdicts taken back." in page
+    assert sorted(tile_ids(page)) == sorted(ids)
+    assert not Judgement.objects.live().exists()
+
+
 def test_undoing_a_batch_with_one_verdict_that_cannot_go_undoes_none(
     developers, curator, other_curator
 ):

@@ -57,6 +57,9 @@
       var undo = panel.querySelector("[data-batch-undo]");
       if (undo) {
         event.preventDefault();
+        // A batch swapped in a moment ago may not be wired up by htmx yet: unwired, the undo
+        // would post as a plain page (as Enter guards against in review.js).
+        if (window.htmx) window.htmx.process(undo.form);
         undo.click();
       }
     }
