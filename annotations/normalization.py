@@ -6,17 +6,14 @@ for that text are never offered; members added since the index was built are sea
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Q
 
-import annotations.lookups  # noqa: F401  (registers field__any)
-from annotations.models import Judgement, Member, Taxonomy
+from annotations.models import Taxonomy
 from annotations.selectors_calibration import taxonomy_calibrator
+from annotations.selectors_normalization import curator_members, members_by_id, rejected_groups
 from models_app.live import HitsCache, LiveEngine, NoLiveModel, live_engine
 from models_app.siamese.calibration import LOW_CONFIDENCE
 from models_app.siamese.ranking import GroupHit, rank_groups
@@ -101,10 +98,11 @@ def normalize_texts(
 
     # Each member's group, text and the group's code and name in one read: the hit members',
     # then those curators put these very texts in.
-    members = _members(_any_of("id", {m for row in hits for m, _ in row}), taxonomy)
+    members = members_by_id(taxonomy.id, {m for row in hits for m, _ in row})
     group_of = {member_id: row[0] for member_id, row in members.items()}
-    verdict_groups = _curator_groups(taxonomy, keys, members)
-    rejected = _rejected_groups(taxonomy, keys)
+    verdict_groups, verdict_members = curator_members(taxonomy.id, set(keys))
+    members.update(verdict_members)
+    rejected = rejected_groups(taxonomy.id, set(keys))
 
     ranked: list[list[tuple[GroupHit, str]]] = []
     margins: list[float] = []
@@ -152,55 +150,3 @@ def normalize_texts(
             probability=probability,
         )
     return [by_text[text] for text in texts]
-
-
-def _any_of(field: str, values: set) -> Q:
-    """``field IN values``, as one array parameter on PostgreSQL (``annotations.lookups``)."""
-    if values and connection.vendor == "postgresql":
-        return Q(**{f"{field}__any": list(values)})
-    return Q(**{f"{field}__in": values})
-
-
-def _members(condition: Q, taxonomy: Taxonomy) -> dict[int, tuple[int, str, str, str]]:
-    """(group id, text, group code, group name) of each member matching ``condition`` that
-    still exists, read now: a member moved or deleted since the index was built is ranked where
-    it is today, or not at all."""
-    rows = Member.objects.filter(condition, taxonomy=taxonomy).values_list(
-        "id", "group_id", "text", "group__code", "group__name"
-    )
-    return {member_id: tuple(rest) for member_id, *rest in rows}
-
-
-def _curator_groups(
-    taxonomy: Taxonomy, keys: list[str], members: dict[int, tuple[int, str, str, str]]
-) -> dict[str, list[tuple[int, int]]]:
-    """Per normalized text, the (group, member) pairs curators put it in, newest first; each
-    such member is added to ``members``."""
-    found: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    rows = (
-        Member.objects.filter(
-            _any_of("normalized_text", set(keys)), taxonomy=taxonomy, source=Member.Source.CURATOR
-        )
-        .order_by("-id")
-        .values_list("normalized_text", "id", "group_id", "text", "group__code", "group__name")
-    )
-    for key, member_id, *member in rows:
-        members[member_id] = tuple(member)
-        found[key].append((member[0], member_id))
-    return found
-
-
-def _rejected_groups(taxonomy: Taxonomy, keys: list[str]) -> dict[str, set[int]]:
-    found: dict[str, set[int]] = defaultdict(set)
-    rows = (
-        Judgement.objects.live()
-        .filter(
-            _any_of("review_item__input__normalized_text", set(keys)),
-            review_item__taxonomy=taxonomy,
-            rejected_group__isnull=False,
-        )
-        .values_list("review_item__input__normalized_text", "rejected_group_id")
-    )
-    for key, group_id in rows:
-        found[key].add(group_id)
-    return found

@@ -34,6 +34,9 @@ _encoders: dict[int, Encoder] = {}
 _pinned: dict[int, LiveEngine] = {}  # by index build: one not live that a caller asked for
 _MAX_CACHED_ENCODERS = 4
 _LIVE_BUILD_SQL = f"SELECT index_build_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
+_NEWER_MEMBERS_SQL = (
+    f"SELECT id, text FROM {Member._meta.db_table} WHERE taxonomy_id = %s AND id > %s ORDER BY id"
+)
 
 
 # Members are looked for beyond the build's highest id as far back as this before the build: a
@@ -109,11 +112,10 @@ class LiveEngine:
 
     def delta_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
         """Ids, texts and vectors of members the index does not hold yet; each encoded once."""
-        newer = list(
-            Member.objects.filter(taxonomy_id=self.taxonomy_id, id__gt=self.max_member_id)
-            .order_by("id")
-            .values_list("id", "text")
-        )
+        # Every request asks (plain SQL, as for the live build).
+        with connection.cursor() as cursor:
+            cursor.execute(_NEWER_MEMBERS_SQL, [self.taxonomy_id, self.max_member_id])
+            newer = [tuple(row) for row in cursor.fetchall()]
         rows = sorted(self._stragglers() + newer)
         missing = [row for row in rows if row not in self._delta]
         if missing:

@@ -40,9 +40,9 @@ RULES: tuple[tuple[str, str], ...] = (
     ),
     (r"annotations\.selectors(_audit)?", "curation"),
     (r"models_app\.live", "serving"),
-    (r"annotations\.(normalization|selectors_calibration|text_match)", "serving"),
+    (r"annotations\.(normalization|selectors_(normalization|calibration)|text_match)", "serving"),
     (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
-    (r"annotations\.(selectors_taxonomy|importers|lookups|csv_cells)", "rows"),
+    (r"annotations\.(selectors_taxonomy|importers|csv_cells)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy)", "rows"),
     (r"siamweb\.(env|parsers|middleware|settings|settings_test)", "rows"),
     (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers

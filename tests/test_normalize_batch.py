@@ -3,6 +3,8 @@ batch costs a fixed number of queries whatever its size."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from django.db import connection
@@ -13,8 +15,9 @@ from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from models_app.live import HitsCache, live_engine
 from models_app.siamese.baselines import TrigramMatcher
+from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.search import MemberSearch, SearchConfig, best_first, cosines
+from models_app.siamese.search import MemberSearch, SearchConfig, best_first
 from models_app.siamese.text import normalize_text
 
 WORDS = ["java", "nurse", "barista", "driver", "truck", "senior", "icu", "coffee", "tax",
@@ -46,6 +49,39 @@ def test_a_query_scores_bit_for_bit_the_same_alone_as_in_a_batch(size, weight):
     assert batch == alone
 
 
+@pytest.mark.parametrize("dim", [16, 384])
+def test_each_cosine_is_the_exact_dot_product_rounded_once(dim):
+    # Whatever kernel BLAS picks on whatever CPU: the value a correctly rounded sum gives.
+    _, members = random_members(300, dim, seed=dim)
+    _, queries = random_members(5, dim, seed=dim + 1)
+    grid_members = on_grid(members)
+    found = np.vstack([cosines(queries, grid_members), cosines(queries[:1], grid_members)])
+    grid_queries = on_grid(np.vstack([queries, queries[:1]]))
+    exact = [[math.fsum(q * m) for m in grid_members] for q in grid_queries]
+    assert np.array_equal(found, np.array(exact, dtype=np.float32))
+    assert np.abs(grid_members - members).max() <= 2.0**-25
+
+
+def test_the_near_set_from_a_rough_product_is_the_exact_one():
+    # Members in threes a hair apart (1e-7: below float32's rounding of a 128-term sum), so
+    # the rough float32 product orders them wrongly and the exact pass must put them right.
+    _, base = random_members(1500, 128, seed=5)
+    rng = np.random.default_rng(6)
+    members = np.concatenate([base, base + 1e-7 * rng.standard_normal(base.shape), base])
+    exact = ExactCosines(members.astype(np.float32))
+    _, queries = random_members(40, 128, seed=9)
+    queries[:20] = members[:20]
+    every = exact.all(queries)
+    for reach in (1, 7, 40):
+        rows, positions, values, threshold = exact.near(queries, reach)
+        for row in range(len(queries)):
+            expected = np.sort(every[row])[::-1][reach - 1]
+            assert threshold[row] == expected
+            mine = positions[rows == row]
+            assert sorted(mine.tolist()) == np.flatnonzero(every[row] >= expected).tolist()
+            assert values[rows == row].tolist() == every[row, mine].tolist()
+
+
 @pytest.mark.parametrize("window", [0.03, 0.3])
 def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
     # Members in small clusters of identical vectors: a query's nearest members tie in
@@ -69,7 +105,7 @@ def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
     ]
     for depth in (1, 5, 24):
         fast = search.search(queries, query_vectors, depth)
-        cosine = cosines(query_vectors, search.vectors, search.vectors_t)  # as the search does
+        cosine = search.exact.all(query_vectors)  # every member's, exact
         every = search._hybrid_rows(queries, cosine, no_extra, depth, no_ids)
         every = [sorted(hits, key=best_first)[:depth] for hits in every]
         assert fast == every

@@ -19,6 +19,7 @@ import numpy as np
 
 from models_app.siamese.baselines import TrigramMatcher, _top_k_stable, trigrams
 from models_app.siamese.encoders import ConfigError, check_field_types
+from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid, true_pairs
 from models_app.siamese.index import MemberIndex
 
 
@@ -50,31 +51,6 @@ COSINE_CHUNK = 256
 # Members beyond the depth a query's near set reaches: ties at the depth's edge (O*NET lists one
 # title under several occupations) rarely reach past them.
 _NEAR_SLACK = 8
-# Below this many members a chunk's cosines are one matrix-vector product per query.
-_ROWWISE_BELOW = 4096
-
-
-def cosines(
-    queries: np.ndarray, members: np.ndarray, members_t: np.ndarray | None = None
-) -> np.ndarray:
-    """``queries @ members.T``, (Q, N), each row the same whatever else the batch holds.
-
-    BLAS sums a product by a kernel chosen from its shape: one query goes through the
-    matrix-vector kernel and a small product (OpenBLAS: rows x members up to about a thousand)
-    through a small-matrix one, whose sums round differently in the last bit, so a text could
-    score differently alone than inside a batch, and near a tie get another answer. Few
-    members: one query at a time. Many: a lone query is multiplied as two copies, with the
-    members on the left (BLAS then packs the two queries, not the members; the same sums,
-    a third faster); a batch against ``members_t``, the members' transpose laid out in
-    memory (half the time of ``members.T``, the same sums).
-    """
-    if len(members) < _ROWWISE_BELOW:
-        if not len(queries):
-            return np.zeros((0, len(members)), np.float32)
-        return np.stack([members @ query for query in queries])
-    if len(queries) == 1:
-        return (members @ np.repeat(queries, 2, axis=0).T).T[:1]
-    return queries @ (members_t if members_t is not None else members.T)
 
 
 def best_first(hit: tuple[int, float]) -> tuple[float, int]:
@@ -103,14 +79,14 @@ class MemberSearch:
         self.ids = index.member_ids()
         self._order: np.ndarray | None = None  # argsort of ids, made on first use
         self.lexical = config.lexical_weight > 0 and len(self.ids) > 0
+        # An exact index is searched by exact cosines (the same whatever the batch); an
+        # approximate one by FAISS.
+        exact = index.kind == "flat" and len(self.ids) > 0
+        self.exact = ExactCosines(index.vectors()) if exact else None
         if self.lexical:
             if len(texts) != len(self.ids):
                 raise ValueError(f"{len(self.ids)} indexed members but {len(texts)} texts")
             self.trigrams = TrigramMatcher(list(texts), list(range(len(self.ids))))
-            self.vectors = index.vectors() if index.kind == "flat" else None  # (N, D)
-            self.vectors_t = None  # (D, N), for batches (``cosines``)
-            if self.vectors is not None and len(self.vectors) >= _ROWWISE_BELOW:
-                self.vectors_t = np.ascontiguousarray(self.vectors.T)
 
     def search(
         self,
@@ -125,13 +101,15 @@ class MemberSearch:
         """The ``depth`` best members of each query, including ``extra`` members (added since
         the index was built), which are scored the same way."""
         extra_ids = np.zeros(0, np.int64) if extra_ids is None else extra_ids
-        if not self.lexical:
+        if not self.lexical and self.exact is None:
             return self._embedding_only(vectors, depth, extra_ids, extra_vectors)
         results = []
         for start in range(0, len(queries), COSINE_CHUNK):
             chunk = vectors[start : start + COSINE_CHUNK]
             chunk_queries = queries[start : start + COSINE_CHUNK]
-            if self.vectors is not None:
+            if not self.lexical:
+                found = self._embedding_flat(chunk, depth, extra_ids, extra_vectors)
+            elif self.exact is not None:
                 found = self._hybrid_flat(
                     chunk_queries, chunk, depth, extra_ids, extra_texts, extra_vectors
                 )
@@ -145,8 +123,29 @@ class MemberSearch:
                 results.append(hits[:depth])
         return results
 
+    def _embedding_flat(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
+        """The embedding alone over an exact index, for a chunk of queries: the depth's best
+        of each and every member tied with the last of them (``best_first`` chooses)."""
+        count, take = len(vectors), min(depth, len(self.ids))
+        if not take:
+            rows, members = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            scores = np.zeros(0, np.float32)
+        else:
+            rows, members, scores, _ = self.exact.near(vectors, take)
+        found, scores = self.ids[members].tolist(), scores.tolist()
+        bounds = np.searchsorted(rows, np.arange(count + 1))
+        extra = (
+            cosines(vectors, on_grid(extra_vectors)).tolist() if len(extra_ids) else [[]] * count
+        )
+        return [
+            list(zip(found[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
+                     strict=True)) + list(zip(extra_ids.tolist(), extra[row], strict=True))
+            for row in range(count)
+        ]  # fmt: skip
+
     def _embedding_only(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
-        """One FAISS call for every query of the batch, then the extra members merged in.
+        """The embedding alone over an approximate index: one FAISS call for every query of
+        the batch, then the extra members merged in.
 
         FAISS is asked for one member more than ``depth``: where that one ties with the
         depth-th, FAISS chose among tied members, so that query looks at every member and
@@ -157,24 +156,20 @@ class MemberSearch:
             return [[] for _ in range(len(vectors))]
         keep = max(1, min(depth, total))
         fetch = max(1, min(total, keep + 1))
-        # A lone query is searched as two copies: FAISS scores one query by another kernel
-        # than several, whose sums differ in the last bit (see ``cosines``).
-        scores, ids = self.index.search(
-            np.repeat(vectors, 2, axis=0) if len(vectors) == 1 else vectors, fetch
-        )
-        scores, ids = scores[: len(vectors)], ids[: len(vectors)]
+        # IVF scores each query by itself: a batch changes no query's sums.
+        scores, ids = self.index.search(vectors, fetch)
         found = [(ids[row], scores[row]) for row in range(len(vectors))]
         if fetch > keep:
             edge_tied = (ids[:, keep] >= 0) & (scores[:, keep] == scores[:, keep - 1])
             for row in np.flatnonzero(edge_tied):
-                every_scores, every_ids = self.index.search(vectors[[row, row]], total)
+                every_scores, every_ids = self.index.search(vectors[row : row + 1], total)
                 tied_or_better = int((every_scores[0] >= scores[row, keep - 1]).sum())
                 found[row] = (every_ids[0][:tied_or_better], every_scores[0][:tied_or_better])
         results = []
         for row, (row_ids, row_scores) in enumerate(found):
             hits = [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
             if len(extra_ids):
-                extra = extra_vectors @ vectors[row]  # (E,): per query, as alone (``cosines``)
+                extra = extra_vectors @ vectors[row]  # (E,): per query, as alone
                 hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
             hits.sort(key=best_first)
             results.append(hits[:depth])
@@ -194,8 +189,7 @@ class MemberSearch:
         query where either fails (a wide window, a tie at the edge) is scored against every
         member (``_hybrid_rows``).
         """
-        cosine = cosines(vectors, self.vectors, self.vectors_t)  # (Q, N): one product a chunk
-        count, size = cosine.shape
+        count, size = len(vectors), len(self.ids)
         # Per query (cosines, lexical scores) of the members added since the build, (E,) each.
         extra = [
             self._extra_terms(query, vector, extra_texts, extra_vectors)
@@ -204,17 +198,12 @@ class MemberSearch:
         take = min(depth, size)
         reach = take + _NEAR_SLACK
         if reach >= size or not take:
-            return self._hybrid_rows(queries, cosine, extra, depth, extra_ids)
+            return self._hybrid_rows(queries, self.exact.all(vectors), extra, depth, extra_ids)
         w, window = self.config.lexical_weight, self.config.lexical_window
-        # Each query's ``reach`` best members: the partition's k-th is the threshold. A member
-        # tied with it but left out matters only where the threshold is inside the window or
-        # could reach the depth, and those queries are scored in full below (``wide``).
-        nearest = np.argpartition(cosine, size - reach, axis=1)[:, size - reach :]  # (Q, reach)
-        threshold = cosine[np.arange(count), nearest[:, 0]]  # (Q,)
-        rows = np.repeat(np.arange(count), reach)  # by query
-        members = nearest.ravel()
-        near = np.take_along_axis(cosine, nearest, axis=1).ravel()  # (P,) ``reach`` a query
-        starts = np.arange(0, count * reach + 1, reach)
+        # Each query's near set: the members at or above its ``reach``-th best cosine, the
+        # threshold (more than ``reach`` where members tie with it), (P,) by query.
+        rows, members, near, threshold = self.exact.near(vectors, reach)
+        starts = np.searchsorted(rows, np.arange(count + 1))
         best_cosine = np.maximum.reduceat(near, starts[:-1])  # (Q,)
         for row, (extra_cosine, _) in enumerate(extra):
             best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
@@ -243,7 +232,8 @@ class MemberSearch:
         if wide.any():
             again = np.flatnonzero(wide)
             found = self._hybrid_rows(
-                [queries[row] for row in again], cosine[again], [extra[row] for row in again],
+                [queries[row] for row in again], self.exact.all(vectors[again]),
+                [extra[row] for row in again],
                 depth, extra_ids,
             )  # fmt: skip
             for row, hits in zip(again, found, strict=True):
@@ -258,7 +248,7 @@ class MemberSearch:
         for row, (extra_cosine, _) in enumerate(extra):
             best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
         floor = best_cosine - window
-        rows, members = np.nonzero(cosine >= floor[:, None])  # the eligible pairs, (P,)
+        rows, members = true_pairs(cosine >= floor[:, None])  # the eligible pairs, (P,)
         lexical = self.trigrams.pair_scores(queries, rows, members).astype(np.float32)  # (P,)
         scale, extra_scores = self._lexical_scale(rows, lexical, floor, extra, extra_ids)
         combined = (1 - w) * cosine  # (Q, N): members outside the window get no lift
@@ -268,7 +258,7 @@ class MemberSearch:
             # As in ``_hybrid``: the depth's best and every member tied with the last of them.
             negated = -combined
             edge = np.partition(negated, take - 1, axis=1)[:, take - 1]  # (Q,)
-            top_rows, top_members = np.nonzero(negated <= edge[:, None])
+            top_rows, top_members = true_pairs(negated <= edge[:, None])
         else:
             top_rows = top_members = np.zeros(0, np.int64)
         ids = self.ids[top_members].tolist()
@@ -310,7 +300,9 @@ class MemberSearch:
             [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
             dtype=np.float32,
         )
-        return extra_vectors @ vector, extra_lexical  # (E,), (E,)
+        # As the indexed members are scored: a member added since the build scores what it
+        # will score once the next build indexes it.
+        return cosines(vector[None, :], on_grid(extra_vectors))[0], extra_lexical  # (E,), (E,)
 
     def _positions_of(self, member_ids: np.ndarray) -> np.ndarray:
         """Where these members are in ``self.ids`` (each must be there)."""
