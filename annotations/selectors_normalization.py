@@ -69,9 +69,12 @@ def curator_members(
     rows = _rows(
         f"SELECT m.normalized_text, m.id, m.group_id, m.text, g.code, g.name FROM {_MEMBER} m "
         f"JOIN {_GROUP} g ON g.id = m.group_id "
-        f"WHERE {condition} AND m.taxonomy_id = %s AND m.source = %s ORDER BY m.id DESC",
+        f"WHERE {condition} AND m.taxonomy_id = %s AND m.source = %s",
         [values, taxonomy_id, Member.Source.CURATOR.value],
     )
+    # Newest first, sorted here: asked to sort by id, SQLite walks every member of the
+    # taxonomy in id order instead of looking the texts up (33 ms, not 0.1, on O*NET).
+    rows.sort(key=lambda row: row[1], reverse=True)
     for key, member_id, *member in rows:
         members[member_id] = tuple(member)
         found[key].append((member[0], member_id))
