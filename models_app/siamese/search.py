@@ -178,12 +178,12 @@ class MemberSearch:
     def _hybrid_flat(
         self, queries, vectors, depth, extra_ids, extra_texts, extra_vectors
     ) -> list[Hits]:
-        """``_hybrid`` over an exact index for a chunk of queries at once: the same arithmetic
-        on the same float32 values, so each query gets the hits it gets on its own.
+        """``_hybrid``'s scoring over an exact index for a chunk of queries at once, on exact
+        cosines, so each query gets the hits it gets on its own.
 
-        ``_hybrid`` makes several passes over every member for each query (trigram counts, the
-        window, the partition). Here one partition of the chunk's cosines finds a threshold
-        for each query that a few more than ``depth`` members reach; when the threshold is
+        Scoring every member for each query takes several passes (trigram counts, the window,
+        the partition). Here each query's near set (``ExactCosines.near``) gives a threshold
+        that a few more than ``depth`` members reach; when the threshold is
         outside the window and, unlifted, below the depth's last score, the window and the
         depth's best are all among those members and trigrams are counted for them alone. A
         query where either fails (a wide window, a tie at the edge) is scored against every
