@@ -99,10 +99,7 @@ def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
     queries, query_vectors = random_members(200, 16, seed=4)
     query_vectors[:100] = vectors[:100]  # half of them on a member: a tie of three at the top
     no_ids, no_vectors = np.zeros(0, np.int64), np.zeros((0, 16), np.float32)
-    no_extra = [
-        search._extra_terms(q, v, [], no_vectors)
-        for q, v in zip(queries, query_vectors, strict=True)
-    ]
+    no_extra = search._extra_terms(queries, query_vectors, [], no_vectors)
     for depth in (1, 5, 24):
         fast = search.search(queries, query_vectors, depth)
         cosine = search.exact.all(query_vectors)  # every member's, exact

@@ -132,15 +132,21 @@ class MemberSearch:
             scores = np.zeros(0, np.float32)
         else:
             rows, members, scores, _ = self.exact.near(vectors, take)
-        found, scores = self.ids[members].tolist(), scores.tolist()
-        bounds = np.searchsorted(rows, np.arange(count + 1))
-        extra = (
-            cosines(vectors, on_grid(extra_vectors)).tolist() if len(extra_ids) else [[]] * count
-        )
+        extra: list[Hits] = [[] for _ in range(count)]
+        if len(extra_ids):
+            extra_cosines = cosines(vectors, on_grid(extra_vectors)).tolist()  # (Q, E)
+            extra = [list(zip(extra_ids.tolist(), row, strict=True)) for row in extra_cosines]
+        return self._hits_by_row(rows, members, scores, extra)
+
+    def _hits_by_row(self, rows, positions, scores, extra: list[Hits]) -> list[Hits]:
+        """Per query of a chunk, its (member id, score) hits from pairs sorted by row, then the
+        hits ``extra`` holds for it."""
+        ids, scores = self.ids[positions].tolist(), scores.tolist()
+        bounds = np.searchsorted(rows, np.arange(len(extra) + 1))
         return [
-            list(zip(found[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
-                     strict=True)) + list(zip(extra_ids.tolist(), extra[row], strict=True))
-            for row in range(count)
+            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
+                     strict=True)) + extra[row]
+            for row in range(len(extra))
         ]  # fmt: skip
 
     def _embedding_only(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
@@ -190,11 +196,7 @@ class MemberSearch:
         member (``_hybrid_rows``).
         """
         count, size = len(vectors), len(self.ids)
-        # Per query (cosines, lexical scores) of the members added since the build, (E,) each.
-        extra = [
-            self._extra_terms(query, vector, extra_texts, extra_vectors)
-            for query, vector in zip(queries, vectors, strict=True)
-        ]
+        extra = self._extra_terms(queries, vectors, extra_texts, extra_vectors)
         take = min(depth, size)
         reach = take + _NEAR_SLACK
         if reach >= size or not take:
@@ -221,14 +223,7 @@ class MemberSearch:
         # and scoring below the depth's last, it cannot be among the best or tie with them.
         wide = (threshold >= floor) | ((1 - w) * threshold >= edge)
         top = np.flatnonzero(combined >= edge[rows])
-        ids = self.ids[members[top]].tolist()
-        scores = combined[top].tolist()
-        bounds = np.searchsorted(rows[top], np.arange(count + 1))
-        results: list[Hits] = [
-            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
-                     strict=True)) + extra_scores[row]
-            for row in range(count)
-        ]  # fmt: skip
+        results = self._hits_by_row(rows[top], members[top], combined[top], extra_scores)
         if wide.any():
             again = np.flatnonzero(wide)
             found = self._hybrid_rows(
@@ -243,7 +238,7 @@ class MemberSearch:
     def _hybrid_rows(self, queries, cosine, extra, depth, extra_ids) -> list[Hits]:
         """``_hybrid_flat`` for queries whose every member is scored: (Q, N) passes."""
         w, window = self.config.lexical_weight, self.config.lexical_window
-        count, size = cosine.shape
+        size = cosine.shape[1]
         best_cosine = cosine.max(axis=1)  # (Q,)
         for row, (extra_cosine, _) in enumerate(extra):
             best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
@@ -261,14 +256,9 @@ class MemberSearch:
             top_rows, top_members = true_pairs(negated <= edge[:, None])
         else:
             top_rows = top_members = np.zeros(0, np.int64)
-        ids = self.ids[top_members].tolist()
-        scores = combined[top_rows, top_members].tolist()
-        bounds = np.searchsorted(top_rows, np.arange(count + 1))
-        return [
-            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
-                     strict=True)) + extra_scores[row]
-            for row in range(count)
-        ]  # fmt: skip
+        return self._hits_by_row(
+            top_rows, top_members, combined[top_rows, top_members], extra_scores
+        )
 
     def _lexical_scale(self, rows, lexical, floor, extra, extra_ids):
         """Per query the trigram term's scale (one over the best lexical score the window holds)
@@ -292,17 +282,23 @@ class MemberSearch:
         return scale, extra_scores
 
     @staticmethod
-    def _extra_terms(query, vector, extra_texts, extra_vectors) -> tuple[np.ndarray, np.ndarray]:
+    def _extra_terms(
+        queries, vectors, extra_texts, extra_vectors
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query of a chunk, the (cosines, lexical scores) of the members added since the
+        build, (E,) each: their vectors and trigrams prepared once for the chunk."""
         if not len(extra_texts):
-            return np.zeros(0, np.float32), np.zeros(0, np.float32)
-        query_grams = trigrams(query)
-        extra_lexical = np.array(
-            [3 * len(query_grams & trigrams(t)) - len(trigrams(t)) for t in extra_texts],
-            dtype=np.float32,
-        )
+            empty = np.zeros(0, np.float32)
+            return [(empty, empty)] * len(queries)
+        grams = [trigrams(text) for text in extra_texts]
         # As the indexed members are scored: a member added since the build scores what it
         # will score once the next build indexes it.
-        return cosines(vector[None, :], on_grid(extra_vectors))[0], extra_lexical  # (E,), (E,)
+        cosine = cosines(vectors, on_grid(extra_vectors))  # (Q, E)
+        return [
+            (cosine[row], np.array([3 * len(trigrams(query) & g) - len(g) for g in grams],
+                                   dtype=np.float32))
+            for row, query in enumerate(queries)
+        ]  # fmt: skip
 
     def _positions_of(self, member_ids: np.ndarray) -> np.ndarray:
         """Where these members are in ``self.ids`` (each must be there)."""
