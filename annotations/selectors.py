@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -24,10 +25,19 @@ from django.utils import timezone
 
 from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem, Taxonomy
 from annotations.text_match import name_relevance, nearest
+from siamweb.plain_sql import ModelColumns
+
+
+_TAXONOMY = ModelColumns(Taxonomy, "t")
+_TAXONOMY_BY_SLUG = f"SELECT {_TAXONOMY.sql} FROM {Taxonomy._meta.db_table} t WHERE t.slug = %s"
 
 
 def taxonomy_get(slug: str) -> Taxonomy | None:
-    return Taxonomy.objects.filter(slug=slug).first()
+    # Every API request of a taxonomy reads it: plain SQL (``siamweb.plain_sql``).
+    with connection.cursor() as cursor:
+        cursor.execute(_TAXONOMY_BY_SLUG, [slug])
+        row = cursor.fetchone()
+    return _TAXONOMY.instance(row) if row is not None else None
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
     (r"annotations\.(selectors_taxonomy|importers|csv_cells)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy)", "rows"),
-    (r"siamweb\.(env|parsers|middleware|settings|settings_test)", "rows"),
+    (r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication)", "rows"),
     (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers
 )
 

@@ -15,7 +15,7 @@ from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from models_app.live import HitsCache, live_engine
 from models_app.siamese.baselines import TrigramMatcher
-from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid
+from models_app.siamese.exact_cosines import ExactCosines, cosines, kth_best_at_least, on_grid
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch, SearchConfig, best_first
 from models_app.siamese.text import normalize_text
@@ -80,6 +80,26 @@ def test_the_near_set_from_a_rough_product_is_the_exact_one():
             mine = positions[rows == row]
             assert sorted(mine.tolist()) == np.flatnonzero(every[row] >= expected).tolist()
             assert values[rows == row].tolist() == every[row, mine].tolist()
+
+
+@pytest.mark.parametrize("size", [20, 1000, 1007])
+def test_the_kth_best_bound_is_never_above_the_kth_best(size):
+    rng = np.random.default_rng(size)
+    values = rng.standard_normal((30, size)).astype(np.float32)
+    # Rows whose best values all fall in one strided set (columns 0, width, 2 * width, ...),
+    # where one maximum stands for them all, and rows of ties.
+    width = size // 16
+    if width:
+        values[:10, ::width] += 5.0
+    values[10:15] = 1.0
+    for k in (1, 5, 16, 17):
+        bound = kth_best_at_least(values, k)
+        kth = np.sort(values, axis=1)[:, -k]
+        assert (bound <= kth).all()
+        assert (bound[10:15] == 1.0).all()
+        # Where values are distinct, no more than the k sets' members reach it (16 each).
+        reaching = (values >= bound[:, None]).sum(axis=1)
+        assert (np.delete(reaching, range(10, 15)) <= 16 * k).all()
 
 
 @pytest.mark.parametrize("window", [0.03, 0.3])

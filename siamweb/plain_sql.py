@@ -1,0 +1,46 @@
+"""Model instances read by plain SQL, for the few reads every API request makes.
+
+Building an ORM query costs more than running it: on 2 cores the token's ``.get()`` took 0.63 ms
+against 0.27 ms read this way, and each API request reads the token and its taxonomy. A row is
+converted value by value as the ORM would convert it (a datetime from SQLite's text, say), so
+the instance is the one ``.get()`` gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Model
+from django.db.models.sql import Query
+
+
+class ModelColumns:
+    """A model's columns as ``alias.column, …`` for a SELECT, and its instances from those
+    values."""
+
+    def __init__(self, model: type[Model], alias: str) -> None:
+        self.model = model
+        self.fields = list(model._meta.concrete_fields)
+        self.names = [field.attname for field in self.fields]
+        self.sql = ", ".join(f'{alias}."{field.column}"' for field in self.fields)
+        self._converters: dict[str, list] = {}  # by database vendor
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def instance(self, values: Sequence) -> Model:
+        connection = connections[DEFAULT_DB_ALIAS]
+        converters = self._converters.get(connection.vendor)
+        if converters is None:
+            compiler = connection.ops.compiler("SQLCompiler")(
+                Query(self.model), connection, DEFAULT_DB_ALIAS
+            )
+            columns = [field.get_col(self.model._meta.db_table) for field in self.fields]
+            converters = list(compiler.get_converters(columns).items())
+            self._converters[connection.vendor] = converters
+        values = list(values)
+        for position, (functions, column) in converters:
+            for function in functions:
+                values[position] = function(values[position], column, connection)
+        return self.model.from_db(DEFAULT_DB_ALIAS, self.names, values)
