@@ -27,7 +27,6 @@ from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem,
 from annotations.text_match import name_relevance, nearest
 from siamweb.plain_sql import ModelColumns
 
-
 _TAXONOMY = ModelColumns(Taxonomy, "t")
 _TAXONOMY_BY_SLUG = f"SELECT {_TAXONOMY.sql} FROM {Taxonomy._meta.db_table} t WHERE t.slug = %s"
 
