@@ -118,14 +118,20 @@ def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
     )
     queries, query_vectors = random_members(200, 16, seed=4)
     query_vectors[:100] = vectors[:100]  # half of them on a member: a tie of three at the top
-    no_ids, no_vectors = np.zeros(0, np.int64), np.zeros((0, 16), np.float32)
-    no_extra = search._extra_terms(queries, query_vectors, [], no_vectors)
-    for depth in (1, 5, 24):
-        fast = search.search(queries, query_vectors, depth)
-        cosine = search.exact.all(query_vectors)  # every member's, exact
-        every = search._hybrid_rows(queries, cosine, no_extra, depth, no_ids)
-        every = [sorted(hits, key=best_first)[:depth] for hits in every]
-        assert fast == every
+    # Members added since the build, one of them on a query's nearest members.
+    extra_texts, extra_vectors = random_members(3, 16, seed=5)
+    extra_vectors[0] = vectors[50]
+    extra_ids = np.array([90001, 90002, 90003])
+    for extra in ((np.zeros(0, np.int64), [], np.zeros((0, 16), np.float32)),
+                  (extra_ids, extra_texts, extra_vectors)):  # fmt: skip
+        terms = search._extra_terms(queries, query_vectors, extra[1], extra[2])
+        for depth in (1, 5, 24):
+            fast = search.search(queries, query_vectors, depth, extra_ids=extra[0],
+                                 extra_texts=extra[1], extra_vectors=extra[2])  # fmt: skip
+            cosine = search.exact.all(query_vectors)  # every member's, exact
+            every = search._hybrid_rows(queries, cosine, terms, depth, extra[0])
+            every = [sorted(hits, key=best_first)[:depth] for hits in every]
+            assert fast == every
 
 
 def test_pair_scores_are_the_trigram_scores_of_those_pairs():

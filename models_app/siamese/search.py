@@ -51,6 +51,10 @@ COSINE_CHUNK = 256
 # Members beyond the depth a query's near set reaches: ties at the depth's edge (O*NET lists one
 # title under several occupations) rarely reach past them.
 _NEAR_SLACK = 8
+# How much deeper the next near set of a query whose near set did not hold goes. On real job
+# titles against O*NET 4% of queries need a second one (near-duplicate titles crowd the
+# window); scoring those against every member instead cost a tenth of a batch's time.
+_NEAR_WIDENING = 8
 
 
 def best_first(hit: tuple[int, float]) -> tuple[float, int]:
@@ -192,13 +196,18 @@ class MemberSearch:
         that a few more than ``depth`` members reach; when the threshold is
         outside the window and, unlifted, below the depth's last score, the window and the
         depth's best are all among those members and trigrams are counted for them alone. A
-        query where either fails (a wide window, a tie at the edge) is scored against every
-        member (``_hybrid_rows``).
+        query where either fails (a wide window, a tie at the edge) is tried again with a near
+        set ``_NEAR_WIDENING`` times as deep, and so on until it holds or reaches every member
+        (``_hybrid_rows``).
         """
-        count, size = len(vectors), len(self.ids)
         extra = self._extra_terms(queries, vectors, extra_texts, extra_vectors)
+        reach = min(depth, len(self.ids)) + _NEAR_SLACK
+        return self._hybrid_near(queries, vectors, extra, depth, extra_ids, reach)
+
+    def _hybrid_near(self, queries, vectors, extra, depth, extra_ids, reach) -> list[Hits]:
+        """``_hybrid_flat`` with near sets of ``reach`` members."""
+        count, size = len(vectors), len(self.ids)
         take = min(depth, size)
-        reach = take + _NEAR_SLACK
         if reach >= size or not take:
             return self._hybrid_rows(queries, self.exact.all(vectors), extra, depth, extra_ids)
         w, window = self.config.lexical_weight, self.config.lexical_window
@@ -226,10 +235,9 @@ class MemberSearch:
         results = self._hits_by_row(rows[top], members[top], combined[top], extra_scores)
         if wide.any():
             again = np.flatnonzero(wide)
-            found = self._hybrid_rows(
-                [queries[row] for row in again], self.exact.all(vectors[again]),
-                [extra[row] for row in again],
-                depth, extra_ids,
+            found = self._hybrid_near(
+                [queries[row] for row in again], vectors[again], [extra[row] for row in again],
+                depth, extra_ids, reach * _NEAR_WIDENING,
             )  # fmt: skip
             for row, hits in zip(again, found, strict=True):
                 results[row] = hits
