@@ -13,7 +13,7 @@ from django.conf import settings
 
 from annotations.models import Taxonomy
 from annotations.selectors_calibration import taxonomy_calibrator
-from annotations.selectors_normalization import curator_members, members_by_id, rejected_groups
+from annotations.selectors_normalization import normalization_rows
 from models_app.live import HitsCache, LiveEngine, NoLiveModel, live_engine
 from models_app.siamese.calibration import LOW_CONFIDENCE
 from models_app.siamese.ranking import GroupHit, rank_groups
@@ -96,13 +96,11 @@ def normalize_texts(
     keys = [normalize_text(text) for text in unique]
     hits = engine.nearest_members(unique, k * settings.SIAMWEB_MEMBERS_PER_GROUP, cache=hits_cache)
 
-    # Each member's group, text and the group's code and name in one read: the hit members',
-    # then those curators put these very texts in.
-    members = members_by_id(taxonomy.id, {m for row in hits for m, _ in row})
+    # Each member's group, text and the group's code and name (the hit members', then those
+    # curators put these very texts in), the groups rejected for them, the verdicts' key.
+    read = normalization_rows(taxonomy.id, {m for row in hits for m, _ in row}, set(keys))
+    members, verdict_groups, rejected = read.members, read.verdict_groups, read.rejected
     group_of = {member_id: row[0] for member_id, row in members.items()}
-    verdict_groups, verdict_members = curator_members(taxonomy.id, set(keys))
-    members.update(verdict_members)
-    rejected = rejected_groups(taxonomy.id, set(keys))
 
     ranked: list[list[tuple[GroupHit, str]]] = []
     margins: list[float] = []
@@ -122,7 +120,7 @@ def normalize_texts(
         margins.append(model[0].score - model[1].score if len(model) > 1 else 1.0)
         ranked.append((first + [(hit, "model") for hit in model])[:k])
 
-    calibrator = taxonomy_calibrator(taxonomy)
+    calibrator = taxonomy_calibrator(taxonomy, key=read.verdicts_key)
     by_text = {}
     for text, row, margin in zip(unique, ranked, margins, strict=True):
         ranked_groups = [

@@ -20,7 +20,8 @@ from models_app.siamese.encoders import ConfigError
 
 _lock = threading.Lock()
 # What ``_verdicts`` selects, counted: the fitted calibrator stands while this stays the same.
-_KEY_SQL = (
+# One parameter the taxonomy's id, then ``Judgement.FINAL_VERDICTS``.
+VERDICTS_KEY_SQL = (
     f"SELECT COUNT(j.id), MAX(j.id) FROM {Judgement._meta.db_table} j "
     f"JOIN {ReviewItem._meta.db_table} r ON r.id = j.review_item_id "
     f"JOIN {Prediction._meta.db_table} p ON p.id = j.prediction_id "
@@ -38,14 +39,18 @@ def _verdicts(taxonomy_id: int):
     )
 
 
-def taxonomy_calibrator(taxonomy: Taxonomy | int) -> Calibrator | None:
+def taxonomy_calibrator(
+    taxonomy: Taxonomy | int, *, key: tuple[int, int | None] | None = None
+) -> Calibrator | None:
     """The calibrator of the taxonomy's verdicts (a taxonomy or its id); None until they hold
-    right and wrong answers (ten at least)."""
+    right and wrong answers (ten at least). ``key``: their count and newest id, where the
+    caller read them already (``VERDICTS_KEY_SQL``)."""
     taxonomy_id = taxonomy if isinstance(taxonomy, int) else taxonomy.id
-    # Asked on every normalize: plain SQL (the ORM's aggregate cost more than the database).
-    with connection.cursor() as cursor:
-        cursor.execute(_KEY_SQL, [taxonomy_id, *Judgement.FINAL_VERDICTS])
-        key = tuple(cursor.fetchone())
+    if key is None:
+        # Plain SQL: the ORM's aggregate cost more than the database.
+        with connection.cursor() as cursor:
+            cursor.execute(VERDICTS_KEY_SQL, [taxonomy_id, *Judgement.FINAL_VERDICTS])
+            key = tuple(cursor.fetchone())
     with _lock:
         cached = _fitted.get(taxonomy_id)
     if cached is not None and cached[0] == key:
