@@ -32,8 +32,8 @@ def kth_best_at_least(values: np.ndarray, k: int, *, blocks: int = 16) -> np.nda
     """A bound at or below each row's ``k``-th largest value, (Q,), found in a sixth of the time
     a top-k over every column takes.
 
-    The columns are cut into disjoint sets of ``blocks`` (columns j, j + width, ...) and each
-    set's maximum taken (one vectorised pass); the k-th largest of those maxima is the bound:
+    The columns are cut into ``width`` disjoint sets of ``blocks`` (columns j, j + width, ...)
+    and each set's maximum taken (one vectorised pass); the k-th largest of those is the bound:
     the k sets whose maxima reach it hold k distinct values at least as large. Near-equal values
     land in one set only where they sit ``width`` columns apart, so the bound is nearly tight.
     """
