@@ -34,9 +34,11 @@ def start_gunicorn(
     torch_threads: int,
     log: Path | None = None,
     config: str | None = None,
+    root: Path = ROOT,
 ) -> subprocess.Popen:
     """gunicorn on loopback; ``config``: a ``-c`` argument (``python:siamweb.gunicorn_config``
-    preloads the live engines in the master, as deployed)."""
+    preloads the live engines in the master, as deployed); ``root``: the checkout it serves
+    (another commit's, for a before-and-after), with this one's virtual environment."""
     env = dict(os.environ)
     # Each worker is one process on a 2-core machine: intra-op threads beyond this would only
     # fight the other workers for the same cores.
@@ -56,7 +58,7 @@ def start_gunicorn(
     ]
     output = log.open("ab") if log else None
     process = subprocess.Popen(
-        command, cwd=ROOT, env=env, start_new_session=True, stdout=output, stderr=output
+        command, cwd=root, env=env, start_new_session=True, stdout=output, stderr=output
     )
     try:
         deadline = time.monotonic() + 60
