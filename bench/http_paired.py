@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,11 +46,14 @@ def worktree_of(revision: str) -> tuple[Path, str]:
         ["git", "rev-parse", "--short", revision], cwd=_pg.ROOT, check=True,
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
-    folder = Path(tempfile.mkdtemp(prefix="siamweb-before-")) / "checkout"
+    scratch = Path(tempfile.mkdtemp(prefix="siamweb-before-"))
+    folder = scratch / "checkout"
     subprocess.run(
         ["git", "worktree", "add", "--detach", "--quiet", str(folder), commit],
         cwd=_pg.ROOT, check=True,
     )  # fmt: skip
+    # At exit, last registered first: the worktree, then its folder.
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     atexit.register(
         subprocess.run, ["git", "worktree", "remove", "--force", str(folder)], cwd=_pg.ROOT
     )
