@@ -82,6 +82,11 @@ def main() -> None:
         ["git", "rev-parse", "--short", "HEAD"], cwd=_pg.ROOT, check=True,
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_pg.ROOT, check=True,
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    after += " with uncommitted changes" if dirty else ""
     _pg.onet_live()
     user, _ = user_ensure(username="bench-paired", password="bench-pass-123", admin=False)
     token = Token.objects.create(user=user).key
