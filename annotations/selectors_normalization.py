@@ -80,12 +80,13 @@ def normalization_rows(
     said, said_keys = _one_of("m.normalized_text", keys, "text")
     rejected, rejected_keys = _one_of("i.normalized_text", keys, "text")
     number, text = "CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)"
+    members = _member_with_group()
     rows = _rows(
         f"SELECT 0, m.id, m.group_id, m.text, g.code, g.name, {text} "
-        f"FROM {_member_with_group()} WHERE {hit} AND m.taxonomy_id = %s "
+        f"FROM {members} WHERE {hit} AND m.taxonomy_id = %s "
         "UNION ALL "
         f"SELECT 1, m.id, m.group_id, m.text, g.code, g.name, m.normalized_text "
-        f"FROM {_member_with_group()} "
+        f"FROM {members} "
         f"WHERE {said} AND m.taxonomy_id = %s AND m.source = %s "
         "UNION ALL "
         f"SELECT 2, {number}, j.rejected_group_id, {text}, {text}, {text}, i.normalized_text "

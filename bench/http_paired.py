@@ -37,21 +37,23 @@ from django.db import connections  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.services.accounts import user_ensure  # noqa: E402
-from bench.http_vs_minilm import BATCH, PATH, vacancy_titles  # noqa: E402
+from bench.http_vs_minilm import BATCH, PATH, singles_and_batches  # noqa: E402
+
+
+def git(*arguments: str) -> str:
+    """What ``git`` prints in this checkout, stripped."""
+    done = subprocess.run(
+        ["git", *arguments], cwd=_pg.ROOT, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
 
 
 def worktree_of(revision: str) -> tuple[Path, str]:
     """A detached worktree of ``revision`` with this checkout's .venv, removed at exit."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", revision], cwd=_pg.ROOT, check=True,
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+    commit = git("rev-parse", "--short", revision)
     scratch = Path(tempfile.mkdtemp(prefix="siamweb-before-"))
     folder = scratch / "checkout"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", "--quiet", str(folder), commit],
-        cwd=_pg.ROOT, check=True,
-    )  # fmt: skip
+    git("worktree", "add", "--detach", "--quiet", str(folder), commit)
     # At exit, last registered first: the worktree, then its folder.
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     atexit.register(
@@ -78,24 +80,15 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help=f"{BATCH}-text requests to each")
     args = parser.parse_args()
     before_root, before = worktree_of(args.before)
-    after = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=_pg.ROOT, check=True,
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_pg.ROOT, check=True,
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    after += " with uncommitted changes" if dirty else ""
+    after = git("rev-parse", "--short", "HEAD")
+    if git("status", "--porcelain", "--untracked-files=no"):
+        after += " with uncommitted changes"
     _pg.onet_live()
     user, _ = user_ensure(username="bench-paired", password="bench-pass-123", admin=False)
     token = Token.objects.create(user=user).key
     machine = _pg.machine()
     connections.close_all()
-    titles = vacancy_titles(args.single + BATCH * args.batches)
-    singles = titles[: args.single]
-    batches = [titles[args.single + i * BATCH : args.single + (i + 1) * BATCH]
-               for i in range(args.batches)]  # fmt: skip
+    singles, batches = singles_and_batches(args.single, args.batches)
     servers, clients = [], {}
     try:
         for name, root in (("before", before_root), ("after", _pg.ROOT)):

@@ -55,6 +55,13 @@ def vacancy_titles(count: int) -> list[str]:
     return random.Random(24).sample(titles, count)
 
 
+def singles_and_batches(single: int, batches: int) -> tuple[list[str], list[list[str]]]:
+    """``single`` titles to send one at a time, then ``batches`` requests of ``BATCH`` others."""
+    titles = vacancy_titles(single + BATCH * batches)
+    rest = titles[single:]
+    return titles[:single], [rest[i * BATCH : (i + 1) * BATCH] for i in range(batches)]
+
+
 def timed_calls(call, inputs) -> list[float]:
     ms = []
     for item in inputs:
@@ -115,10 +122,7 @@ def main() -> None:
     token = Token.objects.create(user=user).key
     machine = _pg.machine()
     connections.close_all()
-    titles = vacancy_titles(args.single + BATCH * args.batches)
-    singles = titles[: args.single]
-    rest = titles[args.single :]
-    batches = [rest[i * BATCH : (i + 1) * BATCH] for i in range(args.batches)]
+    singles, batches = singles_and_batches(args.single, args.batches)
 
     served = load_encoder(args.model)
     started = time.perf_counter()

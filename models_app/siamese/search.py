@@ -197,8 +197,8 @@ class MemberSearch:
         outside the window and, unlifted, below the depth's last score, the window and the
         depth's best are all among those members and trigrams are counted for them alone. A
         query where either fails (a wide window, a tie at the edge) is tried again with a near
-        set ``_NEAR_WIDENING`` times as deep, and so on until it holds or reaches every member
-        (``_hybrid_rows``).
+        set ``_NEAR_WIDENING`` times as deep while that costs less than scoring every member,
+        and past that is scored against every member (``_hybrid_rows``).
         """
         extra = self._extra_terms(queries, vectors, extra_texts, extra_vectors)
         reach = min(depth, len(self.ids)) + _NEAR_SLACK
