@@ -52,7 +52,7 @@ services: ## Start (installing if needed) PostgreSQL, Redis and Chromium for the
 # The serving path's SQL differs by database: its tests run again on SQLite, `make run`'s default.
 SQLITE_TESTS := tests/test_normalize_api.py tests/test_normalize_batch.py \
 	tests/test_normalize_command.py tests/test_match_probability.py tests/test_api_token_auth.py \
-	tests/test_judgement_undo.py
+	tests/test_judgement_undo.py tests/test_plain_sql.py
 
 test: install-dev services ## Install what the tests need, start the services, run every test
 	$(PY) -m pytest

@@ -19,6 +19,7 @@ from django.db import connection
 
 from annotations.models import Group, Input, Judgement, Member, ReviewItem
 from annotations.selectors_calibration import VERDICTS_KEY_SQL
+from siamweb.plain_sql import prepared_rows
 
 _MEMBER = Member._meta.db_table
 _GROUP = Group._meta.db_table
@@ -37,12 +38,6 @@ def _one_of(column: str, values: Collection, kind: str) -> tuple[str, object]:
             return f"{column} = ANY(%s::bigint[])", "{" + ",".join(map(str, values)) + "}"
         return f"{column} = ANY(%s::text[])", list(values)
     return f"{column} IN (SELECT value FROM json_each(%s))", json.dumps(list(values))
-
-
-def _rows(sql: str, params: list) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
 
 
 def _member_with_group() -> str:
@@ -81,7 +76,7 @@ def normalization_rows(
     rejected, rejected_keys = _one_of("i.normalized_text", keys, "text")
     number, text = "CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)"
     members = _member_with_group()
-    rows = _rows(
+    rows = prepared_rows(
         f"SELECT 0, m.id, m.group_id, m.text, g.code, g.name, {text} "
         f"FROM {members} WHERE {hit} AND m.taxonomy_id = %s "
         "UNION ALL "
@@ -99,16 +94,18 @@ def normalization_rows(
          rejected_keys, taxonomy_id, taxonomy_id, *Judgement.FINAL_VERDICTS],
     )  # fmt: skip
     found = NormalizationRows()
-    # Newest first, sorted here: asked to sort by id, SQLite walks every member of the
-    # taxonomy in id order instead of looking the texts up (33 ms, not 0.1, on O*NET).
-    rows.sort(key=lambda row: row[1] or 0, reverse=True)
+    curators = []
     for kind, member_id, group_id, member_text, code, name, key in rows:
         if kind in (0, 1):
             found.members[member_id] = (group_id, member_text, code, name)
         if kind == 1:
-            found.verdict_groups[key].append((group_id, member_id))
+            curators.append((member_id, group_id, key))
         elif kind == 2:
             found.rejected[key].add(group_id)
         elif kind == 3:
             found.verdicts_key = (member_id, group_id)
+    # Newest first, sorted here: asked to sort by id, SQLite walks every member of the
+    # taxonomy in id order instead of looking the texts up (33 ms, not 0.1, on O*NET).
+    for member_id, group_id, key in sorted(curators, reverse=True):
+        found.verdict_groups[key].append((group_id, member_id))
     return found

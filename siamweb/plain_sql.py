@@ -1,4 +1,5 @@
-"""Model instances read by plain SQL, for the few reads every API request makes.
+"""Plain SQL for the few reads every API request makes: model instances, and a query prepared
+once per connection.
 
 Building an ORM query costs more than running it: on 2 cores the token's ``.get()`` took 0.63 ms
 against 0.27 ms read this way, and each API request reads the token and its taxonomy. A row is
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
 from django.db.models.sql import Query
@@ -44,3 +46,23 @@ class ModelColumns:
             for function in functions:
                 values[position] = function(values[position], column, connection)
         return self.model.from_db(DEFAULT_DB_ALIAS, self.names, values)
+
+
+def prepared_rows(sql: str, params: Sequence) -> list[tuple]:
+    """The rows of a query that a request runs each time and whose planning costs more than
+    running it (normalize's rows: 0.5 ms planned against 0.2 ms run, on 2 cores). On PostgreSQL
+    it is prepared on its first run in a connection and planned again only by the server's own
+    choice; elsewhere it runs as any query. Logged and counted as Django's queries are."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    connection.ensure_connection()
+    # Server-side binding, which alone can prepare: Django's own cursors bind on the client and
+    # never do, whatever ``prepare_threshold`` says (settings.py sets it to 0).
+    raw = psycopg.Cursor(connection.connection)
+    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    with wrap(raw) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

@@ -111,6 +111,11 @@ def _database_from_env() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
     if not config.get("ENGINE") or not config.get("NAME"):
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: no engine or database in {url!r}")
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # A query run through ``plain_sql.prepared_rows`` is prepared on its first run; the ORM's
+        # cursors bind on the client and are never prepared. Behind a pooler in transaction
+        # mode that needs PgBouncer 1.21 or newer with max_prepared_statements set.
+        config["OPTIONS"] = {"prepare_threshold": 0, **config.get("OPTIONS", {})}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # A file named by URL is shared by the web server and the worker just the same.
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}

@@ -65,22 +65,39 @@ def cosines(queries: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 class ExactCosines:
-    """The members' vectors of an exact index, on the grid (float64) and as float32."""
+    """The members' vectors of an exact index, on the grid: each distinct vector once (float64
+    and float32, the same values), and which distinct vector each member has.
+
+    O*NET lists many titles under several occupations, and a title's members share one vector:
+    a fifth of its 53,767 members. Scoring each distinct vector once is the same answer for a
+    fifth less of the product that dominates a batch.
+    """
 
     def __init__(self, vectors: np.ndarray) -> None:
-        self.grid = on_grid(vectors)  # (N, D)
-        self.rough = self.grid.astype(np.float32)  # (N, D), the same values
+        grid = on_grid(vectors)  # (N, D)
+        # Rows compared as raw bytes: a third of the time ``np.unique(axis=0)`` takes.
+        as_bytes = np.ascontiguousarray(grid).view(
+            np.dtype((np.void, grid.dtype.itemsize * grid.shape[1]))
+        )
+        _, first, self.vector_of = np.unique(
+            as_bytes.ravel(), return_index=True, return_inverse=True
+        )
+        self.grid = grid[first]  # (U, D), U distinct vectors
+        self.rough = self.grid.astype(np.float32)  # (U, D), the same values
+        # The members of each distinct vector: ``_members[_starts[u]:_starts[u + 1]]``.
+        self._members = np.argsort(self.vector_of, kind="stable")
+        self._starts = np.searchsorted(self.vector_of[self._members], np.arange(len(first) + 1))
         # A float32 sum of D products of vectors of norm 1 is within D * 2^-24 of the exact
         # sum, whatever its order; a query's rough threshold and a member's rough cosine may each
         # be off by that much, and the slack covers both twice over.
         self.slack = 4 * (self.grid.shape[1] + 1) * 2.0**-24
 
     def __len__(self) -> int:
-        return len(self.grid)
+        return len(self.vector_of)
 
     def all(self, queries: np.ndarray) -> np.ndarray:
         """Every member's exact cosine, (Q, N)."""
-        return cosines(queries, self.grid)
+        return cosines(queries, self.grid)[:, self.vector_of]
 
     def near(
         self, queries: np.ndarray, reach: int
@@ -90,13 +107,25 @@ class ExactCosines:
         each, sorted by row; and each query's threshold, (Q,). Needs ``reach <= len(self)``."""
         count = len(queries)
         grid_queries = on_grid(queries)
-        rough = grid_queries.astype(np.float32) @ self.rough.T  # (Q, N)
-        estimate = kth_best_at_least(rough, reach)  # (Q,)
+        rough = grid_queries.astype(np.float32) @ self.rough.T  # (Q, U)
+        # At or below the reach-th best distinct vector's, so at or below the reach-th best
+        # member's: every member a vector stands for scores as it does.
+        estimate = kth_best_at_least(rough, min(reach, len(self.rough)))  # (Q,)
         # Every member the exact threshold keeps is among these, and at least ``reach`` are.
-        rows, members = true_pairs(rough >= (estimate - self.slack)[:, None])
-        exact = np.einsum("ij,ij->i", grid_queries[rows], self.grid[members]).astype(np.float32)
+        rows, vectors = true_pairs(rough >= (estimate - self.slack)[:, None])
+        exact = np.einsum("ij,ij->i", grid_queries[rows], self.grid[vectors]).astype(np.float32)
+        rows, members, exact = self._per_member(rows, vectors, exact)
         starts = np.searchsorted(rows, np.arange(count + 1))
         order = np.lexsort((-exact, rows))
         threshold = exact[order[starts[:-1] + reach - 1]]  # (Q,)
         keep = exact >= threshold[rows]
         return rows[keep], members[keep], exact[keep], threshold
+
+    def _per_member(self, rows, vectors, values):
+        """(row, distinct vector, value) triples as (row, member position, value), one for each
+        member with that vector; rows stay in order."""
+        counts = self._starts[vectors + 1] - self._starts[vectors]
+        firsts = np.repeat(self._starts[vectors], counts)
+        # Each triple's k-th copy takes the k-th member of its vector.
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(rows, counts), self._members[firsts + within], np.repeat(values, counts)
