@@ -223,7 +223,14 @@ def bulk_job_retry(*, job: BulkJob) -> BulkJob:
             Q(status=BulkJob.Status.FAILED)
             | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
         )
-        .update(status=BulkJob.Status.QUEUED, error="", finished_at=None, eta_seconds=None)
+        # A cancel asked of the failed or stopped job gives way to the retry asked after it.
+        .update(
+            status=BulkJob.Status.QUEUED,
+            error="",
+            finished_at=None,
+            eta_seconds=None,
+            cancel_requested=False,
+        )
     )
     job.refresh_from_db()
     if not retried:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from annotations.normalization import Normalization
+from annotations.services.inputs_upload import format_size
 from models_app.live import artifact_path
 from models_app.models import BulkJob
 
@@ -39,6 +40,9 @@ INPUT_FILE = "input"
 RESULT_FILES = {"csv": "result.csv", "jsonl": "result.jsonl"}
 
 _UTF8_BOM = codecs.BOM_UTF8
+_QUOTE, _COMMA = ord('"'), ord(",")
+# The longest record (a CSV row, a line of text) a bulk job reads: no title comes near it.
+MAX_RECORD_BYTES = 1024 * 1024
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -69,33 +73,67 @@ def _decode(raw: bytes, *, offset: int, line: int, filename: str) -> str:
         ) from None
 
 
+def still_quoted(line: bytes, quoted: bool) -> bool:
+    """Whether a CSV record is inside a quoted field at the end of ``line``, given whether it
+    was at its start. As Python's csv reads a record: a quote opens a field only as its first
+    character (the quote of ``5" pipe fitter`` is text), and inside a quoted field two quotes
+    stand for one while a single quote closes it."""
+    if b'"' not in line:
+        return quoted
+    at_field_start = not quoted  # a line outside quotes starts a record
+    position, size = 0, len(line)
+    while position < size:
+        byte = line[position]
+        if quoted:
+            if byte == _QUOTE:
+                if position + 1 < size and line[position + 1] == _QUOTE:
+                    position += 2
+                    continue
+                quoted = False
+        elif byte == _QUOTE and at_field_start:
+            quoted, at_field_start = True, False
+        else:
+            at_field_start = byte == _COMMA
+        position += 1
+    return quoted
+
+
 def read_records(
     handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int = 1
 ) -> Iterator[Record]:
     """The records of ``handle`` from byte ``offset`` on (a record's start), one at a time.
 
     Bytes are read a line at a time, so a file of any size is read in bounded memory and each
-    record knows the offset it ends at. A CSV record ends at a newline outside quotes: RFC 4180
-    doubles a quote inside a quoted field, so the count of quotes is even there.
+    record knows the offset it ends at. A CSV record ends at a newline outside a quoted field
+    (``still_quoted``). A record over ``MAX_RECORD_BYTES`` is refused: read on, an unclosed
+    quote or a file with no newline would gather the rest of the file into memory.
     """
     handle.seek(offset)
     if offset == 0 and handle.read(3) != _UTF8_BOM:
         handle.seek(0)
     position = handle.tell()
+    csv_format = fmt == BulkJob.Format.CSV
     while True:
-        start_line, pieces, quotes = line, [], 0
+        start_line, pieces, size, quoted = line, [], 0, False
         while True:
-            raw = handle.readline()
+            raw = handle.readline(MAX_RECORD_BYTES + 1 - size)
             if not raw:
                 break
+            size += len(raw)
+            if size > MAX_RECORD_BYTES:
+                raise BulkFileError(
+                    f"{filename}: the row starting on line {start_line} is over "
+                    f"{format_size(MAX_RECORD_BYTES)}"
+                    + (", or a quote opened there is never closed" if csv_format else "")
+                )
             line += 1
             pieces.append(raw)
-            quotes += raw.count(b'"')
-            if fmt != BulkJob.Format.CSV or quotes % 2 == 0:
+            quoted = csv_format and still_quoted(raw, quoted)
+            if not quoted:
                 break
         if not pieces:
             return
-        if quotes % 2:
+        if quoted:
             raise BulkFileError(
                 f"{filename} is not valid CSV: a quote opened on line {start_line} is never "
                 "closed (unexpected end of data)"
@@ -103,13 +141,18 @@ def read_records(
         raw = b"".join(pieces)
         text = _decode(raw, offset=position, line=start_line, filename=filename)
         position += len(raw)
-        if fmt == BulkJob.Format.CSV:
+        if csv_format:
             try:
                 rows = list(csv.reader(io.StringIO(text), strict=True))
             except csv.Error as exc:
                 raise BulkFileError(
                     f"{filename} is not valid CSV near line {start_line}: {exc}"
                 ) from None
+            if len(rows) > 1:  # a record boundary read otherwise than csv reads it: never drop
+                raise BulkFileError(
+                    f"{filename} is not valid CSV near line {start_line}: one line read as "
+                    f"{len(rows)} rows"
+                )
             fields = rows[0] if rows else []
         else:
             fields = [text.rstrip("\r\n")]

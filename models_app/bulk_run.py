@@ -110,8 +110,13 @@ def _pin(job: BulkJob) -> BulkJob:
 
 
 def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJob | None:
+    attempt = job.attempts
     job = _pin(job)
     engine = engine_for_build(job.taxonomy, job.index_build)
+    # Loading a model no longer live can take a while: say this worker still holds the job.
+    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
+    if not mine.filter(cancel_requested=False).update(heartbeat_at=timezone.now()):
+        return _stopped(job, attempt)
     cache = HitsCache(HITS_CACHED)
     folder = artifact_path(job.folder)
     source = folder / INPUT_FILE
@@ -119,8 +124,9 @@ def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJo
     column = columns.index(job.column or TEXT_COLUMN)
     parts = {kind: folder / f"{name}.part" for kind, name in RESULT_FILES.items()}
     if not parts["csv"].exists() and (folder / RESULT_FILES["csv"]).exists():
-        return _succeed(job)  # renamed by a worker that died before it could say so
-    attempt, started, offset_at_start = job.attempts, time.monotonic(), job.input_offset
+        # Every row was in: a worker died while renaming the files, or before it could say so.
+        return _finish(job, attempt)
+    started, offset_at_start = time.monotonic(), job.input_offset
     with (
         source.open("rb") as handle,
         _resumed(parts["csv"], job.csv_bytes) as csv_out,
@@ -166,17 +172,12 @@ def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJo
                 # (one more occurrence each), rather than never.
                 inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
                 checkpoint["rows_queued"] = F("rows_queued") + len(review)
-            mine = BulkJob.objects.filter(
-                id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt
-            )
             if not mine.filter(cancel_requested=False).update(**checkpoint):
                 return _stopped(job, attempt)
             job.refresh_from_db()
             if after_chunk is not None:
                 after_chunk(job)
-    for kind, part in parts.items():
-        part.rename(folder / RESULT_FILES[kind])
-    return _succeed(job)
+    return _finish(job, attempt)
 
 
 def _write_chunk(
@@ -232,14 +233,28 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
     return None
 
 
-def _succeed(job: BulkJob) -> BulkJob:
-    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).update(
+def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
+    """Every row is in: both result files under their final names, then the job succeeded;
+    unless it was cancelled meanwhile, when the files go as a cancelled job's do."""
+    folder = artifact_path(job.folder)
+    for name in RESULT_FILES.values():
+        part = folder / f"{name}.part"
+        if part.exists():
+            part.replace(folder / name)
+    missing = [name for name in RESULT_FILES.values() if not (folder / name).exists()]
+    if missing:
+        return _fail(job, f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone")
+    succeeded = BulkJob.objects.filter(
+        id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=False
+    ).update(
         status=BulkJob.Status.SUCCEEDED,
         progress=1.0,
         eta_seconds=0,
         finished_at=timezone.now(),
         heartbeat_at=timezone.now(),
     )
+    if not succeeded:
+        return _stopped(job, attempt)
     job.refresh_from_db()
     return job
 

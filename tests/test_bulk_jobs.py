@@ -11,12 +11,13 @@ import re
 from pathlib import Path
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Group, Input, Member, ReviewItem
 from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
-from models_app import bulk
+from models_app import bulk, bulk_files, bulk_run
 from models_app.bulk import (
     BulkStateError,
     bulk_job_cancel,
@@ -24,7 +25,7 @@ from models_app.bulk import (
     bulk_job_result,
     bulk_job_retry,
 )
-from models_app.bulk_files import RESULT_COLUMNS, BulkFileError
+from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
@@ -117,6 +118,48 @@ def test_quoted_fields_with_commas_and_newlines_stay_one_row(tiny_taxonomy):
     assert [r["group_code"] for r in rows] == ["29-1141", "35-3023"]
 
 
+def test_a_quote_inside_an_unquoted_field_is_text_and_no_row_is_lost(tiny_taxonomy):
+    # As a spreadsheet writes inches: the quote is not at a field's start, so it opens nothing.
+    data = b'id,title\n1,5" pipe fitter\n2,welder\n3,12" saw operator\n4,icu nurse\n'
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id, chunk_rows=1)
+    assert (done.status, done.rows_done) == (BulkJob.Status.SUCCEEDED, 4)
+    assert [(r["id"], r["title"]) for r in result_rows(done)] == [
+        ("1", '5" pipe fitter'), ("2", "welder"), ("3", '12" saw operator'), ("4", "icu nurse"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "quoted", "still"),
+    [
+        (b'a,"b\n', False, True),  # opens at a field's start
+        (b'a,b"c\n', False, False),  # text inside an unquoted field
+        (b'"a ""b"" c",d\n', False, False),  # doubled quotes inside, then closed
+        (b'x""\n', True, True),  # a doubled quote is one quote: still inside
+        (b'end",more\n', True, False),  # the record's open field closes here
+        (b'end","open\n', True, True),  # closes, and the next field opens another
+    ],
+)
+def test_a_record_goes_on_past_a_line_only_inside_a_quoted_field(line, quoted, still):
+    assert still_quoted(line, quoted) is still
+    # Python's csv agrees: the record ends in a quoted field, or is one whole row.
+    record = io.StringIO(('"' if quoted else "") + line.decode())
+    if still:
+        with pytest.raises(csv.Error, match="unexpected end of data"):
+            list(csv.reader(record, strict=True))
+    else:
+        assert len(list(csv.reader(record, strict=True))) == 1
+
+
+def test_a_row_over_the_record_limit_is_refused_not_read_to_the_end(tiny_taxonomy, monkeypatch):
+    monkeypatch.setattr(bulk_files, "MAX_RECORD_BYTES", 4096)
+    unclosed = b'title\n"icu nurse\n' + b"head barista\n" * 1000
+    with pytest.raises(BulkFileError, match="row starting on line 2 is over 4 KB, or a quote"):
+        create(tiny_taxonomy, unclosed)
+    with pytest.raises(BulkFileError, match=r"row starting on line 1 is over 4 KB$"):
+        create(tiny_taxonomy, b"nurse " * 1000, "t.txt", "")
+    assert not BulkJob.objects.exists()
+
+
 def test_empty_and_unusable_rows_are_kept_with_the_reason(tiny_taxonomy):
     data = csv_bytes([["id", "title"], ["1", "icu nurse"], ["2", "   "], ["3"], ["4", "x" * 300]])
     done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id)
@@ -175,6 +218,43 @@ def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
         assert bulk_job_result(done, kind).read_bytes() == bulk_job_result(whole, kind).read_bytes()
 
 
+def test_a_worker_that_dies_between_renaming_the_two_files_loses_neither(tiny_taxonomy):
+    whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def die_after_the_last_chunk(current: BulkJob) -> None:
+        raise WorkerDied
+
+    with pytest.raises(WorkerDied):
+        bulk_job_execute(job_id=job.id, after_chunk=die_after_the_last_chunk)
+    folder = artifact_path(job.folder)
+    (folder / "result.csv.part").rename(folder / "result.csv")  # the first rename, not the second
+    BulkJob.objects.filter(id=job.id).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+    )
+    done = bulk_job_execute(job_id=job.id)
+    assert (done.status, done.rows_done) == (BulkJob.Status.SUCCEEDED, 11)
+    for kind in ("csv", "jsonl"):
+        assert bulk_job_result(done, kind).read_bytes() == bulk_job_result(whole, kind).read_bytes()
+
+
+def test_a_worker_that_lost_its_job_while_loading_the_model_writes_nothing(
+    tiny_taxonomy, monkeypatch
+):
+    job = create(tiny_taxonomy, jobs_csv())
+    load = bulk_run.engine_for_build
+
+    def slow_load(taxonomy, build):
+        # The load took past the heartbeat's limit: another worker claimed the job meanwhile.
+        BulkJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)
+        return load(taxonomy, build)
+
+    monkeypatch.setattr(bulk_run, "engine_for_build", slow_load)
+    assert bulk_job_execute(job_id=job.id) is None
+    assert not list(artifact_path(job.folder).glob("result*"))  # the other worker's to write
+    assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.RUNNING
+
+
 def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
     promoted = []
@@ -206,6 +286,28 @@ def test_a_running_job_stops_after_its_chunk_and_leaves_no_result(tiny_taxonomy)
     done = bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=cancel)
     assert (done.status, done.rows_done) == (BulkJob.Status.CANCELLED, 2)
     assert not list(artifact_path(done.folder).glob("result*"))
+
+
+def test_a_cancel_after_the_last_chunk_wins_over_finishing(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def cancel(current: BulkJob) -> None:
+        bulk_job_cancel(job=current)
+
+    done = bulk_job_execute(job_id=job.id, after_chunk=cancel)  # one chunk: the last
+    assert (done.status, done.rows_done) == (BulkJob.Status.CANCELLED, 11)
+    assert bulk_job_result(done, "csv") is None
+    assert not list(artifact_path(done.folder).glob("result*"))
+
+
+def test_a_retry_clears_a_cancel_asked_before_it(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    BulkJob.objects.filter(id=job.id).update(
+        status=BulkJob.Status.FAILED, error="disk full", cancel_requested=True
+    )
+    job = bulk_job_retry(job=job)
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2)
+    assert (done.status, done.rows_done) == (BulkJob.Status.SUCCEEDED, 11)
 
 
 def test_a_failed_job_is_retried_from_its_checkpoint(tiny_taxonomy):
