@@ -13,7 +13,6 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,8 +35,7 @@ from models_app.bulk import (
     bulk_job_create,
     bulk_job_result,
     bulk_job_retry,
-    bulk_jobs,
-    may_change,
+    bulk_jobs_of,
     request_too_big,
 )
 from models_app.bulk_files import RESULT_FILES, BulkFileError
@@ -59,6 +57,7 @@ class BulkJobSerializer(serializers.Serializer):
     rows_done = serializers.IntegerField(help_text="Rows written to the results so far")
     rows_failed = serializers.IntegerField(help_text="Rows whose text could not be used")
     review_below = serializers.FloatField(allow_null=True)
+    review_margin_below = serializers.FloatField(allow_null=True)
     rows_queued = serializers.IntegerField(help_text="Rows sent to the review queue")
     progress = serializers.FloatField(help_text="Share of the file read, 0 to 1")
     eta_seconds = serializers.FloatField(allow_null=True, help_text="Estimated seconds left")
@@ -108,6 +107,13 @@ class BulkJobListCreateApi(CuratorApi):
             help_text="Rows the model answers with a top score below this also go to the "
             "review queue",
         )
+        review_margin_below = serializers.FloatField(
+            required=False,
+            min_value=0.0,
+            max_value=1.0,
+            help_text="Rows the model answers ahead of the runner-up by less than this also go "
+            "to the review queue",
+        )
 
     class OutputSerializer(BulkJobSerializer):
         pass
@@ -116,7 +122,7 @@ class BulkJobListCreateApi(CuratorApi):
         summary="Bulk normalization jobs, newest first", responses=OutputSerializer(many=True)
     )
     def get(self, request: Request) -> Response:
-        return paginated(self, request, bulk_jobs(), self.OutputSerializer)
+        return paginated(self, request, bulk_jobs_of(request.user), self.OutputSerializer)
 
     @extend_schema(
         summary="Upload a file to normalize in the background",
@@ -142,13 +148,14 @@ class BulkJobListCreateApi(CuratorApi):
                 filename=upload.name,
                 column=data.get("column", ""),
                 review_below=data.get("review_below"),
+                review_margin_below=data.get("review_margin_below"),
                 user=request.user,
             )
         except NoLiveModel as exc:
             return Response({"taxonomy": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         except BulkFileError as exc:
             return Response({"file": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        job = bulk_jobs().get(id=job.id)
+        job = bulk_jobs_of(request.user).get(id=job.id)
         return Response(
             self.OutputSerializer(job, context={"request": request}).data,
             status=status.HTTP_202_ACCEPTED,
@@ -164,7 +171,7 @@ class BulkJobDetailApi(CuratorApi):
         responses={200: OutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, job_id: int) -> Response:
-        job = object_or_404(bulk_jobs(), job_id, "bulk job")
+        job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
         return Response(self.OutputSerializer(job, context={"request": request}).data)
 
 
@@ -175,14 +182,13 @@ class _BulkJobActionApi(CuratorApi):
         pass
 
     def post(self, request: Request, job_id: int) -> Response:
-        job = object_or_404(bulk_jobs(), job_id, "bulk job")
-        if not may_change(request.user, job):
-            raise PermissionDenied("only whoever asked for the job, or an admin")
+        jobs = bulk_jobs_of(request.user)
+        job = object_or_404(jobs, job_id, "bulk job")
         try:
             job = type(self).action(job=job)
         except BulkStateError as exc:
             return Response({"status": [str(exc)]}, status=status.HTTP_409_CONFLICT)
-        job = bulk_jobs().get(id=job.id)
+        job = jobs.get(id=job.id)
         return Response(self.OutputSerializer(job, context={"request": request}).data)
 
 
@@ -214,7 +220,7 @@ class _BulkJobResultApi(CuratorApi):
     kind = "csv"
 
     def get(self, request: Request, job_id: int):
-        job = object_or_404(bulk_jobs(), job_id, "bulk job")
+        job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
         path = bulk_job_result(job, self.kind)
         if path is None:
             detail = f"bulk job {job.id} is {job.get_status_display().lower()}: no result yet"

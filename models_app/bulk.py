@@ -105,6 +105,7 @@ def bulk_job_create(
     filename: str,
     column: str = "",
     review_below: float | None = None,
+    review_margin_below: float | None = None,
     user=None,
     enqueue: bool = True,
 ) -> BulkJob:
@@ -116,8 +117,12 @@ def bulk_job_create(
     """
     if not Deployment.objects.filter(taxonomy=taxonomy).exists():
         raise NoLiveModel(taxonomy)
-    if review_below is not None and not 0.0 <= review_below <= 1.0:
-        raise ValueError("review_below must be between 0 and 1")
+    for name, value in (
+        ("review_below", review_below),
+        ("review_margin_below", review_margin_below),
+    ):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be between 0 and 1")
     suffix = Path(filename).suffix.lower()
     fmt = BULK_FORMATS.get(suffix)
     if fmt is None:
@@ -147,6 +152,7 @@ def bulk_job_create(
         input_offset=offset,
         input_line=line,
         review_below=review_below,
+        review_margin_below=review_margin_below,
     )
     if enqueue:
         bulk_job_enqueue(job_id=job.id)
@@ -283,14 +289,12 @@ def bulk_job_fail_unexpected(*, job_id: int, error: str) -> None:
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 
 
-def bulk_jobs() -> QuerySet[BulkJob]:
-    """Jobs newest first, with what their pages and the API show of them."""
-    return BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
-
-
-def may_change(user, job: BulkJob) -> bool:
-    """Cancelling and retrying are for whoever asked for the job, or an admin."""
-    return user.is_staff or job.requested_by_id == user.id
+def bulk_jobs_of(user) -> QuerySet[BulkJob]:
+    """The jobs this user may see, follow, download, cancel and retry, newest first: those they
+    asked for, and every job for an admin. An uploaded file (a CRM export, say) often holds
+    more than titles, so other curators see neither it nor its results."""
+    jobs = BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
+    return jobs if user.is_staff else jobs.filter(requested_by_id=user.id)
 
 
 def bulk_job_result(job: BulkJob, kind: str) -> Path | None:

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import Input
-from annotations.normalization import normalize_texts
+from annotations.normalization import Normalization, normalize_texts
 from annotations.services.review import inputs_submit
 from models_app.bulk import stale_seconds
 from models_app.bulk_files import (
@@ -184,7 +184,7 @@ def _write_chunk(
     job, engine, cache, chunk, columns, column, writer, jsonl_out
 ) -> tuple[int, list[str]]:
     """Normalize one chunk of records and append their result rows; the rows failed, and the
-    texts the model answered below the job's ``review_below``."""
+    texts to send for review (``_needs_review``)."""
     texts: list[str | None] = []
     errors: list[str] = []
     for record in chunk:
@@ -207,18 +207,33 @@ def _write_chunk(
         fields = record.fields + [""] * (len(columns) - len(record.fields))
         answer = next(answers) if text is not None else None
         result = _result_row(answer, error)
-        if (
-            job.review_below is not None
-            and answer is not None
-            and answer.source == "model"
-            and (not answer.groups or answer.groups[0].score < job.review_below)
-        ):
+        if _needs_review(job, answer):
             review.append(text)
         writer.writerow([_cell(value) for value in [*fields, *result.values()]])
         named = dict(zip(columns, fields, strict=False))
         lines.append(json.dumps({"input": named, **result}, ensure_ascii=False) + "\n")
     jsonl_out.write("".join(lines).encode("utf-8"))
     return sum(1 for error in errors if error), review
+
+
+def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
+    """Whether the model's answer to a row also goes to the review queue: with a threshold set,
+    when it has no group to offer, or its top score or its margin over the runner-up is below
+    the job's threshold for it. A curator's own answer never does."""
+    if answer is None or answer.source != "model":
+        return False
+    if job.review_below is None and job.review_margin_below is None:
+        return False
+    if not answer.groups:
+        return True
+    top = answer.groups[0].score
+    if job.review_below is not None and top < job.review_below:
+        return True
+    return (
+        job.review_margin_below is not None
+        and len(answer.groups) > 1
+        and top - answer.groups[1].score < job.review_margin_below
+    )
 
 
 def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:

@@ -31,6 +31,13 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         label="Also queue for review the rows scoring below",
         help_text="0 to 1; empty: none",
     )
+    review_margin_below = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        label="… or ahead of the runner-up by less than",
+        help_text="0 to 1; empty: none",
+    )
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -188,8 +188,10 @@ class BulkJob(models.Model):
     column = models.CharField(max_length=200, blank=True, help_text="The CSV column to normalize")
     folder = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
     input_bytes = models.BigIntegerField()
-    # Rows the model answers with a top score below this also go to the review queue.
+    # Rows the model answers with a top score below this, or with a margin over the runner-up
+    # below review_margin_below, also go to the review queue.
     review_below = models.FloatField(null=True, blank=True)
+    review_margin_below = models.FloatField(null=True, blank=True)
     rows_queued = models.BigIntegerField(default=0, help_text="Rows sent to the review queue")
     # Pinned by the first chunk: every row is answered by this version and index.
     model_version = models.ForeignKey(

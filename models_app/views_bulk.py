@@ -7,9 +7,9 @@ panel that answers once it is over carries no trigger, and shows the downloads i
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.decorators import curator_required
@@ -21,10 +21,10 @@ from models_app.bulk import (
     bulk_job_create,
     bulk_job_result,
     bulk_job_retry,
-    bulk_jobs,
+    bulk_jobs_of,
     bulk_max_bytes,
-    may_change,
     request_too_big,
+    stale_seconds,
 )
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
@@ -36,22 +36,26 @@ JOBS_LISTED = 20
 POLL_SECONDS = 2
 
 
-def _job(job_id: int) -> BulkJob:
-    job = bulk_jobs().filter(id=job_id).first()
-    if job is None:
+def _job(request: HttpRequest, job_id: int) -> BulkJob:
+    job = bulk_jobs_of(request.user).filter(id=job_id).first()
+    if job is None:  # another curator's job is as absent as one that never was
         raise Http404(f"no bulk job {job_id}")
     return job
 
 
 def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
+    silent = (timezone.now() - job.heartbeat_at).total_seconds() if job.heartbeat_at else 0.0
     return {
         "job": job,
         "percent": int(job.progress * 100),
         "eta": duration_text(job.eta_seconds) if job.active else "",
         "polling": job.active,
         "poll_seconds": POLL_SECONDS,
-        "can_change": may_change(request.user, job),
         "downloads": job.status == BulkJob.Status.SUCCEEDED,
+        # A running job whose worker died: retried by hand, or by beat's next check.
+        "worker_lost": duration_text(silent)
+        if job.status == BulkJob.Status.RUNNING and silent > stale_seconds()
+        else "",
         "error": error,
     }
 
@@ -76,6 +80,7 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
                     filename=upload.name,
                     column=form.cleaned_data["column"],
                     review_below=form.cleaned_data["review_below"],
+                    review_margin_below=form.cleaned_data["review_margin_below"],
                     user=request.user,
                 )
             except (BulkFileError, NoLiveModel) as exc:
@@ -86,7 +91,7 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "error": error,
-        "jobs": bulk_jobs()[:JOBS_LISTED],
+        "jobs": bulk_jobs_of(request.user)[:JOBS_LISTED],
         "max_size": format_size(bulk_max_bytes()),
     }
     return render(request, "bulk/list.html", context, status=status)
@@ -95,7 +100,7 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
 @curator_required
 @require_GET
 def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = _job(job_id)
+    job = _job(request, job_id)
     context = _job_context(request, job)
     if request.htmx:
         return render(request, "bulk/_job_panel.html", context)
@@ -103,9 +108,7 @@ def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 def _act(request: HttpRequest, job_id: int, action, done: str) -> HttpResponse:
-    job = _job(job_id)
-    if not may_change(request.user, job):
-        raise PermissionDenied("only whoever asked for the job, or an admin")
+    job = _job(request, job_id)
     try:
         job = action(job=job)
     except BulkStateError as exc:
@@ -129,7 +132,7 @@ def bulk_job_retry_view(request: HttpRequest, job_id: int) -> HttpResponse:
 @curator_required
 @require_GET
 def bulk_job_download(request: HttpRequest, job_id: int, kind: str) -> HttpResponse:
-    job = _job(job_id)
+    job = _job(request, job_id)
     path = bulk_job_result(job, kind)
     if path is None:
         raise Http404(f"bulk job {job.id} has no {kind} result")

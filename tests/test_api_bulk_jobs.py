@@ -1,5 +1,6 @@
 """The bulk job API: upload a file as multipart, follow the job, download its results once
-(and only once) it has succeeded; cancel and retry are for its owner or an admin."""
+(and only once) it has succeeded. A job is seen, downloaded, cancelled and retried by whoever
+asked for it and by admins alone."""
 
 from __future__ import annotations
 
@@ -98,10 +99,27 @@ def test_a_json_body_is_refused(api_client, tiny_taxonomy):
     assert response.status_code == 415
 
 
-def test_only_the_owner_or_an_admin_cancels(api_client, tiny_taxonomy, other_curator, admin_user):
+def test_a_job_is_its_owners_and_the_admins_alone(
+    api_client, tiny_taxonomy, other_curator, admin_user
+):
+    job_id = upload(api_client).json()["id"]
+    bulk_job_execute(job_id=job_id)
+    other = client_of(other_curator)
+    # Another curator cannot tell it from a job that never was.
+    for path in ("", "/result.csv", "/result.jsonl"):
+        response = other.get(f"{URL}/{job_id}{path}")
+        assert (response.status_code, response.json()) == (404, {"detail": f"no bulk job {job_id}"})
+    assert other.post(f"{URL}/{job_id}/retry").status_code == 404
+    assert other.get(URL).json()["results"] == []
+    admin = client_of(admin_user)
+    assert [row["id"] for row in admin.get(URL).json()["results"]] == [job_id]
+    assert admin.get(f"{URL}/{job_id}/result.csv").status_code == 200
+
+
+def test_the_owner_or_an_admin_cancels(api_client, tiny_taxonomy, other_curator, admin_user):
     job_id = upload(api_client).json()["id"]
     response = client_of(other_curator).post(f"{URL}/{job_id}/cancel")
-    assert response.status_code == 403
+    assert response.status_code == 404
     assert BulkJob.objects.get(id=job_id).status == "queued"
     response = client_of(admin_user).post(f"{URL}/{job_id}/cancel")
     assert (response.status_code, response.json()["status"]) == (200, "cancelled")
@@ -140,3 +158,14 @@ def test_a_review_threshold_outside_0_to_1_is_a_400(api_client, tiny_taxonomy):
     assert response.json() == {"review_below": ["Ensure this value is less than or equal to 1.0."]}
     response = upload(api_client, review_below="0.5")
     assert (response.status_code, response.json()["review_below"]) == (202, 0.5)
+
+
+def test_a_review_margin_outside_0_to_1_is_a_400(api_client, tiny_taxonomy):
+    response = upload(api_client, review_margin_below="-0.1")
+    assert response.status_code == 400
+    assert response.json() == {
+        "review_margin_below": ["Ensure this value is greater than or equal to 0.0."]
+    }
+    response = upload(api_client, review_margin_below="0.05")
+    assert response.status_code == 202
+    assert (response.json()["review_margin_below"], response.json()["review_below"]) == (0.05, None)

@@ -434,3 +434,21 @@ def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(
 def test_without_a_threshold_nothing_goes_to_the_review_queue(tiny_taxonomy):
     done = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
     assert done.rows_queued == 0 and not ReviewItem.objects.exists()
+
+
+def test_rows_the_model_answers_by_a_thin_margin_also_go_to_the_review_queue(tiny_taxonomy):
+    answers = normalize_texts(tiny_taxonomy, TITLES, k=2)
+    margins = {a.text: a.groups[0].score - a.groups[1].score for a in answers}
+    threshold = sorted(margins.values())[3]  # the three closest calls fall below it
+    job = bulk_job_create(
+        taxonomy=tiny_taxonomy, upload=io.BytesIO(jobs_csv()), filename="jobs.csv",
+        column="title", review_margin_below=threshold, enqueue=False,
+    )  # fmt: skip
+    done = bulk_job_execute(job_id=job.id, chunk_rows=4)
+    close = sorted(text for text, margin in margins.items() if margin < threshold)
+    assert len(close) == 3 and done.rows_queued == 3
+    queued = ReviewItem.objects.filter(taxonomy=tiny_taxonomy).values_list("input__text", flat=True)
+    assert sorted(queued) == close
+    # The result's margin column is the one the threshold read.
+    margin_of = {row["title"]: float(row["margin"]) for row in result_rows(done)}
+    assert all(margin_of[text] <= round(threshold, 4) for text in close)

@@ -1,0 +1,85 @@
+"""The Bulk pages: upload a file, follow its job, download its results; a job belongs to whoever
+asked for it (and admins), and a job whose worker died can be retried from its page."""
+
+from __future__ import annotations
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.utils import timezone
+
+from models_app.bulk import stale_seconds
+from models_app.bulk_run import bulk_job_execute
+from models_app.models import BulkJob
+
+DATA = b"id,title\n1,icu nurse\n2,Senior Java Engineer\n"
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def start(client: Client, **fields) -> BulkJob:
+    body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("ads.csv", DATA)}
+    response = client.post("/bulk/", {**body, **fields})
+    job = BulkJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/bulk/{job.id}/"
+    return job
+
+
+def test_a_file_uploaded_on_the_page_is_followed_to_its_downloads(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client, review_below="0.5", review_margin_below="0.05")
+    assert (job.review_below, job.review_margin_below, job.column) == (0.5, 0.05, "title")
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert 'data-status="queued"' in page and 'hx-trigger="every 2s"' in page
+    assert "top score below 0.5, or ahead of the runner-up by less than 0.05" in page
+    bulk_job_execute(job_id=job.id)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert 'data-status="succeeded"' in page and "hx-trigger" not in page
+    download = client.get(f"/bulk/{job.id}/result.csv")
+    lines = b"".join(download.streaming_content).decode().splitlines()
+    assert lines[0].startswith("id,title,group_code,") and len(lines) == 3
+
+
+def test_a_bad_threshold_is_named_on_the_form(curator, tiny_taxonomy):
+    body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", DATA)}
+    response = logged_in(curator).post("/bulk/", {**body, "review_margin_below": "2"})
+    assert response.status_code == 400
+    assert "review_margin_below: Ensure this value is less than or equal to 1.0." in (
+        response.content.decode()
+    )
+    assert not BulkJob.objects.exists()
+
+
+def test_another_curators_job_is_not_there_for_them(
+    curator, other_curator, admin_user, tiny_taxonomy
+):
+    job = start(logged_in(curator))
+    bulk_job_execute(job_id=job.id)
+    other = logged_in(other_curator)
+    assert other.get(f"/bulk/{job.id}/").status_code == 404
+    assert other.get(f"/bulk/{job.id}/result.csv").status_code == 404
+    assert other.post(f"/bulk/{job.id}/retry").status_code == 404
+    assert f'href="/bulk/{job.id}/"' not in other.get("/bulk/").content.decode()
+    admin = logged_in(admin_user)
+    assert f'href="/bulk/{job.id}/"' in admin.get("/bulk/").content.decode()
+    assert admin.get(f"/bulk/{job.id}/result.jsonl").status_code == 200
+
+
+def test_a_job_whose_worker_died_offers_a_retry_from_its_page(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client)
+    BulkJob.objects.filter(id=job.id).update(
+        status=BulkJob.Status.RUNNING, heartbeat_at=timezone.now()
+    )
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert 'data-testid="retry"' not in page and "job-worker-lost" not in page  # alive
+    silent_since = timezone.now() - timezone.timedelta(seconds=stale_seconds() + 60)
+    BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent_since)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert "Its worker has not answered for 3 min" in page and 'data-testid="retry"' in page
+    response = client.post(f"/bulk/{job.id}/retry")
+    assert response.status_code == 302
+    assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.QUEUED
