@@ -124,7 +124,7 @@ def read_records(
                 raise BulkFileError(
                     f"{filename}: the row starting on line {start_line} is over "
                     f"{format_size(MAX_RECORD_BYTES)}"
-                    + (", or a quote opened there is never closed" if csv_format else "")
+                    + (", or a quote opened there is never closed" if quoted else "")
                 )
             line += 1
             pieces.append(raw)

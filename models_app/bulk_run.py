@@ -82,10 +82,11 @@ def bulk_job_execute(
             raise JobBusy(job_id)
         return None
     job = BulkJob.objects.select_related("taxonomy", "index_build__model_version").get(id=job_id)
+    attempt = job.attempts  # this worker's claim: its writes count only while the job's is this
     try:
-        return _run(job, chunk_rows or settings.SIAMWEB_BULK_CHUNK_ROWS, after_chunk)
+        return _run(job, attempt, chunk_rows or settings.SIAMWEB_BULK_CHUNK_ROWS, after_chunk)
     except (BulkFileError, ArtifactError, NoLiveModel) as exc:
-        return _fail(job, str(exc))
+        return _fail(job, attempt, str(exc))
 
 
 def _pin(job: BulkJob) -> BulkJob:
@@ -109,8 +110,9 @@ def _pin(job: BulkJob) -> BulkJob:
     return job
 
 
-def _run(job: BulkJob, chunk_rows: int, after_chunk: ChunkHook | None) -> BulkJob | None:
-    attempt = job.attempts
+def _run(
+    job: BulkJob, attempt: int, chunk_rows: int, after_chunk: ChunkHook | None
+) -> BulkJob | None:
     job = _pin(job)
     engine = engine_for_build(job.taxonomy, job.index_build)
     # Loading a model no longer live can take a while: say this worker still holds the job.
@@ -242,7 +244,9 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
         id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=True
     ).update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
     job.refresh_from_db()
-    if cancelled:
+    if cancelled or job.status == BulkJob.Status.CANCELLED:
+        # Also when the job was cancelled as stale while this worker was still at it: what it
+        # wrote or renamed since must not stay behind.
         _remove_partial(job)
         return job
     return None
@@ -258,7 +262,8 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
             part.replace(folder / name)
     missing = [name for name in RESULT_FILES.values() if not (folder / name).exists()]
     if missing:
-        return _fail(job, f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone")
+        error = f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone"
+        return _fail(job, attempt, error)
     succeeded = BulkJob.objects.filter(
         id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=False
     ).update(
@@ -274,9 +279,9 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     return job
 
 
-def _fail(job: BulkJob, error: str) -> BulkJob:
+def _fail(job: BulkJob, attempt: int, error: str) -> BulkJob:
     logger.warning("bulk job %s failed: %s", job.id, error)
-    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).update(
+    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt).update(
         status=BulkJob.Status.FAILED, error=error, finished_at=timezone.now(), eta_seconds=None
     )
     job.refresh_from_db()

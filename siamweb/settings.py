@@ -114,8 +114,10 @@ def _database_from_env() -> dict:
     if config["ENGINE"] == "django.db.backends.postgresql":
         # A query run through ``plain_sql.prepared_rows`` is prepared on its first run; the ORM's
         # cursors bind on the client and are never prepared. Behind a pooler in transaction
-        # mode that needs PgBouncer 1.21 or newer with max_prepared_statements set.
-        config["OPTIONS"] = {"prepare_threshold": 0, **config.get("OPTIONS", {})}
+        # mode that needs PgBouncer 1.22 or newer with max_prepared_statements set, or this off.
+        prepared = env_bool("SIAMWEB_DB_PREPARED_STATEMENTS", default=True)
+        options = {"prepare_threshold": 0 if prepared else None}
+        config["OPTIONS"] = {**options, **config.get("OPTIONS", {})}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # A file named by URL is shared by the web server and the worker just the same.
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}

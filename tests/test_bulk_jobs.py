@@ -29,6 +29,7 @@ from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
 from worker.tasks import resume_stale_bulk_jobs
@@ -253,6 +254,41 @@ def test_a_worker_that_lost_its_job_while_loading_the_model_writes_nothing(
     assert bulk_job_execute(job_id=job.id) is None
     assert not list(artifact_path(job.folder).glob("result*"))  # the other worker's to write
     assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.RUNNING
+
+
+def test_a_worker_that_lost_its_job_does_not_fail_the_worker_that_took_it(
+    tiny_taxonomy, monkeypatch
+):
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def lose_then_break(taxonomy, build):
+        BulkJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)  # taken over
+        raise ArtifactError("weights.pt is truncated")
+
+    monkeypatch.setattr(bulk_run, "engine_for_build", lose_then_break)
+    bulk_job_execute(job_id=job.id)
+    job.refresh_from_db()
+    assert (job.status, job.error, job.attempts) == (BulkJob.Status.RUNNING, "", 2)
+
+
+def test_results_renamed_after_a_stale_job_was_cancelled_do_not_stay(tiny_taxonomy, monkeypatch):
+    # The worker was silent long enough to be given up on, and the job cancelled (its partial
+    # files deleted) while it was in fact renaming its finished files.
+    job = create(tiny_taxonomy, jobs_csv())
+    rename = Path.replace
+
+    def rename_then_cancelled(self, target):
+        renamed = rename(self, target)
+        if Path(target).name == "result.jsonl":
+            silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+            BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+            assert bulk_job_cancel(job=job).status == BulkJob.Status.CANCELLED
+        return renamed
+
+    monkeypatch.setattr(Path, "replace", rename_then_cancelled)
+    done = bulk_job_execute(job_id=job.id)
+    assert done.status == BulkJob.Status.CANCELLED
+    assert not list(artifact_path(done.folder).glob("result*"))
 
 
 def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_taxonomy):

@@ -120,3 +120,18 @@ def test_every_sqlite_database_gets_wal_a_busy_timeout_and_immediate_transaction
     assert result.stdout.split() == ["wal", "30000", "IMMEDIATE"]
     expected = tmp_path / ("elsewhere.sqlite3" if named_by_url else "siamweb.sqlite3")
     assert expected.exists()
+
+
+def test_postgresql_prepares_normalizes_read_unless_turned_off(tmp_path):
+    show = "import django; django.setup(); from django.conf import settings as s; " \
+        "print(s.DATABASES['default']['OPTIONS'])"  # fmt: skip
+    url = {"DATABASE_URL": "postgres://u:p@db:5432/siamweb"}
+    for env, threshold in (({}, 0), ({"SIAMWEB_DB_PREPARED_STATEMENTS": "false"}, None)):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("SIAMWEB_", "DATABASE_"))}
+        clean.update({"DJANGO_SETTINGS_MODULE": "siamweb.settings",
+                      "SIAMWEB_VAR_DIR": str(tmp_path), **url, **env})  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-c", show], cwd=ROOT, env=clean, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == repr({"prepare_threshold": threshold})
