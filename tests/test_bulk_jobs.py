@@ -271,23 +271,23 @@ def test_a_worker_that_lost_its_job_does_not_fail_the_worker_that_took_it(
     assert (job.status, job.error, job.attempts) == (BulkJob.Status.RUNNING, "", 2)
 
 
-def test_results_renamed_after_a_stale_job_was_cancelled_do_not_stay(tiny_taxonomy, monkeypatch):
-    # The worker was silent long enough to be given up on, and the job cancelled (its partial
-    # files deleted) while it was in fact renaming its finished files.
+def test_what_a_given_up_worker_writes_after_its_job_was_cancelled_does_not_stay(
+    tiny_taxonomy, monkeypatch
+):
+    # The worker was silent long enough to be given up on and its job cancelled (nothing to
+    # delete yet), but it was alive: it goes on to open its result files and write a chunk.
     job = create(tiny_taxonomy, jobs_csv())
-    rename = Path.replace
+    read_header = bulk_run.read_header
 
-    def rename_then_cancelled(self, target):
-        renamed = rename(self, target)
-        if Path(target).name == "result.jsonl":
-            silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-            BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
-            assert bulk_job_cancel(job=job).status == BulkJob.Status.CANCELLED
-        return renamed
+    def cancelled_meanwhile(*args, **kwargs):
+        silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+        BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+        assert bulk_job_cancel(job=job).status == BulkJob.Status.CANCELLED
+        return read_header(*args, **kwargs)
 
-    monkeypatch.setattr(Path, "replace", rename_then_cancelled)
-    done = bulk_job_execute(job_id=job.id)
-    assert done.status == BulkJob.Status.CANCELLED
+    monkeypatch.setattr(bulk_run, "read_header", cancelled_meanwhile)
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2)
+    assert (done.status, done.rows_done) == (BulkJob.Status.CANCELLED, 0)
     assert not list(artifact_path(done.folder).glob("result*"))
 
 
