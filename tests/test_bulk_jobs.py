@@ -51,7 +51,9 @@ def jobs_csv(titles=TITLES) -> bytes:
     )
 
 
-def create(taxonomy, data: bytes, filename="jobs.csv", column="title", user=None) -> BulkJob:
+def create(
+    taxonomy, data: bytes, filename="jobs.csv", column="title", user=None, **thresholds
+) -> BulkJob:
     return bulk_job_create(
         taxonomy=taxonomy,
         upload=io.BytesIO(data),
@@ -59,6 +61,7 @@ def create(taxonomy, data: bytes, filename="jobs.csv", column="title", user=None
         column=column,
         user=user,
         enqueue=False,
+        **thresholds,
     )
 
 
@@ -455,10 +458,7 @@ def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
 def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(tiny_taxonomy):
     scores = {a.text: a.groups[0].score for a in normalize_texts(tiny_taxonomy, TITLES, k=1)}
     threshold = sorted(scores.values())[4]  # the four lowest-scoring titles fall below it
-    job = bulk_job_create(
-        taxonomy=tiny_taxonomy, upload=io.BytesIO(jobs_csv()), filename="jobs.csv",
-        column="title", review_below=threshold, enqueue=False,
-    )  # fmt: skip
+    job = create(tiny_taxonomy, jobs_csv(), review_below=threshold)
     done = bulk_job_execute(job_id=job.id, chunk_rows=3)
     low = sorted(text for text, score in scores.items() if score < threshold)
     assert len(low) == 4 and done.rows_queued == 4
@@ -476,10 +476,7 @@ def test_rows_the_model_answers_by_a_thin_margin_also_go_to_the_review_queue(tin
     answers = normalize_texts(tiny_taxonomy, TITLES, k=2)
     margins = {a.text: a.groups[0].score - a.groups[1].score for a in answers}
     threshold = sorted(margins.values())[3]  # the three closest calls fall below it
-    job = bulk_job_create(
-        taxonomy=tiny_taxonomy, upload=io.BytesIO(jobs_csv()), filename="jobs.csv",
-        column="title", review_margin_below=threshold, enqueue=False,
-    )  # fmt: skip
+    job = create(tiny_taxonomy, jobs_csv(), review_margin_below=threshold)
     done = bulk_job_execute(job_id=job.id, chunk_rows=4)
     close = sorted(text for text, margin in margins.items() if margin < threshold)
     assert len(close) == 3 and done.rows_queued == 3
