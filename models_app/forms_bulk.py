@@ -14,7 +14,9 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
     taxonomy = TaxonomyField()
     file = forms.FileField(
         error_messages={"required": "choose a .csv or .txt file", "empty": "the file is empty"},
-        widget=forms.ClearableFileInput(attrs={"accept": ",".join(BULK_FORMATS)}),
+        widget=forms.ClearableFileInput(
+            attrs={"accept": ",".join(BULK_FORMATS), "data-bulk-file": ""}
+        ),
     )
     column = forms.CharField(
         required=False,
@@ -22,6 +24,8 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         initial=TEXT_COLUMN,
         label="CSV column to normalize",
         help_text="Ignored for a .txt file",
+        # static/js/bulk.js offers the chosen file's columns in this list.
+        widget=forms.TextInput(attrs={"list": "bulk-columns", "data-bulk-column": ""}),
     )
 
     review_below = forms.FloatField(

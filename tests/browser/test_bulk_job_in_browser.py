@@ -22,12 +22,21 @@ def test_upload_follow_the_progress_and_download_the_result(
     page, live_server, curator, tiny_taxonomy, tmp_path
 ):
     source = tmp_path / "ads.csv"
-    source.write_text("ref,title\n" + "".join(f"{i},{t}\n" for i, t in enumerate(TITLES)))
+    source.write_text('ref,"job, title"\n' + "".join(f"{i},{t}\n" for i, t in enumerate(TITLES)))
     log_in_at(page, live_server, "/bulk/", "carla", "carla-pass-123")
     page.get_by_role("link", name="Bulk").click()  # linked from the nav
     page.get_by_label("Taxonomy").select_option("jobs")
+    column = page.get_by_label("CSV column to normalize")
+    expect(column).to_have_value("text")
     page.get_by_label("File", exact=True).set_input_files(str(source))
-    page.get_by_label("CSV column to normalize").fill("title")
+    # The file's header, read in the browser: its columns are offered, "text" is not one.
+    hint = page.get_by_test_id("bulk-columns")
+    expect(hint).to_have_text("Columns in ads.csv: 'ref', 'job, title'")
+    assert page.locator("#bulk-columns option").evaluate_all("o => o.map(x => x.value)") == [
+        "ref", "job, title",
+    ]  # fmt: skip
+    expect(column).to_have_value("")
+    column.fill("job, title")
     page.get_by_role("button", name="Start the job").click()
 
     job = BulkJob.objects.get()
@@ -62,7 +71,7 @@ def test_upload_follow_the_progress_and_download_the_result(
         page.get_by_test_id("download-csv").click()
     assert download.value.suggested_filename == "ads-normalized.csv"
     rows = list(csv.DictReader(io.StringIO(download.value.path().read_text())))
-    assert [r["title"] for r in rows] == [*TITLES[:4], "'=1+1"]
+    assert [r["job, title"] for r in rows] == [*TITLES[:4], "'=1+1"]
     assert rows[0]["group_code"] == "29-1141" and rows[0]["model_version"] == "jobs/v1"
 
 
