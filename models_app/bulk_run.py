@@ -255,6 +255,9 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
 def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     """Every row is in: both result files under their final names, then the job succeeded;
     unless it was cancelled meanwhile, when the files go as a cancelled job's do."""
+    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
+    if not mine.filter(cancel_requested=False).exists():
+        return _stopped(job, attempt)  # the files are another worker's, or go with the job
     folder = artifact_path(job.folder)
     for name in RESULT_FILES.values():
         part = folder / f"{name}.part"
@@ -264,9 +267,7 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     if missing:
         error = f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone"
         return _fail(job, attempt, error)
-    succeeded = BulkJob.objects.filter(
-        id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=False
-    ).update(
+    succeeded = mine.filter(cancel_requested=False).update(
         status=BulkJob.Status.SUCCEEDED,
         progress=1.0,
         eta_seconds=0,

@@ -294,6 +294,20 @@ def test_what_a_given_up_worker_writes_after_its_job_was_cancelled_does_not_stay
     assert not list(artifact_path(done.folder).glob("result*"))
 
 
+def test_a_worker_that_lost_its_job_leaves_the_files_to_the_one_that_took_it(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def taken_over(current: BulkJob) -> None:  # after the last chunk, as another worker claims it
+        BulkJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)
+
+    assert bulk_job_execute(job_id=job.id, after_chunk=taken_over) is None
+    folder = artifact_path(job.folder)
+    assert sorted(path.name for path in folder.glob("result*")) == [
+        "result.csv.part", "result.jsonl.part",
+    ]  # fmt: skip
+    assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.RUNNING
+
+
 def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
     promoted = []
