@@ -28,7 +28,7 @@ from models_app.bulk import (
 from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.live import NoLiveModel, artifact_path
-from models_app.models import BulkJob
+from models_app.models import BulkJob, Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
@@ -405,6 +405,17 @@ def test_a_taxonomy_without_a_live_model_is_refused(db):
     taxonomy = taxonomy_import(slug="bare", path=TINY_CSV, fmt="csv", name="Bare").taxonomy
     with pytest.raises(NoLiveModel, match="'bare' has no live model yet"):
         create(taxonomy, jobs_csv())
+
+
+def test_a_job_whose_taxonomy_lost_its_live_model_before_it_started_fails_saying_so(
+    tiny_taxonomy,
+):
+    job = create(tiny_taxonomy, jobs_csv())
+    Deployment.objects.filter(taxonomy=tiny_taxonomy).delete()
+    done = bulk_job_execute(job_id=job.id)
+    assert done.status == BulkJob.Status.FAILED
+    assert "'jobs' has no live model yet" in done.error
+    assert bulk_job_result(done, "csv") is None and done.rows_done == 0
 
 
 def test_a_bad_byte_past_the_first_check_fails_the_job_naming_it(tiny_taxonomy, monkeypatch):
