@@ -183,6 +183,13 @@ class _resumed:
         self.path, self.length = path, length
 
     def __enter__(self) -> IO[bytes]:
+        if self.length and not self.path.exists():
+            # Renamed or removed by a worker that still held the job a moment ago: cut back to
+            # the checkpoint, a new file would be that many zero bytes.
+            raise BulkFileError(
+                f"{self.path.name} is gone though its first {self.length:,} bytes were "
+                "checkpointed; retry the job"
+            )
         self.handle = self.path.open("r+b" if self.path.exists() else "w+b")
         self.handle.truncate(self.length)
         self.handle.seek(self.length)

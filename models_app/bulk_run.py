@@ -5,6 +5,7 @@ stopped.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -260,9 +261,9 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
         return _stopped(job, attempt)  # the files are another worker's, or go with the job
     folder = artifact_path(job.folder)
     for name in RESULT_FILES.values():
-        part = folder / f"{name}.part"
-        if part.exists():
-            part.replace(folder / name)
+        # Gone: renamed already (a resumed job), or removed by a cancel.
+        with contextlib.suppress(FileNotFoundError):
+            (folder / f"{name}.part").replace(folder / name)
     missing = [name for name in RESULT_FILES.values() if not (folder / name).exists()]
     if missing:
         error = f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone"
@@ -280,10 +281,11 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     return job
 
 
-def _fail(job: BulkJob, attempt: int, error: str) -> BulkJob:
+def _fail(job: BulkJob, attempt: int, error: str) -> BulkJob | None:
     logger.warning("bulk job %s failed: %s", job.id, error)
-    BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt).update(
-        status=BulkJob.Status.FAILED, error=error, finished_at=timezone.now(), eta_seconds=None
-    )
+    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
+    failed = {"error": error, "finished_at": timezone.now(), "eta_seconds": None}
+    if not mine.update(status=BulkJob.Status.FAILED, **failed):
+        return _stopped(job, attempt)  # not this worker's to fail: cancelled, or taken over
     job.refresh_from_db()
     return job

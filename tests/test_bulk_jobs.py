@@ -308,6 +308,44 @@ def test_a_worker_that_lost_its_job_leaves_the_files_to_the_one_that_took_it(tin
     assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.RUNNING
 
 
+def test_a_cancel_that_lands_while_the_files_are_renamed_leaves_none(tiny_taxonomy, monkeypatch):
+    # The worker was silent long enough to be given up on; a curator cancels the job just as
+    # the worker, alive after all, renames its finished files.
+    job = create(tiny_taxonomy, jobs_csv())
+    rename = Path.replace
+
+    def cancelled_first(self, target):
+        if self.name == "result.csv.part" and BulkJob.objects.get(id=job.id).status == "running":
+            silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+            BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+            bulk_job_cancel(job=job)  # deletes both .part files
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "replace", cancelled_first)
+    done = bulk_job_execute(job_id=job.id)
+    assert done.status == BulkJob.Status.CANCELLED
+    assert not list(artifact_path(done.folder).glob("result*"))
+
+
+def test_a_resumed_job_whose_partial_result_vanished_fails_instead_of_padding_it(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def die_after_two_chunks(current: BulkJob) -> None:
+        if current.rows_done == 4:
+            raise WorkerDied
+
+    with pytest.raises(WorkerDied):
+        bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=die_after_two_chunks)
+    (artifact_path(job.folder) / "result.csv.part").unlink()
+    BulkJob.objects.filter(id=job.id).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+    )
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2)
+    assert done.status == BulkJob.Status.FAILED
+    assert re.match(r"result\.csv\.part is gone though its first [\d,]+ bytes were", done.error)
+    assert bulk_job_result(done, "csv") is None
+
+
 def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
     promoted = []

@@ -12,12 +12,17 @@ from siamweb.plain_sql import prepared_rows
 
 @pytest.mark.django_db(transaction=True)
 def test_a_statement_a_migration_changed_is_prepared_again_on_a_new_connection():
+    if connection.vendor != "postgresql":
+        pytest.fail("this test needs PostgreSQL: set DATABASE_URL (make services)")
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE prepared_probe (label varchar(20))")
         cursor.execute("INSERT INTO prepared_probe VALUES ('icu nurse')")
     sql = "SELECT label FROM prepared_probe WHERE label LIKE %s"
     try:
         assert prepared_rows(sql, ["icu%"]) == [("icu nurse",)]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            assert cursor.fetchone() == (1,)  # prepared, so the change below can break it
         # As a deploy's migration does, from another connection: the column's type changes, and
         # PostgreSQL refuses the statement this connection prepared ("cached plan must not
         # change result type").

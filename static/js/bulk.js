@@ -7,9 +7,10 @@
   "use strict";
 
   // The first record's fields, as Python's csv reads them: a quote opens a field only as its
-  // first character, and inside one two quotes are one.
-  function headerFields(text) {
-    var fields = [], field = "", quoted = false, start = true;
+  // first character, and inside one two quotes are one. Null when the record does not end
+  // within ``text`` (a header longer than what was read): its last field would be cut.
+  function headerFields(text, whole) {
+    var fields = [], field = "", quoted = false, start = true, ended = whole;
     for (var i = 0; i < text.length; i++) {
       var c = text[i];
       if (quoted) {
@@ -18,9 +19,10 @@
         else field += c;
       } else if (c === '"' && start) { quoted = true; start = false; }
       else if (c === ",") { fields.push(field); field = ""; start = true; }
-      else if (c === "\n" || c === "\r") break;
+      else if (c === "\n" || c === "\r") { ended = true; break; }
       else { field += c; start = false; }
     }
+    if (!ended) return null;
     fields.push(field);
     return fields.map(function (name) { return name.trim(); }).filter(Boolean);
   }
@@ -41,16 +43,21 @@
     }
   }
 
+  var HEAD_BYTES = 65536;
+
   document.addEventListener("change", function (event) {
     var file = event.target;
-    if (!file.matches || !file.matches("[data-bulk-file]") || !file.files.length) return;
+    if (!file.matches || !file.matches("[data-bulk-file]")) return;
     var input = document.querySelector("[data-bulk-column]");
     var list = document.getElementById(input.getAttribute("list"));
     var hint = document.querySelector("[data-bulk-columns-hint]");
     var chosen = file.files[0];
-    if (!/\.csv$/i.test(chosen.name)) { offer([], input, list, hint, chosen.name); return; }
-    chosen.slice(0, 65536).text().then(function (text) {
-      offer(headerFields(text.replace(/^\ufeff/, "")), input, list, hint, chosen.name);
-    });
+    if (!chosen || !/\.csv$/i.test(chosen.name)) { offer([], input, list, hint, ""); return; }
+    chosen.slice(0, HEAD_BYTES).text().then(function (text) {
+      if (file.files[0] !== chosen) return;  // another file was picked while this one was read
+      var columns = headerFields(text.replace(/^\ufeff/, ""), chosen.size <= HEAD_BYTES);
+      // A header past what was read is left to the server, which names its columns.
+      offer(columns || [], input, list, hint, chosen.name);
+    }).catch(function () { offer([], input, list, hint, ""); });
   });
 })();

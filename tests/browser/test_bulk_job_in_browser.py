@@ -80,9 +80,18 @@ def test_a_file_without_the_column_is_refused_on_the_form(
 ):
     source = tmp_path / "ads.csv"
     source.write_text("ref,title\n1,icu nurse\n")
+    text_file = tmp_path / "ads.txt"
+    text_file.write_text("icu nurse\n")
     log_in_at(page, live_server, "/bulk/", "carla", "carla-pass-123")
     page.get_by_label("Taxonomy").select_option("jobs")
-    page.get_by_label("File", exact=True).set_input_files(str(source))
+    file_field, hint = page.get_by_label("File", exact=True), page.get_by_test_id("bulk-columns")
+    file_field.set_input_files(str(source))
+    expect(hint).to_have_text("Columns in ads.csv: 'ref', 'title'")
+    file_field.set_input_files(str(text_file))  # a text file has no columns to offer
+    expect(hint).to_be_hidden()
+    expect(page.locator("#bulk-columns option")).to_have_count(0)
+    file_field.set_input_files(str(source))
+    expect(hint).to_be_visible()
     page.get_by_label("CSV column to normalize").fill("job title")
     page.get_by_role("button", name="Start the job").click()
     expect(page.get_by_test_id("field-error")).to_have_text(
