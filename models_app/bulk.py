@@ -98,6 +98,16 @@ def stale_seconds() -> int:
     return settings.SIAMWEB_BULK_STALE_SECONDS
 
 
+def stale_before():
+    """The moment a running job's heartbeat must be newer than, or its worker is lost."""
+    return timezone.now() - timezone.timedelta(seconds=stale_seconds())
+
+
+def worker_lost() -> Q:
+    """Running jobs whose worker died: their heartbeat is stale."""
+    return Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale_before())
+
+
 def bulk_job_create(
     *,
     taxonomy: Taxonomy,
@@ -203,9 +213,8 @@ def bulk_job_enqueue(*, job_id: int) -> None:
 def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
     """Stop a job: a queued one (or one whose worker died) at once, a running one after the
     chunk it is on; its partial results are deleted."""
-    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
     now_cancelled = BulkJob.objects.filter(id=job.id).filter(
-        Q(status=BulkJob.Status.QUEUED) | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
+        Q(status=BulkJob.Status.QUEUED) | worker_lost()
     )
     if now_cancelled.update(
         status=BulkJob.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
@@ -222,13 +231,9 @@ def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
 
 def bulk_job_retry(*, job: BulkJob) -> BulkJob:
     """Queue a failed job (or one whose worker died) again: it continues from its checkpoint."""
-    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
     retried = (
         BulkJob.objects.filter(id=job.id)
-        .filter(
-            Q(status=BulkJob.Status.FAILED)
-            | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
-        )
+        .filter(Q(status=BulkJob.Status.FAILED) | worker_lost())
         # A cancel asked of the failed or stopped job gives way to the retry asked after it.
         .update(
             status=BulkJob.Status.QUEUED,
@@ -254,14 +259,12 @@ def bulk_job_retry(*, job: BulkJob) -> BulkJob:
 def bulk_jobs_resume_stale() -> int:
     """Queue again every running job whose heartbeat stopped (its worker died): each goes on
     from its checkpoint. A broker redelivers such a task only after hours, if at all."""
-    stale = timezone.now() - timezone.timedelta(seconds=stale_seconds())
     resumed = 0
-    for job_id in BulkJob.objects.filter(
-        status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale
-    ).values_list("id", flat=True):
-        if BulkJob.objects.filter(
-            id=job_id, status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale
-        ).update(status=BulkJob.Status.QUEUED, eta_seconds=None):
+    for job_id in BulkJob.objects.filter(worker_lost()).values_list("id", flat=True):
+        # Asked again row by row: its worker may have come back since the list was read.
+        if BulkJob.objects.filter(worker_lost(), id=job_id).update(
+            status=BulkJob.Status.QUEUED, eta_seconds=None
+        ):
             bulk_job_enqueue(job_id=job_id)
             resumed += 1
     return resumed

@@ -22,7 +22,7 @@ from django.utils import timezone
 from annotations.models import Input
 from annotations.normalization import Normalization, normalize_texts
 from annotations.services.review import inputs_submit
-from models_app.bulk import stale_seconds
+from models_app.bulk import worker_lost
 from models_app.bulk_files import (
     INPUT_FILE,
     RESULT_COLUMNS,
@@ -63,12 +63,11 @@ def bulk_job_execute(
     nothing to do (finished, cancelled, or no such job). Raises ``JobBusy`` when another
     worker holds it. ``after_chunk`` is called with the job after each checkpoint."""
     now = timezone.now()
-    stale = now - timezone.timedelta(seconds=stale_seconds())
     claimed = (
         BulkJob.objects.filter(id=job_id)
         .filter(
             Q(status=BulkJob.Status.QUEUED)
-            | Q(status=BulkJob.Status.RUNNING, heartbeat_at__lt=stale)
+            | worker_lost()
             | Q(status=BulkJob.Status.RUNNING, heartbeat_at__isnull=True)
         )
         .update(
@@ -117,8 +116,8 @@ def _run(
     job = _pin(job)
     engine = engine_for_build(job.taxonomy, job.index_build)
     # Loading a model no longer live can take a while: say this worker still holds the job.
-    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
-    if not mine.filter(cancel_requested=False).update(heartbeat_at=timezone.now()):
+    mine = _held(job, attempt).filter(cancel_requested=False)
+    if not mine.update(heartbeat_at=timezone.now()):
         return _stopped(job, attempt)
     cache = HitsCache(HITS_CACHED)
     folder = artifact_path(job.folder)
@@ -175,7 +174,7 @@ def _run(
                 # (one more occurrence each), rather than never.
                 inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
                 checkpoint["rows_queued"] = F("rows_queued") + len(review)
-            if not mine.filter(cancel_requested=False).update(**checkpoint):
+            if not mine.update(**checkpoint):
                 return _stopped(job, attempt)
             job.refresh_from_db()
             if after_chunk is not None:
@@ -239,11 +238,18 @@ def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
     )
 
 
+def _held(job: BulkJob, attempt: int):
+    """The job while this worker's claim (``attempt``) holds it: running, not taken over."""
+    return BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
+
+
 def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
     """The checkpoint was refused: the job was cancelled, or another worker took it over."""
-    cancelled = BulkJob.objects.filter(
-        id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt, cancel_requested=True
-    ).update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
+    cancelled = (
+        _held(job, attempt)
+        .filter(cancel_requested=True)
+        .update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
+    )
     job.refresh_from_db()
     if cancelled or job.status == BulkJob.Status.CANCELLED:
         # Also when the job was cancelled as stale while this worker was still at it: what it
@@ -256,8 +262,8 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
 def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     """Every row is in: both result files under their final names, then the job succeeded;
     unless it was cancelled meanwhile, when the files go as a cancelled job's do."""
-    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
-    if not mine.filter(cancel_requested=False).exists():
+    mine = _held(job, attempt).filter(cancel_requested=False)
+    if not mine.exists():
         return _stopped(job, attempt)  # the files are another worker's, or go with the job
     folder = artifact_path(job.folder)
     for name in RESULT_FILES.values():
@@ -268,7 +274,7 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
     if missing:
         error = f"the result file(s) {', '.join(missing)} of bulk job {job.id} are gone"
         return _fail(job, attempt, error)
-    succeeded = mine.filter(cancel_requested=False).update(
+    succeeded = mine.update(
         status=BulkJob.Status.SUCCEEDED,
         progress=1.0,
         eta_seconds=0,
@@ -283,9 +289,8 @@ def _finish(job: BulkJob, attempt: int) -> BulkJob | None:
 
 def _fail(job: BulkJob, attempt: int, error: str) -> BulkJob | None:
     logger.warning("bulk job %s failed: %s", job.id, error)
-    mine = BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING, attempts=attempt)
     failed = {"error": error, "finished_at": timezone.now(), "eta_seconds": None}
-    if not mine.update(status=BulkJob.Status.FAILED, **failed):
+    if not _held(job, attempt).update(status=BulkJob.Status.FAILED, **failed):
         return _stopped(job, attempt)  # not this worker's to fail: cancelled, or taken over
     job.refresh_from_db()
     return job

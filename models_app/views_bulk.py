@@ -24,7 +24,7 @@ from models_app.bulk import (
     bulk_jobs_of,
     bulk_max_bytes,
     request_too_big,
-    stale_seconds,
+    stale_before,
 )
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
@@ -44,7 +44,8 @@ def _job(request: HttpRequest, job_id: int) -> BulkJob:
 
 
 def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
-    silent = (timezone.now() - job.heartbeat_at).total_seconds() if job.heartbeat_at else 0.0
+    lost = job.status == BulkJob.Status.RUNNING and job.heartbeat_at is not None
+    lost = lost and job.heartbeat_at < stale_before()
     return {
         "job": job,
         "percent": int(job.progress * 100),
@@ -53,8 +54,8 @@ def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
         "poll_seconds": POLL_SECONDS,
         "downloads": job.status == BulkJob.Status.SUCCEEDED,
         # A running job whose worker died: retried by hand, or by beat's next check.
-        "worker_lost": duration_text(silent)
-        if job.status == BulkJob.Status.RUNNING and silent > stale_seconds()
+        "worker_lost": duration_text((timezone.now() - job.heartbeat_at).total_seconds())
+        if lost
         else "",
         "error": error,
     }

@@ -193,16 +193,28 @@ class WorkerDied(BaseException):
     """What a killed worker leaves behind: the job stops between two statements."""
 
 
-def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
-    whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id, chunk_rows=2)
-    job = create(tiny_taxonomy, jobs_csv())
+def run_until_the_worker_dies(job: BulkJob, *, after_rows: int | None = None, **options) -> None:
+    """Run the job until its worker dies after the checkpoint at ``after_rows`` (the first
+    checkpoint when None)."""
 
-    def die_after_two_chunks(current: BulkJob) -> None:
-        if current.rows_done == 4:
+    def die(current: BulkJob) -> None:
+        if after_rows is None or current.rows_done == after_rows:
             raise WorkerDied
 
     with pytest.raises(WorkerDied):
-        bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=die_after_two_chunks)
+        bulk_job_execute(job_id=job.id, after_chunk=die, **options)
+
+
+def make_stale(job: BulkJob) -> None:
+    """The job's heartbeat as old as a dead worker's."""
+    silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
+    BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+
+
+def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
+    whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id, chunk_rows=2)
+    job = create(tiny_taxonomy, jobs_csv())
+    run_until_the_worker_dies(job, after_rows=4, chunk_rows=2)
     job.refresh_from_db()
     assert (job.status, job.rows_done) == (BulkJob.Status.RUNNING, 4)
     assert bulk_job_result(job, "csv") is None  # nothing is offered while half-written
@@ -213,9 +225,7 @@ def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
             handle.write(b"half a row,")
     with pytest.raises(JobBusy):  # its heartbeat is fresh: it may still be alive
         bulk_job_execute(job_id=job.id, chunk_rows=2)
-    BulkJob.objects.filter(id=job.id).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-    )
+    make_stale(job)
     done = bulk_job_execute(job_id=job.id, chunk_rows=3)
     assert (done.status, done.rows_done, done.attempts) == (BulkJob.Status.SUCCEEDED, 11, 2)
     for kind in ("csv", "jsonl"):
@@ -225,17 +235,10 @@ def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
 def test_a_worker_that_dies_between_renaming_the_two_files_loses_neither(tiny_taxonomy):
     whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
     job = create(tiny_taxonomy, jobs_csv())
-
-    def die_after_the_last_chunk(current: BulkJob) -> None:
-        raise WorkerDied
-
-    with pytest.raises(WorkerDied):
-        bulk_job_execute(job_id=job.id, after_chunk=die_after_the_last_chunk)
+    run_until_the_worker_dies(job)  # one chunk: the last
     folder = artifact_path(job.folder)
     (folder / "result.csv.part").rename(folder / "result.csv")  # the first rename, not the second
-    BulkJob.objects.filter(id=job.id).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-    )
+    make_stale(job)
     done = bulk_job_execute(job_id=job.id)
     assert (done.status, done.rows_done) == (BulkJob.Status.SUCCEEDED, 11)
     for kind in ("csv", "jsonl"):
@@ -283,8 +286,7 @@ def test_what_a_given_up_worker_writes_after_its_job_was_cancelled_does_not_stay
     read_header = bulk_run.read_header
 
     def cancelled_meanwhile(*args, **kwargs):
-        silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-        BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+        make_stale(job)
         assert bulk_job_cancel(job=job).status == BulkJob.Status.CANCELLED
         return read_header(*args, **kwargs)
 
@@ -316,8 +318,7 @@ def test_a_cancel_that_lands_while_the_files_are_renamed_leaves_none(tiny_taxono
 
     def cancelled_first(self, target):
         if self.name == "result.csv.part" and BulkJob.objects.get(id=job.id).status == "running":
-            silent = timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-            BulkJob.objects.filter(id=job.id).update(heartbeat_at=silent)
+            make_stale(job)
             bulk_job_cancel(job=job)  # deletes both .part files
         return rename(self, target)
 
@@ -329,17 +330,9 @@ def test_a_cancel_that_lands_while_the_files_are_renamed_leaves_none(tiny_taxono
 
 def test_a_resumed_job_whose_partial_result_vanished_fails_instead_of_padding_it(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
-
-    def die_after_two_chunks(current: BulkJob) -> None:
-        if current.rows_done == 4:
-            raise WorkerDied
-
-    with pytest.raises(WorkerDied):
-        bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=die_after_two_chunks)
+    run_until_the_worker_dies(job, after_rows=4, chunk_rows=2)
     (artifact_path(job.folder) / "result.csv.part").unlink()
-    BulkJob.objects.filter(id=job.id).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-    )
+    make_stale(job)
     done = bulk_job_execute(job_id=job.id, chunk_rows=2)
     assert done.status == BulkJob.Status.FAILED
     assert re.match(r"result\.csv\.part is gone though its first [\d,]+ bytes were", done.error)
@@ -500,15 +493,8 @@ def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_t
 def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
     busy = create(tiny_taxonomy, jobs_csv())
-
-    def die(current: BulkJob) -> None:
-        raise WorkerDied
-
-    with pytest.raises(WorkerDied):
-        bulk_job_execute(job_id=job.id, chunk_rows=4, after_chunk=die)
-    BulkJob.objects.filter(id=job.id).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(seconds=bulk.stale_seconds() + 1)
-    )
+    run_until_the_worker_dies(job, chunk_rows=4)
+    make_stale(job)
     BulkJob.objects.filter(id=busy.id).update(status="running", heartbeat_at=timezone.now())
     assert resume_stale_bulk_jobs.run() == 1
     job.refresh_from_db()
