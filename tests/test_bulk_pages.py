@@ -43,6 +43,21 @@ def test_a_file_uploaded_on_the_page_is_followed_to_its_downloads(curator, tiny_
     assert lines[0].startswith("id,title,group_code,") and len(lines) == 3
 
 
+def test_rows_sent_for_review_are_linked_to_the_queue(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    quiet = start(client, review_below="0")  # no top score is below 0: nothing is sent
+    bulk_job_execute(job_id=quiet.id)
+    assert "job-review-link" not in client.get(f"/bulk/{quiet.id}/").content.decode()
+    BulkJob.objects.all().delete()
+    every = start(client, review_margin_below="1")  # every margin is below 1: all are sent
+    bulk_job_execute(job_id=every.id)
+    page = client.get(f"/bulk/{every.id}/").content.decode()
+    link = '<a href="/review/queue/?taxonomy=jobs" data-testid="job-review-link">review them</a>'
+    assert BulkJob.objects.get(id=every.id).rows_queued == 2 and link in page
+    queue = client.get("/review/queue/?taxonomy=jobs").content.decode()
+    assert "icu nurse" in queue and "Senior Java Engineer" in queue
+
+
 def test_a_bad_threshold_is_named_on_the_form(curator, tiny_taxonomy):
     body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", DATA)}
     response = logged_in(curator).post("/bulk/", {**body, "review_margin_below": "2"})
