@@ -98,7 +98,7 @@ class BulkJobListCreateApi(CuratorApi):
             required=False,
             allow_blank=True,
             max_length=200,
-            help_text="The CSV column to normalize (default: text)",
+            help_text="The CSV column to normalize (default: text); ignored for a text file",
         )
         review_below = serializers.FloatField(
             required=False,

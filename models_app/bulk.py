@@ -5,7 +5,8 @@ streams to ``bulk/<job folder>/`` under the artifacts folder. The worker reads i
 at a time and appends to ``result.csv.part`` and ``result.jsonl.part``: every input column kept,
 then the top group, its score and the member behind it, where the answer came from, the model
 version, the runner-up and the margin. A row whose text cannot be used (empty, too long, control
-characters) is kept with the reason in ``error``. When the last row is in, both files are synced
+characters, bytes that are not UTF-8, broken quoting, more fields than the header) is kept with
+the reason in ``error``. When the last row is in, both files are synced
 and renamed to their final names, then the job is marked succeeded: a result is offered only
 whole.
 
@@ -42,6 +43,7 @@ from models_app.bulk_files import (
     TEXT_COLUMN,
     BulkFileError,
     _remove_partial,
+    column_position,
     read_header,
     read_records,
 )
@@ -52,7 +54,7 @@ EXECUTE_BULK_JOB = "worker.tasks.execute_bulk_job"
 
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
-# a bad byte further on fails the job when the worker reaches it, naming where it is.
+# a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.
 _HEAD_BYTES = 1024 * 1024
 
 
@@ -75,11 +77,7 @@ def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> None:
             f"{head[exc.start : exc.start + 4]!r}; save the file as UTF-8"
         ) from None
     columns, offset, line = read_header(path, fmt=fmt, filename=filename)
-    if column not in columns:
-        raise BulkFileError(
-            f"{filename} has no column {column!r}; its columns are "
-            + ", ".join(repr(name) for name in columns)
-        )
+    column_position(columns, column, filename=filename)
     with path.open("rb") as handle:
         rows = read_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
         if next(rows, None) is None:
@@ -140,7 +138,8 @@ def bulk_job_create(
             f"{filename or 'the file'} is neither a .csv nor a .txt file; upload a CSV with a "
             "header row or a text file with one text per line"
         )
-    column = column.strip() or TEXT_COLUMN
+    # A text file has one column; a column named for it (left over from a CSV) is ignored.
+    column = (column.strip() if fmt == BulkJob.Format.CSV else "") or TEXT_COLUMN
     folder = Path("bulk") / uuid.uuid4().hex
     target = artifact_path(str(folder))
     target.mkdir(parents=True)

@@ -61,16 +61,40 @@ class Record:
     line: int  # the physical line the record starts on, 1-based
     next_line: int  # the line the next record starts on
     fields: list[str]
+    # Why the row cannot be read as written (bytes that are not UTF-8, broken CSV quoting): one
+    # bad row in a file of millions is kept with the reason, it does not fail the job.
+    problem: str = ""
 
 
-def _decode(raw: bytes, *, offset: int, line: int, filename: str) -> str:
+def _decoded(raw: bytes, *, offset: int) -> tuple[str, str]:
+    """A record's text, and what is wrong with its bytes: those that are not UTF-8 are kept
+    written as ``\\xNN``, so the row's cells still say what the file held."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), ""
     except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 4]
+        return raw.decode("utf-8", errors="backslashreplace"), (
+            f"not UTF-8 (byte {offset + exc.start:,} holds {bad!r}; shown as \\xNN)"
+        )
+
+
+def _csv_fields(text: str, *, filename: str, line: int) -> tuple[list[str], str]:
+    """A CSV record's fields, and what is wrong with its quoting: a stray quote is read as a
+    spreadsheet would read it, and said."""
+    problem = ""
+    try:
+        rows = list(csv.reader(io.StringIO(text), strict=True))
+    except csv.Error as exc:
+        problem = f"not valid CSV ({exc})"
+        try:
+            rows = list(csv.reader(io.StringIO(text)))
+        except csv.Error as lenient:  # a field over csv's size limit: no cell can be trusted
+            return [], f"not valid CSV ({lenient})"
+    if len(rows) > 1:  # a record boundary read otherwise than csv reads it: never drop
         raise BulkFileError(
-            f"{filename} is not UTF-8: line {line} (byte {offset + exc.start:,}) holds "
-            f"{raw[exc.start : exc.start + 4]!r}; save the file as UTF-8"
-        ) from None
+            f"{filename} is not valid CSV near line {line}: one line read as {len(rows)} rows"
+        )
+    return (rows[0] if rows else []), problem
 
 
 def still_quoted(line: bytes, quoted: bool) -> bool:
@@ -139,24 +163,14 @@ def read_records(
                 "closed (unexpected end of data)"
             )
         raw = b"".join(pieces)
-        text = _decode(raw, offset=position, line=start_line, filename=filename)
+        text, problem = _decoded(raw, offset=position)
         position += len(raw)
         if csv_format:
-            try:
-                rows = list(csv.reader(io.StringIO(text), strict=True))
-            except csv.Error as exc:
-                raise BulkFileError(
-                    f"{filename} is not valid CSV near line {start_line}: {exc}"
-                ) from None
-            if len(rows) > 1:  # a record boundary read otherwise than csv reads it: never drop
-                raise BulkFileError(
-                    f"{filename} is not valid CSV near line {start_line}: one line read as "
-                    f"{len(rows)} rows"
-                )
-            fields = rows[0] if rows else []
+            fields, csv_problem = _csv_fields(text, filename=filename, line=start_line)
+            problem = problem or csv_problem
         else:
             fields = [text.rstrip("\r\n")]
-        yield Record(end=position, line=start_line, next_line=line, fields=fields)
+        yield Record(end=position, line=start_line, next_line=line, fields=fields, problem=problem)
 
 
 def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int, int]:
@@ -169,7 +183,52 @@ def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int,
         first = next(read_records(handle, fmt=fmt, filename=filename, offset=0), None)
     if first is None or not any(name.strip() for name in first.fields):
         raise BulkFileError(f"{filename} has no header row naming its columns")
-    return [name.strip() for name in first.fields], first.end, first.next_line
+    if first.problem:
+        raise BulkFileError(f"{filename}: its header row is {first.problem}")
+    return first.fields, first.end, first.next_line
+
+
+def column_position(columns: list[str], column: str, *, filename: str) -> int:
+    """Where the header names ``column`` (names compared without the spaces around them);
+    ``BulkFileError`` when it does not, or names it more than once."""
+    found = [position for position, name in enumerate(columns) if name.strip() == column]
+    if not found:
+        raise BulkFileError(
+            f"{filename} has no column {column!r}; its columns are "
+            + ", ".join(repr(name) for name in columns)
+        )
+    if len(found) > 1:
+        places = ", ".join(str(position + 1) for position in found)
+        raise BulkFileError(
+            f"{filename} names the column {column!r} {len(found)} times (columns {places}); "
+            "rename all but one, or normalize another column"
+        )
+    return found[0]
+
+
+def input_keys(columns: list[str]) -> list[str]:
+    """The input's column names as the keys of a JSON object: a name the header repeats or
+    leaves empty gets its position, so no cell overwrites another."""
+    repeated = {name for name in columns if columns.count(name) > 1}
+    return [
+        f"{name} (column {position + 1})" if name in repeated else name or f"column {position + 1}"
+        for position, name in enumerate(columns)
+    ]
+
+
+def row_problem(record: Record, width: int) -> str:
+    """Why a row is not normalized as read, or "": its bytes or quoting are broken, or it has
+    more fields than the header (an unquoted comma in a title shifts the columns after it).
+    Empty extra fields, a trailing comma say, are nothing lost."""
+    extra = record.fields[width:]
+    if record.problem:
+        return record.problem
+    if any(extra):
+        return (
+            f"the row has {len(record.fields)} fields where the header has {width}, so its "
+            f"columns may be shifted; the extra ones were {', '.join(map(repr, extra))}"
+        )
+    return ""
 
 
 # --- writing the results --------------------------------------------------------------------

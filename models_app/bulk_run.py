@@ -33,8 +33,11 @@ from models_app.bulk_files import (
     _remove_partial,
     _result_row,
     _resumed,
+    column_position,
+    input_keys,
     read_header,
     read_records,
+    row_problem,
 )
 from models_app.live import HitsCache, NoLiveModel, artifact_path, engine_for_build
 from models_app.models import BulkJob, Deployment
@@ -123,7 +126,7 @@ def _run(
     folder = artifact_path(job.folder)
     source = folder / INPUT_FILE
     columns, _, _ = read_header(source, fmt=job.input_format, filename=job.filename)
-    column = columns.index(job.column or TEXT_COLUMN)
+    column = column_position(columns, job.column or TEXT_COLUMN, filename=job.filename)
     parts = {kind: folder / f"{name}.part" for kind, name in RESULT_FILES.items()}
     if not parts["csv"].exists() and (folder / RESULT_FILES["csv"]).exists():
         # Every row was in: a worker died while renaming the files, or before it could say so.
@@ -190,6 +193,11 @@ def _write_chunk(
     texts: list[str | None] = []
     errors: list[str] = []
     for record in chunk:
+        problem = row_problem(record, len(columns))
+        if problem:
+            texts.append(None)
+            errors.append(f"line {record.line}: {problem}")
+            continue
         try:
             if column >= len(record.fields):
                 raise TextError(f"is missing: the row has {len(record.fields)} field(s)")
@@ -204,15 +212,16 @@ def _write_chunk(
     answers = iter(
         normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
     )
-    lines, review = [], []
+    lines, review, keys = [], [], input_keys(columns)
     for record, text, error in zip(chunk, texts, errors, strict=True):
-        fields = record.fields + [""] * (len(columns) - len(record.fields))
+        # As many cells as the header names: extra ones are quoted in the row's error.
+        fields = record.fields[: len(columns)] + [""] * (len(columns) - len(record.fields))
         answer = next(answers) if text is not None else None
         result = _result_row(answer, error)
         if _needs_review(job, answer):
             review.append(text)
         writer.writerow([_cell(value) for value in [*fields, *result.values()]])
-        named = dict(zip(columns, fields, strict=False))
+        named = dict(zip(keys, fields, strict=True))
         lines.append(json.dumps({"input": named, **result}, ensure_ascii=False) + "\n")
     jsonl_out.write("".join(lines).encode("utf-8"))
     return sum(1 for error in errors if error), review

@@ -414,6 +414,8 @@ def test_a_failed_job_is_retried_from_its_checkpoint(tiny_taxonomy):
         (b"title\nnurse\ncaf\xe9\n", "jobs.csv", "title", "is not UTF-8: line 3 (byte 15)"),
         (b"\xff\xfet\x00", "jobs.txt", "", "UTF-16 text; save it as UTF-8"),
         (b'title\n"nurse\n', "jobs.csv", "title", "a quote opened on line 2 is never closed"),
+        (b"title,title\nnurse,x\n", "jobs.csv", "title", "'title' 2 times (columns 1, 2)"),
+        (b"ti\xe9tle\nnurse\n", "jobs.csv", "title", "is not UTF-8: line 1 (byte 2)"),
     ],
 )  # fmt: skip
 def test_a_file_it_cannot_read_is_refused_with_the_reason(
@@ -449,14 +451,72 @@ def test_a_job_whose_taxonomy_lost_its_live_model_before_it_started_fails_saying
     assert bulk_job_result(done, "csv") is None and done.rows_done == 0
 
 
-def test_a_bad_byte_past_the_first_check_fails_the_job_naming_it(tiny_taxonomy, monkeypatch):
+def test_a_row_past_the_first_check_that_is_not_utf8_is_kept_with_the_reason(
+    tiny_taxonomy, monkeypatch
+):
+    # One bad byte deep in a file of millions costs its row, not the job.
     monkeypatch.setattr(bulk, "_HEAD_BYTES", 16)  # the upload's check reads this far only
     data = b"title\nicu nurse\nhead barista\ncaf\xe9 owner\nnurse\n"
     done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id, chunk_rows=1)
-    assert done.status == BulkJob.Status.FAILED
-    assert done.error.startswith("jobs.csv is not UTF-8: line 4 (byte 32)")
-    assert bulk_job_result(done, "csv") is None
-    assert done.rows_done == 2  # its checkpoint is kept: a fixed file could go on from there
+    assert (done.status, done.rows_done, done.rows_failed) == (BulkJob.Status.SUCCEEDED, 4, 1)
+    rows = result_rows(done)
+    assert [r["group_code"] for r in rows] == ["29-1141", "35-3023", "", "29-1141"]
+    assert rows[2]["title"] == "caf\\xe9 owner"
+    assert rows[2]["error"] == "line 4: not UTF-8 (byte 32 holds b'\\xe9 ow'; shown as \\xNN)"
+    assert [line["error"] for line in jsonl_rows(done)] == [r["error"] for r in rows]
+
+
+def test_a_row_with_more_fields_than_the_header_is_kept_without_shifting_a_column(
+    tiny_taxonomy,
+):
+    data = b"id,title\n1,nurse,EXTRA1,EXTRA2\n2,icu nurse,\n3,head barista\n"
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id)
+    assert (done.status, done.rows_done, done.rows_failed) == (BulkJob.Status.SUCCEEDED, 3, 1)
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        table = list(csv.reader(handle))
+    assert {len(row) for row in table} == {2 + len(RESULT_COLUMNS)}
+    rows = result_rows(done)
+    assert (rows[0]["id"], rows[0]["title"], rows[0]["group_code"]) == ("1", "nurse", "")
+    assert rows[0]["error"] == (
+        "line 2: the row has 4 fields where the header has 2, so its columns may be shifted; "
+        "the extra ones were 'EXTRA1', 'EXTRA2'"
+    )
+    # An empty field past the header's (a trailing comma) loses nothing: the row is answered.
+    assert [(r["group_code"], r["error"]) for r in rows[1:]] == [("29-1141", ""), ("35-3023", "")]
+    assert [line["input"] for line in jsonl_rows(done)] == [
+        {"id": "1", "title": "nurse"}, {"id": "2", "title": "icu nurse"},
+        {"id": "3", "title": "head barista"},
+    ]  # fmt: skip
+
+
+def test_a_stray_quote_is_read_as_a_spreadsheet_reads_it_and_said(tiny_taxonomy):
+    data = b'id,title\n1,"icu" nurse\n2,head barista\n'
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data).id)
+    assert (done.status, done.rows_failed) == (BulkJob.Status.SUCCEEDED, 1)
+    rows = result_rows(done)
+    assert (rows[0]["title"], rows[0]["group_code"]) == ("icu nurse", "")
+    assert rows[0]["error"] == "line 2: not valid CSV (',' expected after '\"')"
+    assert (rows[1]["group_code"], rows[1]["error"]) == ("35-3023", "")
+
+
+def test_repeated_empty_and_spaced_column_names_keep_every_cell(tiny_taxonomy):
+    data = b"id,note, title ,note,\n1,a,icu nurse,b,c\n"
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data, column="title").id)
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        header, row = list(csv.reader(handle))
+    assert header[:5] == ["id", "note", " title ", "note", ""]  # the file's own names
+    assert row[:5] == ["1", "a", "icu nurse", "b", "c"] and row[5] == "29-1141"
+    # JSON keys must be unique: a repeated or empty name is told apart by its position.
+    assert jsonl_rows(done)[0]["input"] == {
+        "id": "1", "note (column 2)": "a", " title ": "icu nurse", "note (column 4)": "b",
+        "column 5": "c",
+    }  # fmt: skip
+
+
+def test_a_column_named_for_a_text_file_is_ignored(tiny_taxonomy):
+    job = create(tiny_taxonomy, b"icu nurse\n", "t.txt", column="title")
+    assert job.column == ""
+    assert result_rows(bulk_job_execute(job_id=job.id))[0]["group_code"] == "29-1141"
 
 
 def test_a_job_another_worker_runs_is_not_taken_twice(tiny_taxonomy):
