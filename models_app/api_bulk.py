@@ -36,6 +36,7 @@ from models_app.bulk import (
     bulk_job_result,
     bulk_job_retry,
     bulk_jobs_of,
+    no_result_why,
     request_too_big,
 )
 from models_app.bulk_files import RESULT_FILES, BulkFileError
@@ -59,6 +60,9 @@ class BulkJobSerializer(serializers.Serializer):
     review_below = serializers.FloatField(allow_null=True)
     review_margin_below = serializers.FloatField(allow_null=True)
     rows_queued = serializers.IntegerField(help_text="Rows sent to the review queue")
+    cancel_requested = serializers.BooleanField(
+        help_text="A cancel was asked: a running job stops after the chunk it is on"
+    )
     progress = serializers.FloatField(help_text="Share of the file read, 0 to 1")
     eta_seconds = serializers.FloatField(allow_null=True, help_text="Estimated seconds left")
     model_version = serializers.CharField(
@@ -219,12 +223,16 @@ class BulkJobRetryApi(_BulkJobActionApi):
 class _BulkJobResultApi(CuratorApi):
     kind = "csv"
 
+    def perform_content_negotiation(self, request: Request, force: bool = False):
+        # The file is CSV or JSON Lines whatever Accept asks for (text/csv, say, which no
+        # renderer offers); only an error is rendered, as JSON.
+        return super().perform_content_negotiation(request, force=True)
+
     def get(self, request: Request, job_id: int):
         job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
         path = bulk_job_result(job, self.kind)
         if path is None:
-            detail = f"bulk job {job.id} is {job.get_status_display().lower()}: no result yet"
-            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+            return Response({"detail": no_result_why(job)}, status=status.HTTP_409_CONFLICT)
         stem = job.filename.rsplit(".", 1)[0] or "bulk"
         return FileResponse(
             path.open("rb"),
@@ -234,11 +242,15 @@ class _BulkJobResultApi(CuratorApi):
         )
 
 
-RESULT_RESPONSES = {
-    200: OpenApiResponse(OpenApiTypes.BINARY),
-    404: NOT_FOUND,
-    409: OpenApiResponse(description="The job has not succeeded: no result to download"),
-}
+def result_responses(kind: str) -> dict:
+    media_type = CONTENT_TYPES[kind].split(";")[0]
+    return {
+        (200, media_type): OpenApiResponse(OpenApiTypes.BINARY),
+        (404, "application/json"): NOT_FOUND,
+        (409, "application/json"): OpenApiResponse(
+            description="The job has not succeeded: no result to download"
+        ),
+    }
 
 
 class BulkJobCsvApi(_BulkJobResultApi):
@@ -246,7 +258,7 @@ class BulkJobCsvApi(_BulkJobResultApi):
 
     @extend_schema(
         summary="The results as CSV: every input column, then the answer's columns",
-        responses=RESULT_RESPONSES,
+        responses=result_responses("csv"),
     )
     def get(self, request: Request, job_id: int):
         return super().get(request, job_id)
@@ -257,7 +269,7 @@ class BulkJobJsonlApi(_BulkJobResultApi):
 
     @extend_schema(
         summary="The results as JSON Lines: one object a row, the input under `input`",
-        responses=RESULT_RESPONSES,
+        responses=result_responses("jsonl"),
     )
     def get(self, request: Request, job_id: int):
         return super().get(request, job_id)

@@ -223,7 +223,7 @@ def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
         cancel_requested=True
     ):
         job.refresh_from_db()
-        raise BulkStateError(f"bulk job {job.id} is {job.get_status_display().lower()}")
+        raise BulkStateError(f"bulk job {job.id} {status_phrase(job)}: there is nothing to stop")
     job.refresh_from_db()
     return job
 
@@ -245,8 +245,8 @@ def bulk_job_retry(*, job: BulkJob) -> BulkJob:
     job.refresh_from_db()
     if not retried:
         raise BulkStateError(
-            f"bulk job {job.id} is {job.get_status_display().lower()}; only a failed job or one "
-            "whose worker stopped can be retried"
+            f"bulk job {job.id} {status_phrase(job)}; only a failed job or one whose worker "
+            "stopped can be retried"
         )
     bulk_job_enqueue(job_id=job.id)
     return job
@@ -297,6 +297,26 @@ def bulk_jobs_of(user) -> QuerySet[BulkJob]:
     more than titles, so other curators see neither it nor its results."""
     jobs = BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
     return jobs if user.is_staff else jobs.filter(requested_by_id=user.id)
+
+
+def status_phrase(job: BulkJob) -> str:
+    """Where the job stands, as the rest of a sentence that starts with the job."""
+    return {
+        BulkJob.Status.QUEUED: "is queued",
+        BulkJob.Status.RUNNING: "is stopping" if job.cancel_requested else "is running",
+        BulkJob.Status.SUCCEEDED: "has succeeded",
+        BulkJob.Status.FAILED: "has failed",
+        BulkJob.Status.CANCELLED: "was cancelled",
+    }[job.status]
+
+
+def no_result_why(job: BulkJob) -> str:
+    """Why a job has no result to download: not yet, or never."""
+    if job.active and not job.cancel_requested:
+        return f"bulk job {job.id} {status_phrase(job)}: its results download once it succeeds"
+    if job.status == BulkJob.Status.FAILED:
+        return f"bulk job {job.id} has failed, so it has no result; retry it to go on"
+    return f"bulk job {job.id} {status_phrase(job)}: it has no result"
 
 
 def bulk_job_result(job: BulkJob, kind: str) -> Path | None:

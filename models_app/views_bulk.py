@@ -23,6 +23,7 @@ from models_app.bulk import (
     bulk_job_retry,
     bulk_jobs_of,
     bulk_max_bytes,
+    no_result_why,
     request_too_big,
     stale_before,
 )
@@ -108,20 +109,27 @@ def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "bulk/job.html", context)
 
 
-def _act(request: HttpRequest, job_id: int, action, done: str) -> HttpResponse:
+def _act(request: HttpRequest, job_id: int, action, done) -> HttpResponse:
+    """Carry ``action`` out on the job and say ``done`` (a text, or one made from the job)."""
     job = _job(request, job_id)
     try:
         job = action(job=job)
     except BulkStateError as exc:
         return render(request, "bulk/job.html", _job_context(request, job, str(exc)), status=409)
-    messages.info(request, done)
+    messages.info(request, done(job) if callable(done) else done)
     return redirect("bulk-job", job_id=job.id)
 
 
 @curator_required
 @require_POST
 def bulk_job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
-    return _act(request, job_id, bulk_job_cancel, "Cancelled: the partial results are deleted.")
+    return _act(request, job_id, bulk_job_cancel, _cancelled)
+
+
+def _cancelled(job: BulkJob) -> str:
+    if job.status == BulkJob.Status.CANCELLED:
+        return "Cancelled: the partial results are deleted."
+    return "Stopping: the worker ends after the chunk it is on and deletes the partial results."
 
 
 @curator_required
@@ -135,8 +143,10 @@ def bulk_job_retry_view(request: HttpRequest, job_id: int) -> HttpResponse:
 def bulk_job_download(request: HttpRequest, job_id: int, kind: str) -> HttpResponse:
     job = _job(request, job_id)
     path = bulk_job_result(job, kind)
-    if path is None:
-        raise Http404(f"bulk job {job.id} has no {kind} result")
+    if path is None:  # a link from a page shown before the job failed or was cancelled
+        return render(
+            request, "bulk/job.html", _job_context(request, job, no_result_why(job)), status=409
+        )
     stem = job.filename.rsplit(".", 1)[0] or "bulk"
     return FileResponse(
         path.open("rb"),

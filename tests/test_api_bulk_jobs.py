@@ -8,6 +8,7 @@ import csv
 import io
 
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -41,7 +42,9 @@ def test_an_upload_is_queued_then_followed_to_its_results(api_client, tiny_taxon
     assert job["results"] == {} and job["requested_by"] == "carla"
     pending = api_client.get(f"{URL}/{job['id']}/result.csv")
     assert pending.status_code == 409
-    assert pending.json()["detail"] == f"bulk job {job['id']} is queued: no result yet"
+    assert pending.json()["detail"] == (
+        f"bulk job {job['id']} is queued: its results download once it succeeds"
+    )
 
     bulk_job_execute(job_id=job["id"])  # what the worker does with the task the upload sent
 
@@ -125,9 +128,43 @@ def test_the_owner_or_an_admin_cancels(api_client, tiny_taxonomy, other_curator,
     assert (response.status_code, response.json()["status"]) == (200, "cancelled")
     again = api_client.post(f"{URL}/{job_id}/cancel")
     assert again.status_code == 409
-    assert again.json() == {"status": [f"bulk job {job_id} is cancelled"]}
+    assert again.json() == {
+        "status": [f"bulk job {job_id} was cancelled: there is nothing to stop"]
+    }
     retry = api_client.post(f"{URL}/{job_id}/retry")
     assert retry.status_code == 409
+
+
+def test_results_download_whatever_the_accept_header_asks_for(api_client, tiny_taxonomy):
+    job_id = upload(api_client).json()["id"]
+    early = api_client.get(f"{URL}/{job_id}/result.csv", HTTP_ACCEPT="text/csv")
+    assert (early.status_code, early["Content-Type"]) == (409, "application/json")
+    bulk_job_execute(job_id=job_id)
+    for kind, accept in (("csv", "text/csv"), ("jsonl", "application/x-ndjson")):
+        response = api_client.get(f"{URL}/{job_id}/result.{kind}", HTTP_ACCEPT=accept)
+        assert response.status_code == 200, response.content
+        body = b"".join(response.streaming_content).decode()
+        assert len(body.splitlines()) == (4 if kind == "csv" else 3)
+
+
+def test_a_running_job_asked_to_cancel_says_it_is_stopping(api_client, tiny_taxonomy):
+    job_id = upload(api_client).json()["id"]
+    BulkJob.objects.filter(id=job_id).update(status="running", heartbeat_at=timezone.now())
+    response = api_client.post(f"{URL}/{job_id}/cancel")
+    assert response.status_code == 200
+    assert (response.json()["status"], response.json()["cancel_requested"]) == ("running", True)
+    result = api_client.get(f"{URL}/{job_id}/result.csv")
+    assert (result.status_code, result.json()) == (
+        409, {"detail": f"bulk job {job_id} is stopping: it has no result"},
+    )  # fmt: skip
+
+
+def test_an_unknown_taxonomy_is_named(api_client, tiny_taxonomy):
+    response = upload(api_client, taxonomy="nosuch")
+    assert (response.status_code, response.json()) == (
+        400, {"taxonomy": ["taxonomy 'nosuch' does not exist."]},
+    )  # fmt: skip
+    assert not BulkJob.objects.exists()
 
 
 def test_an_unknown_job_is_a_404(api_client, tiny_taxonomy):

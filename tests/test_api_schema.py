@@ -96,6 +96,15 @@ def test_the_judgement_endpoint_documents_the_idempotency_header(schema):
     assert {"200", "201", "400", "409"} <= set(create["responses"])
 
 
+def test_the_bulk_results_document_their_own_content_types(schema):
+    for kind, media_type in (("csv", "text/csv"), ("jsonl", "application/x-ndjson")):
+        responses = schema["paths"][f"/api/v1/bulk-jobs/{{job_id}}/result.{kind}"]["get"][
+            "responses"
+        ]
+        assert list(responses["200"]["content"]) == [media_type]
+        assert list(responses["409"]["content"]) == ["application/json"]
+
+
 def test_the_schema_and_docs_need_a_signed_in_user(db):
     assert APIClient().get("/api/v1/schema").status_code == 401
     assert APIClient().get("/api/v1/docs").status_code == 401

@@ -357,7 +357,7 @@ def test_a_queued_job_is_cancelled_at_once(tiny_taxonomy):
     job = bulk_job_cancel(job=create(tiny_taxonomy, jobs_csv()))
     assert job.status == BulkJob.Status.CANCELLED
     assert bulk_job_execute(job_id=job.id) is None
-    with pytest.raises(BulkStateError, match="is cancelled"):
+    with pytest.raises(BulkStateError, match="was cancelled: there is nothing to stop"):
         bulk_job_cancel(job=job)
 
 

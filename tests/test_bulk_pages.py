@@ -58,6 +58,28 @@ def test_rows_sent_for_review_are_linked_to_the_queue(curator, tiny_taxonomy):
     assert "icu nurse" in queue and "Senior Java Engineer" in queue
 
 
+def test_a_running_job_cancelled_on_its_page_shows_it_is_stopping(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client)
+    BulkJob.objects.filter(id=job.id).update(
+        status=BulkJob.Status.RUNNING, heartbeat_at=timezone.now()
+    )
+    page = client.post(f"/bulk/{job.id}/cancel", follow=True).content.decode()
+    assert "Stopping: the worker ends after the chunk it is on" in page
+    assert 'data-testid="job-stopping"' in page and 'data-testid="cancel"' not in page
+
+
+def test_a_download_of_a_job_without_a_result_says_why(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client)
+    BulkJob.objects.filter(id=job.id).update(status=BulkJob.Status.FAILED, error="disk full")
+    response = client.get(f"/bulk/{job.id}/result.csv")
+    assert response.status_code == 409
+    assert f"bulk job {job.id} has failed, so it has no result; retry it to go on" in (
+        response.content.decode()
+    )
+
+
 def test_a_bad_threshold_is_named_on_the_form(curator, tiny_taxonomy):
     body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", DATA)}
     response = logged_in(curator).post("/bulk/", {**body, "review_margin_below": "2"})

@@ -7,11 +7,26 @@ from annotations.models import AuditEvent, Input, Prediction, ReviewItem
 from annotations.services.inputs_upload import (
     UploadFileError,
     UploadRejected,
+    format_size,
     inputs_upload,
     parse_inputs_file,
 )
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (512 * 1024, "512 KB"),
+        (2 * 1024**2, "2.0 MB"),
+        (1024**3, "1.0 GB"),
+        (1536 * 1024**2, "1.5 GB"),
+    ],
+)
+def test_sizes_read_in_the_largest_unit_they_fill(size, text):
+    assert format_size(size) == text
+
 
 # --- parsing, without HTTP ------------------------------------------------------------------
 

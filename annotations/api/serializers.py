@@ -79,6 +79,11 @@ class TaxonomySlugField(serializers.SlugRelatedField):
     """A taxonomy named by slug. Anything that cannot be a slug is refused before the lookup:
     a NUL character, say, is an error from PostgreSQL, not an unknown taxonomy."""
 
+    default_error_messages = {
+        **serializers.SlugRelatedField.default_error_messages,
+        "does_not_exist": "taxonomy {value!r} does not exist.",
+    }
+
     def __init__(self, **kwargs) -> None:
         super().__init__(slug_field="slug", queryset=Taxonomy.objects.all(), **kwargs)
 

@@ -119,8 +119,11 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
 
 
 def format_size(n: int) -> str:
-    """Bytes as people read them: "2.0 MB", "512 KB"."""
-    return f"{n / (1024 * 1024):.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB"
+    """Bytes as people read them: "1.0 GB", "2.0 MB", "512 KB"."""
+    for unit, size in (("GB", 1024**3), ("MB", 1024**2)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n / 1024:.0f} KB"
 
 
 def _decode(data: bytes, filename: str) -> str:
