@@ -8,6 +8,8 @@ never before. Cancelling and retrying are for whoever asked for the job, or an a
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -33,6 +35,8 @@ from models_app.bulk import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
+    bulk_job_delete,
+    bulk_job_expires,
     bulk_job_result,
     bulk_job_retry,
     bulk_jobs_of,
@@ -75,9 +79,16 @@ class BulkJobSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    kept_until = serializers.SerializerMethodField(
+        help_text="When the finished job is deleted with its file and results "
+        "(SIAMWEB_BULK_KEEP_DAYS); null while it runs or when jobs are kept"
+    )
     results = serializers.SerializerMethodField(
         help_text="Download links by format (csv, jsonl), once the job has succeeded"
     )
+
+    def get_kept_until(self, job: BulkJob) -> datetime | None:
+        return bulk_job_expires(job)
 
     def get_results(self, job: BulkJob) -> dict[str, str]:
         if job.status != BulkJob.Status.SUCCEEDED:
@@ -177,6 +188,21 @@ class BulkJobDetailApi(CuratorApi):
     def get(self, request: Request, job_id: int) -> Response:
         job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
         return Response(self.OutputSerializer(job, context={"request": request}).data)
+
+    @extend_schema(
+        summary="Delete a finished job with its file and results",
+        description="A queued or running job is cancelled first (409). Finished jobs are "
+        "deleted by themselves `SIAMWEB_BULK_KEEP_DAYS` after they ended (`kept_until`).",
+        request=None,
+        responses={204: None, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    def delete(self, request: Request, job_id: int) -> Response:
+        job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
+        try:
+            bulk_job_delete(job=job)
+        except BulkStateError as exc:
+            return Response({"status": [str(exc)]}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class _BulkJobActionApi(CuratorApi):

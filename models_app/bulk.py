@@ -252,6 +252,41 @@ def bulk_job_retry(*, job: BulkJob) -> BulkJob:
     return job
 
 
+def bulk_job_delete(*, job: BulkJob) -> None:
+    """Delete a finished job with its upload and its results. A queued or running job is
+    cancelled first: a worker may be writing its files."""
+    deleted, _ = (
+        BulkJob.objects.filter(id=job.id).exclude(status__in=BulkJob.ACTIVE_STATUSES).delete()
+    )
+    if not deleted:
+        current = BulkJob.objects.filter(id=job.id).first()
+        if current is not None:  # else deleted a moment ago, by someone else
+            raise BulkStateError(
+                f"bulk job {job.id} {status_phrase(current)}: cancel it before deleting it"
+            )
+    shutil.rmtree(artifact_path(job.folder), ignore_errors=True)
+
+
+def bulk_jobs_delete_expired() -> int:
+    """Delete the jobs that ended more than ``SIAMWEB_BULK_KEEP_DAYS`` ago, files and all; how
+    many. 0 days keeps every job."""
+    days = settings.SIAMWEB_BULK_KEEP_DAYS
+    if not days:
+        return 0
+    ended_before = timezone.now() - timezone.timedelta(days=days)
+    expired = BulkJob.objects.exclude(status__in=BulkJob.ACTIVE_STATUSES).filter(
+        finished_at__lt=ended_before
+    )
+    deleted = 0
+    for job in expired.only("id", "folder"):
+        try:
+            bulk_job_delete(job=job)
+        except BulkStateError:  # retried since it was listed: it is someone's again
+            continue
+        deleted += 1
+    return deleted
+
+
 # --- jobs their task could not finish -------------------------------------------------------
 
 
@@ -317,6 +352,14 @@ def no_result_why(job: BulkJob) -> str:
     if job.status == BulkJob.Status.FAILED:
         return f"bulk job {job.id} has failed, so it has no result; retry it to go on"
     return f"bulk job {job.id} {status_phrase(job)}: it has no result"
+
+
+def bulk_job_expires(job: BulkJob):
+    """When a finished job is deleted with its files (``SIAMWEB_BULK_KEEP_DAYS``), or None."""
+    days = settings.SIAMWEB_BULK_KEEP_DAYS
+    if job.active or job.finished_at is None or not days:
+        return None
+    return job.finished_at + timezone.timedelta(days=days)
 
 
 def bulk_job_result(job: BulkJob, kind: str) -> Path | None:

@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 
@@ -259,6 +260,10 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
         .filter(cancel_requested=True)
         .update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
     )
+    if not BulkJob.objects.filter(id=job.id).exists():
+        # Cancelled as stale, then deleted, while this worker was still at it: its files too.
+        shutil.rmtree(artifact_path(job.folder), ignore_errors=True)
+        return None
     job.refresh_from_db()
     if cancelled or job.status == BulkJob.Status.CANCELLED:
         # Also when the job was cancelled as stale while this worker was still at it: what it

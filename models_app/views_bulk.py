@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -19,6 +20,8 @@ from models_app.bulk import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
+    bulk_job_delete,
+    bulk_job_expires,
     bulk_job_result,
     bulk_job_retry,
     bulk_jobs_of,
@@ -59,6 +62,7 @@ def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
         if lost
         else "",
         "error": error,
+        "deleted_on": bulk_job_expires(job),
     }
 
 
@@ -136,6 +140,30 @@ def _cancelled(job: BulkJob) -> str:
 @require_POST
 def bulk_job_retry_view(request: HttpRequest, job_id: int) -> HttpResponse:
     return _act(request, job_id, bulk_job_retry, "Queued again: it goes on from its last chunk.")
+
+
+@curator_required
+@require_http_methods(["GET", "POST"])
+def bulk_job_delete_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    """GET: ask to confirm; POST: delete the job with its upload and its results."""
+    job = _job(request, job_id)
+    context = {
+        "section": "Bulk",
+        "title": f"Delete bulk job #{job.id}?",
+        "explanation": f"{job.filename} as uploaded and its results are deleted for good.",
+        "action": reverse("bulk-job-delete", kwargs={"job_id": job.id}),
+        "button": "Delete the job and its files",
+        "cancel": reverse("bulk-job", kwargs={"job_id": job.id}),
+        "testid": "confirm-delete",
+    }
+    if request.method == "GET":
+        return render(request, "models/confirm.html", context)
+    try:
+        bulk_job_delete(job=job)
+    except BulkStateError as exc:
+        return render(request, "models/confirm.html", {**context, "error": str(exc)}, status=409)
+    messages.info(request, f"Bulk job #{job.id} is deleted, with its file and its results.")
+    return redirect("bulk")
 
 
 @curator_required

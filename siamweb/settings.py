@@ -214,6 +214,9 @@ SIAMWEB_BULK_MAX_BYTES = env_int("SIAMWEB_BULK_MAX_BYTES", default=1024**3, mini
 SIAMWEB_BULK_CHUNK_ROWS = env_int("SIAMWEB_BULK_CHUNK_ROWS", default=2000, minimum=1)
 # A running bulk job silent this long has lost its worker: another delivery may take it over.
 SIAMWEB_BULK_STALE_SECONDS = env_int("SIAMWEB_BULK_STALE_SECONDS", default=120, minimum=1)
+# A finished bulk job, its upload and its results are deleted this many days after it ended: an
+# upload (a CRM export) often holds more than titles. 0 keeps them until deleted by hand.
+SIAMWEB_BULK_KEEP_DAYS = env_int("SIAMWEB_BULK_KEEP_DAYS", default=30, minimum=0)
 # How long a curator holds a review card before another curator may get it.
 SIAMWEB_REVIEW_LEASE_SECONDS = env_int("SIAMWEB_REVIEW_LEASE_SECONDS", default=300, minimum=10)
 # Share of items shown to a second curator, to measure agreement (0 turns it off).
@@ -303,6 +306,10 @@ CELERY_BEAT_SCHEDULE = {
     "resume-bulk-jobs-of-dead-workers": {
         "task": "worker.tasks.resume_stale_bulk_jobs",
         "schedule": float(SIAMWEB_BULK_STALE_SECONDS),
+    },
+    "delete-bulk-jobs-past-their-keep": {
+        "task": "worker.tasks.delete_expired_bulk_jobs",
+        "schedule": 3600.0,
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

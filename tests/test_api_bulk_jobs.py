@@ -167,6 +167,21 @@ def test_an_unknown_taxonomy_is_named(api_client, tiny_taxonomy):
     assert not BulkJob.objects.exists()
 
 
+def test_the_owner_or_an_admin_deletes_a_finished_job(
+    api_client, tiny_taxonomy, other_curator, admin_user
+):
+    job_id = upload(api_client).json()["id"]
+    response = api_client.delete(f"{URL}/{job_id}")
+    assert (response.status_code, response.json()) == (
+        409, {"status": [f"bulk job {job_id} is queued: cancel it before deleting it"]},
+    )  # fmt: skip
+    bulk_job_execute(job_id=job_id)
+    assert api_client.get(f"{URL}/{job_id}").json()["kept_until"] is not None
+    assert client_of(other_curator).delete(f"{URL}/{job_id}").status_code == 404
+    assert client_of(admin_user).delete(f"{URL}/{job_id}").status_code == 204
+    assert api_client.get(f"{URL}/{job_id}").status_code == 404
+
+
 def test_an_unknown_job_is_a_404(api_client, tiny_taxonomy):
     assert api_client.get(f"{URL}/999999").status_code == 404
     assert api_client.get(f"{URL}/999999/result.jsonl").status_code == 404

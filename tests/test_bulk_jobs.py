@@ -22,6 +22,8 @@ from models_app.bulk import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
+    bulk_job_delete,
+    bulk_job_expires,
     bulk_job_result,
     bulk_job_retry,
 )
@@ -32,7 +34,7 @@ from models_app.models import BulkJob, Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model
-from worker.tasks import resume_stale_bulk_jobs
+from worker.tasks import delete_expired_bulk_jobs, resume_stale_bulk_jobs
 
 TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",
           "python developer", "night charge nurse", "espresso bar attendant", "long haul trucker",
@@ -517,6 +519,57 @@ def test_a_column_named_for_a_text_file_is_ignored(tiny_taxonomy):
     job = create(tiny_taxonomy, b"icu nurse\n", "t.txt", column="title")
     assert job.column == ""
     assert result_rows(bulk_job_execute(job_id=job.id))[0]["group_code"] == "29-1141"
+
+
+def test_a_finished_job_is_deleted_with_its_upload_and_results(tiny_taxonomy):
+    running = create(tiny_taxonomy, jobs_csv())
+    with pytest.raises(BulkStateError, match="is queued: cancel it before deleting it"):
+        bulk_job_delete(job=running)
+    assert (artifact_path(running.folder) / "input").exists()
+    done = bulk_job_execute(job_id=running.id)
+    folder = artifact_path(done.folder)
+    assert {path.name for path in folder.iterdir()} == {"input", "result.csv", "result.jsonl"}
+    bulk_job_delete(job=done)
+    assert not BulkJob.objects.exists() and not folder.exists()
+    bulk_job_delete(job=done)  # deleted twice (two tabs): nothing left to say
+
+
+def test_jobs_past_their_keep_are_deleted_by_the_beat_task(tiny_taxonomy, settings):
+    beat = settings.CELERY_BEAT_SCHEDULE["delete-bulk-jobs-past-their-keep"]
+    assert beat["task"] == delete_expired_bulk_jobs.name
+    settings.SIAMWEB_BULK_KEEP_DAYS = 30
+    ended = {}
+    for name, days_ago in (("old", 31), ("recent", 29), ("old_failed", 40)):
+        job = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
+        when = timezone.now() - timezone.timedelta(days=days_ago)
+        BulkJob.objects.filter(id=job.id).update(finished_at=when)
+        ended[name] = job
+    BulkJob.objects.filter(id=ended["old_failed"].id).update(status=BulkJob.Status.FAILED)
+    queued = create(tiny_taxonomy, jobs_csv())
+    settings.SIAMWEB_BULK_KEEP_DAYS = 0  # kept until deleted by hand
+    assert delete_expired_bulk_jobs.run() == 0
+    settings.SIAMWEB_BULK_KEEP_DAYS = 30
+    assert delete_expired_bulk_jobs.run() == 2
+    assert set(BulkJob.objects.values_list("id", flat=True)) == {ended["recent"].id, queued.id}
+    assert not artifact_path(ended["old"].folder).exists()
+    assert artifact_path(ended["recent"].folder).exists()
+    kept_until = bulk_job_expires(BulkJob.objects.get(id=ended["recent"].id))
+    assert timezone.now() < kept_until < timezone.now() + timezone.timedelta(days=2)
+    assert bulk_job_expires(queued) is None
+
+
+def test_a_worker_whose_job_was_deleted_under_it_stops_quietly(tiny_taxonomy):
+    # Given up on as dead, cancelled and deleted, but alive: its next checkpoint finds no job.
+    job = create(tiny_taxonomy, jobs_csv())
+
+    def given_up_and_deleted(current: BulkJob) -> None:
+        if current.rows_done == 2:
+            make_stale(current)
+            bulk_job_delete(job=bulk_job_cancel(job=current))
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=given_up_and_deleted)
+    assert done is None and not BulkJob.objects.exists()
+    assert not artifact_path(job.folder).exists()
 
 
 def test_a_job_another_worker_runs_is_not_taken_twice(tiny_taxonomy):

@@ -80,6 +80,24 @@ def test_a_download_of_a_job_without_a_result_says_why(curator, tiny_taxonomy):
     )
 
 
+def test_a_finished_job_is_deleted_from_its_page_after_a_confirmation(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client)
+    assert 'data-testid="delete"' not in client.get(f"/bulk/{job.id}/").content.decode()
+    refused = client.post(f"/bulk/{job.id}/delete")
+    assert refused.status_code == 409 and "cancel it before deleting it" in refused.content.decode()
+    bulk_job_execute(job_id=job.id)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert f'href="/bulk/{job.id}/delete"' in page and 'data-testid="job-kept-until"' in page
+    confirm = client.get(f"/bulk/{job.id}/delete").content.decode()
+    assert "ads.csv as uploaded and its results are deleted for good" in confirm
+    assert BulkJob.objects.filter(id=job.id).exists()  # asking is not deleting
+    listing = client.post(f"/bulk/{job.id}/delete", follow=True)
+    assert listing.redirect_chain == [("/bulk/", 302)]
+    assert f"Bulk job #{job.id} is deleted" in listing.content.decode()
+    assert not BulkJob.objects.exists()
+
+
 def test_a_bad_threshold_is_named_on_the_form(curator, tiny_taxonomy):
     body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", DATA)}
     response = logged_in(curator).post("/bulk/", {**body, "review_margin_below": "2"})

@@ -177,3 +177,12 @@ def resume_stale_bulk_jobs() -> int:
     if resumed:
         logger.warning("queued %d bulk job(s) whose worker stopped again", resumed)
     return resumed
+
+
+@shared_task(name="worker.tasks.delete_expired_bulk_jobs")
+def delete_expired_bulk_jobs() -> int:
+    """Beat: delete the bulk jobs that ended longer ago than they are kept, with their files."""
+    deleted = bulk.bulk_jobs_delete_expired()
+    if deleted:
+        logger.info("deleted %d bulk job(s) past SIAMWEB_BULK_KEEP_DAYS", deleted)
+    return deleted
