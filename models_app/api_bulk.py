@@ -191,8 +191,9 @@ class BulkJobDetailApi(CuratorApi):
 
     @extend_schema(
         summary="Delete a finished job with its file and results",
-        description="A queued or running job is cancelled first (409). Finished jobs are "
-        "deleted by themselves `SIAMWEB_BULK_KEEP_DAYS` after they ended (`kept_until`).",
+        description="A queued or running job must be cancelled first (until it has stopped "
+        "this is a 409). Finished jobs are deleted by themselves `SIAMWEB_BULK_KEEP_DAYS` "
+        "after they ended (`kept_until`).",
         request=None,
         responses={204: None, 404: NOT_FOUND, 409: CONFLICT},
     )
@@ -218,6 +219,8 @@ class _BulkJobActionApi(CuratorApi):
             job = type(self).action(job=job)
         except BulkStateError as exc:
             return Response({"status": [str(exc)]}, status=status.HTTP_409_CONFLICT)
+        except BulkJob.DoesNotExist:  # deleted between the lookup and the action
+            return Response({"detail": f"no bulk job {job_id}"}, status=status.HTTP_404_NOT_FOUND)
         job = jobs.get(id=job.id)
         return Response(self.OutputSerializer(job, context={"request": request}).data)
 

@@ -252,19 +252,22 @@ def bulk_job_retry(*, job: BulkJob) -> BulkJob:
     return job
 
 
-def bulk_job_delete(*, job: BulkJob) -> None:
-    """Delete a finished job with its upload and its results. A queued or running job is
-    cancelled first: a worker may be writing its files."""
-    deleted, _ = (
-        BulkJob.objects.filter(id=job.id).exclude(status__in=BulkJob.ACTIVE_STATUSES).delete()
-    )
-    if not deleted:
-        current = BulkJob.objects.filter(id=job.id).first()
-        if current is not None:  # else deleted a moment ago, by someone else
-            raise BulkStateError(
-                f"bulk job {job.id} {status_phrase(current)}: cancel it before deleting it"
-            )
-    shutil.rmtree(artifact_path(job.folder), ignore_errors=True)
+def bulk_job_delete(*, job: BulkJob, ended_before=None) -> bool:
+    """Delete a finished job with its upload and its results (only if it ended before
+    ``ended_before``, when given); whether it was. A queued or running job must be cancelled
+    first, a worker may be writing its files: ``BulkStateError``."""
+    finished = BulkJob.objects.filter(id=job.id).exclude(status__in=BulkJob.ACTIVE_STATUSES)
+    if ended_before is not None:
+        finished = finished.filter(finished_at__lt=ended_before)
+    deleted, _ = finished.delete()
+    if deleted:
+        shutil.rmtree(artifact_path(job.folder), ignore_errors=True)
+        return True
+    current = BulkJob.objects.filter(id=job.id).first()
+    if current is not None and current.active:
+        then = "delete it once it has stopped" if current.cancel_requested else "cancel it first"
+        raise BulkStateError(f"bulk job {job.id} {status_phrase(current)}: {then}")
+    return False  # deleted a moment ago by someone else, or it ended again since ended_before
 
 
 def bulk_jobs_delete_expired() -> int:
@@ -280,10 +283,10 @@ def bulk_jobs_delete_expired() -> int:
     deleted = 0
     for job in expired.only("id", "folder"):
         try:
-            bulk_job_delete(job=job)
-        except BulkStateError:  # retried since it was listed: it is someone's again
+            # Asked again row by row: it may have been retried, or ended again, since.
+            deleted += bulk_job_delete(job=job, ended_before=ended_before)
+        except BulkStateError:
             continue
-        deleted += 1
     return deleted
 
 

@@ -43,6 +43,8 @@ _UTF8_BOM = codecs.BOM_UTF8
 _QUOTE, _COMMA = ord('"'), ord(",")
 # The longest record (a CSV row, a line of text) a bulk job reads: no title comes near it.
 MAX_RECORD_BYTES = 1024 * 1024
+# csv refuses a field over 128 K characters by default: a record it was let read is read whole.
+csv.field_size_limit(max(csv.field_size_limit(), MAX_RECORD_BYTES))
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -88,8 +90,14 @@ def _csv_fields(text: str, *, filename: str, line: int) -> tuple[list[str], str]
         problem = f"not valid CSV ({exc})"
         try:
             rows = list(csv.reader(io.StringIO(text)))
-        except csv.Error as lenient:  # a field over csv's size limit: no cell can be trusted
-            return [], f"not valid CSV ({lenient})"
+        except csv.Error:
+            # A carriage return inside an unquoted field: no reading of its cells can be
+            # trusted, so the row is kept whole, in the first column.
+            return [text.rstrip("\r\n")], (
+                "not valid CSV (a carriage return inside an unquoted field: do its lines end in "
+                "a bare CR? save the file with LF or CRLF line ends); the row is kept whole in "
+                "the first column"
+            )
     if len(rows) > 1:  # a record boundary read otherwise than csv reads it: never drop
         raise BulkFileError(
             f"{filename} is not valid CSV near line {line}: one line read as {len(rows)} rows"
@@ -181,10 +189,10 @@ def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int,
         return [TEXT_COLUMN], bom, 1
     with path.open("rb") as handle:
         first = next(read_records(handle, fmt=fmt, filename=filename, offset=0), None)
+    if first is not None and first.problem:
+        raise BulkFileError(f"{filename}: its header row is {first.problem}")
     if first is None or not any(name.strip() for name in first.fields):
         raise BulkFileError(f"{filename} has no header row naming its columns")
-    if first.problem:
-        raise BulkFileError(f"{filename}: its header row is {first.problem}")
     return first.fields, first.end, first.next_line
 
 
@@ -209,26 +217,32 @@ def column_position(columns: list[str], column: str, *, filename: str) -> int:
 def input_keys(columns: list[str]) -> list[str]:
     """The input's column names as the keys of a JSON object: a name the header repeats or
     leaves empty gets its position, so no cell overwrites another."""
-    repeated = {name for name in columns if columns.count(name) > 1}
-    return [
-        f"{name} (column {position + 1})" if name in repeated else name or f"column {position + 1}"
-        for position, name in enumerate(columns)
-    ]
+    renamed = {name for name in columns if not name or columns.count(name) > 1}
+    taken = {name for name in columns if name not in renamed}
+    keys = []
+    for position, name in enumerate(columns, start=1):
+        key = name
+        if name in renamed:
+            key = f"{name} (column {position})" if name else f"column {position}"
+            while key in taken:  # a header that already names a column so
+                key = f"{key} (column {position})"
+            taken.add(key)
+        keys.append(key)
+    return keys
 
 
 def row_problem(record: Record, width: int) -> str:
     """Why a row is not normalized as read, or "": its bytes or quoting are broken, or it has
     more fields than the header (an unquoted comma in a title shifts the columns after it).
     Empty extra fields, a trailing comma say, are nothing lost."""
+    problems = [record.problem] if record.problem else []
     extra = record.fields[width:]
-    if record.problem:
-        return record.problem
     if any(extra):
-        return (
+        problems.append(
             f"the row has {len(record.fields)} fields where the header has {width}, so its "
             f"columns may be shifted; the extra ones were {', '.join(map(repr, extra))}"
         )
-    return ""
+    return "; ".join(problems)
 
 
 # --- writing the results --------------------------------------------------------------------

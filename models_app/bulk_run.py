@@ -11,11 +11,11 @@ import io
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -174,11 +174,14 @@ def _run(
                 "heartbeat_at": timezone.now(),
             }
             if review:
-                # Before the checkpoint: a worker dying in between sends these again on resume
-                # (one more occurrence each), rather than never.
-                inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
                 checkpoint["rows_queued"] = F("rows_queued") + len(review)
-            if not mine.update(**checkpoint):
+            # One transaction: rows go for review once, and only while this worker holds the
+            # job (not after it was cancelled or deleted: an upload may hold private data).
+            with transaction.atomic():
+                held = mine.update(**checkpoint)
+                if held and review:
+                    inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
+            if not held:
                 return _stopped(job, attempt)
             job.refresh_from_db()
             if after_chunk is not None:
@@ -261,9 +264,7 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
         .update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
     )
     if not BulkJob.objects.filter(id=job.id).exists():
-        # Cancelled as stale, then deleted, while this worker was still at it: its files too.
-        shutil.rmtree(artifact_path(job.folder), ignore_errors=True)
-        return None
+        return None  # cancelled as stale, then deleted (files and all) while it was still at it
     job.refresh_from_db()
     if cancelled or job.status == BulkJob.Status.CANCELLED:
         # Also when the job was cancelled as stale while this worker was still at it: what it

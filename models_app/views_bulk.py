@@ -120,6 +120,8 @@ def _act(request: HttpRequest, job_id: int, action, done) -> HttpResponse:
         job = action(job=job)
     except BulkStateError as exc:
         return render(request, "bulk/job.html", _job_context(request, job, str(exc)), status=409)
+    except BulkJob.DoesNotExist:  # deleted between the lookup and the action
+        raise Http404(f"no bulk job {job_id}") from None
     messages.info(request, done(job) if callable(done) else done)
     return redirect("bulk-job", job_id=job.id)
 
@@ -170,6 +172,8 @@ def bulk_job_delete_view(request: HttpRequest, job_id: int) -> HttpResponse:
 @require_GET
 def bulk_job_download(request: HttpRequest, job_id: int, kind: str) -> HttpResponse:
     job = _job(request, job_id)
+    if kind not in CONTENT_TYPES:
+        raise Http404(f"no {kind} result: the results are csv and jsonl")
     path = bulk_job_result(job, kind)
     if path is None:  # a link from a page shown before the job failed or was cancelled
         return render(

@@ -173,7 +173,7 @@ def test_the_owner_or_an_admin_deletes_a_finished_job(
     job_id = upload(api_client).json()["id"]
     response = api_client.delete(f"{URL}/{job_id}")
     assert (response.status_code, response.json()) == (
-        409, {"status": [f"bulk job {job_id} is queued: cancel it before deleting it"]},
+        409, {"status": [f"bulk job {job_id} is queued: cancel it first"]},
     )  # fmt: skip
     bulk_job_execute(job_id=job_id)
     assert api_client.get(f"{URL}/{job_id}").json()["kept_until"] is not None

@@ -523,7 +523,7 @@ def test_a_column_named_for_a_text_file_is_ignored(tiny_taxonomy):
 
 def test_a_finished_job_is_deleted_with_its_upload_and_results(tiny_taxonomy):
     running = create(tiny_taxonomy, jobs_csv())
-    with pytest.raises(BulkStateError, match="is queued: cancel it before deleting it"):
+    with pytest.raises(BulkStateError, match="is queued: cancel it first"):
         bulk_job_delete(job=running)
     assert (artifact_path(running.folder) / "input").exists()
     done = bulk_job_execute(job_id=running.id)
@@ -570,6 +570,70 @@ def test_a_worker_whose_job_was_deleted_under_it_stops_quietly(tiny_taxonomy):
     done = bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=given_up_and_deleted)
     assert done is None and not BulkJob.objects.exists()
     assert not artifact_path(job.folder).exists()
+
+
+def test_a_row_with_a_bare_carriage_return_is_kept_whole(tiny_taxonomy):
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, b"id,title\n1,a\rb\n2,icu nurse\n").id)
+    rows = result_rows(done)
+    assert (rows[0]["id"], rows[0]["title"], rows[0]["group_code"]) == ("1,a\rb", "", "")
+    assert rows[0]["error"].startswith("line 2: not valid CSV (a carriage return inside an")
+    assert rows[0]["error"].endswith("the row is kept whole in the first column")
+    assert (rows[1]["group_code"], done.rows_failed) == ("29-1141", 1)
+    with pytest.raises(BulkFileError, match=r"its header row is not valid CSV \(a carriage return"):
+        create(tiny_taxonomy, b"id,title\r1,icu nurse\r2,welder\r")  # old Mac line ends
+
+
+def test_a_field_longer_than_csvs_default_limit_is_read(tiny_taxonomy):
+    note = "n" * 200_000  # csv refuses fields over 131,072 characters unless told otherwise
+    data = csv_bytes([["title", "note"], ["icu nurse", note]])
+    rows = result_rows(bulk_job_execute(job_id=create(tiny_taxonomy, data).id))
+    assert (rows[0]["group_code"], rows[0]["note"], rows[0]["error"]) == ("29-1141", note, "")
+
+
+def test_a_row_with_two_problems_names_both(tiny_taxonomy, monkeypatch):
+    monkeypatch.setattr(bulk, "_HEAD_BYTES", 16)
+    data = b"id,title\n1,icu nurse\n2,caf\xe9,extra\n"
+    rows = result_rows(bulk_job_execute(job_id=create(tiny_taxonomy, data).id))
+    assert rows[1]["error"] == (
+        "line 3: not UTF-8 (byte 26 holds b'\\xe9,ex'; shown as \\xNN); the row has 3 fields "
+        "where the header has 2, so its columns may be shifted; the extra ones were 'extra'"
+    )
+
+
+def test_json_keys_stay_unique_whatever_the_header_names(tiny_taxonomy):
+    data = b"title,,column 2,note,note,note (column 4)\nicu nurse,a,b,c,d,e\n"
+    (line,) = jsonl_rows(bulk_job_execute(job_id=create(tiny_taxonomy, data).id))
+    assert sorted(line["input"].values()) == ["a", "b", "c", "d", "e", "icu nurse"]
+    assert line["input"]["column 2"] == "b" and line["input"]["note (column 4)"] == "e"
+
+
+def test_a_job_that_ended_again_after_it_was_listed_for_deletion_is_kept(tiny_taxonomy):
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
+    listed_before = timezone.now() - timezone.timedelta(days=30)  # it ended after this
+    assert bulk_job_delete(job=done, ended_before=listed_before) is False
+    assert BulkJob.objects.filter(id=done.id).exists()
+    assert (artifact_path(done.folder) / "result.csv").exists()
+
+
+def test_a_stopping_job_is_deleted_once_it_has_stopped(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv())
+    BulkJob.objects.filter(id=job.id).update(status="running", heartbeat_at=timezone.now())
+    stopping = bulk_job_cancel(job=job)
+    with pytest.raises(BulkStateError, match="is stopping: delete it once it has stopped"):
+        bulk_job_delete(job=stopping)
+
+
+def test_a_worker_that_lost_its_job_sends_no_more_rows_for_review(tiny_taxonomy):
+    job = create(tiny_taxonomy, jobs_csv(), review_margin_below=1.0)  # every row goes
+
+    def given_up(current: BulkJob) -> None:
+        if current.rows_done == 2:
+            make_stale(current)
+            bulk_job_cancel(job=current)
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2, after_chunk=given_up)
+    assert done.status == BulkJob.Status.CANCELLED
+    assert ReviewItem.objects.count() == 2  # the first chunk's; the next was not its to send
 
 
 def test_a_job_another_worker_runs_is_not_taken_twice(tiny_taxonomy):

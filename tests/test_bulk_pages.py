@@ -73,6 +73,7 @@ def test_a_download_of_a_job_without_a_result_says_why(curator, tiny_taxonomy):
     client = logged_in(curator)
     job = start(client)
     BulkJob.objects.filter(id=job.id).update(status=BulkJob.Status.FAILED, error="disk full")
+    assert client.get(f"/bulk/{job.id}/result.xml").status_code == 404
     response = client.get(f"/bulk/{job.id}/result.csv")
     assert response.status_code == 409
     assert f"bulk job {job.id} has failed, so it has no result; retry it to go on" in (
@@ -85,7 +86,7 @@ def test_a_finished_job_is_deleted_from_its_page_after_a_confirmation(curator, t
     job = start(client)
     assert 'data-testid="delete"' not in client.get(f"/bulk/{job.id}/").content.decode()
     refused = client.post(f"/bulk/{job.id}/delete")
-    assert refused.status_code == 409 and "cancel it before deleting it" in refused.content.decode()
+    assert refused.status_code == 409 and "is queued: cancel it first" in refused.content.decode()
     bulk_job_execute(job_id=job.id)
     page = client.get(f"/bulk/{job.id}/").content.decode()
     assert f'href="/bulk/{job.id}/delete"' in page and 'data-testid="job-kept-until"' in page
