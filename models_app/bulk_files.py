@@ -43,8 +43,6 @@ _UTF8_BOM = codecs.BOM_UTF8
 _QUOTE, _COMMA = ord('"'), ord(",")
 # The longest record (a CSV row, a line of text) a bulk job reads: no title comes near it.
 MAX_RECORD_BYTES = 1024 * 1024
-# csv refuses a field over 128 K characters by default: a record it was let read is read whole.
-csv.field_size_limit(max(csv.field_size_limit(), MAX_RECORD_BYTES))
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -90,19 +88,29 @@ def _csv_fields(text: str, *, filename: str, line: int) -> tuple[list[str], str]
         problem = f"not valid CSV ({exc})"
         try:
             rows = list(csv.reader(io.StringIO(text)))
-        except csv.Error:
-            # A carriage return inside an unquoted field: no reading of its cells can be
-            # trusted, so the row is kept whole, in the first column.
+        except csv.Error as unreadable:
+            # No reading of its cells can be trusted: the row is kept whole, in the first column.
             return [text.rstrip("\r\n")], (
-                "not valid CSV (a carriage return inside an unquoted field: do its lines end in "
-                "a bare CR? save the file with LF or CRLF line ends); the row is kept whole in "
-                "the first column"
+                f"not valid CSV ({_csv_unreadable(unreadable)}); the row is kept whole in the "
+                "first column"
             )
     if len(rows) > 1:  # a record boundary read otherwise than csv reads it: never drop
         raise BulkFileError(
             f"{filename} is not valid CSV near line {line}: one line read as {len(rows)} rows"
         )
     return (rows[0] if rows else []), problem
+
+
+def _csv_unreadable(error: csv.Error) -> str:
+    """What csv could not read, in a curator's words (its own name the rest)."""
+    if "field limit" in str(error):  # a process-wide limit: raising it would change every reader
+        return f"a field over {csv.field_size_limit():,} characters"
+    if "new-line character" in str(error):
+        return (
+            "a carriage return inside an unquoted field: do its lines end in a bare CR? save "
+            "the file with LF or CRLF line ends"
+        )
+    return str(error)
 
 
 def still_quoted(line: bytes, quoted: bool) -> bool:

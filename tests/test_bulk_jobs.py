@@ -583,11 +583,16 @@ def test_a_row_with_a_bare_carriage_return_is_kept_whole(tiny_taxonomy):
         create(tiny_taxonomy, b"id,title\r1,icu nurse\r2,welder\r")  # old Mac line ends
 
 
-def test_a_field_longer_than_csvs_default_limit_is_read(tiny_taxonomy):
-    note = "n" * 200_000  # csv refuses fields over 131,072 characters unless told otherwise
-    data = csv_bytes([["title", "note"], ["icu nurse", note]])
-    rows = result_rows(bulk_job_execute(job_id=create(tiny_taxonomy, data).id))
-    assert (rows[0]["group_code"], rows[0]["note"], rows[0]["error"]) == ("29-1141", note, "")
+def test_a_field_longer_than_csv_reads_keeps_its_row_whole(tiny_taxonomy):
+    note = "n" * 200_000  # csv refuses a field over 131,072 characters
+    data = csv_bytes([["title", "note"], ["icu nurse", "short"], ["head barista", note]])
+    rows = jsonl_rows(bulk_job_execute(job_id=create(tiny_taxonomy, data).id))
+    assert (rows[0]["group_code"], rows[0]["error"]) == ("29-1141", "")
+    assert rows[1]["input"] == {"title": f"head barista,{note}", "note": ""}
+    assert rows[1]["error"] == (
+        "line 3: not valid CSV (a field over 131,072 characters); the row is kept whole in the "
+        "first column"
+    )
 
 
 def test_a_row_with_two_problems_names_both(tiny_taxonomy, monkeypatch):
