@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -37,9 +36,9 @@ from models_app.bulk import (
     bulk_job_create,
     bulk_job_delete,
     bulk_job_expires,
-    bulk_job_result,
     bulk_job_retry,
     bulk_jobs_of,
+    bulk_result_download,
     no_result_why,
     request_too_big,
 )
@@ -259,16 +258,10 @@ class _BulkJobResultApi(CuratorApi):
 
     def get(self, request: Request, job_id: int):
         job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
-        path = bulk_job_result(job, self.kind)
-        if path is None:
+        download = bulk_result_download(job, self.kind)
+        if download is None:
             return Response({"detail": no_result_why(job)}, status=status.HTTP_409_CONFLICT)
-        stem = job.filename.rsplit(".", 1)[0] or "bulk"
-        return FileResponse(
-            path.open("rb"),
-            as_attachment=True,
-            filename=f"{stem}-normalized.{self.kind}",
-            content_type=CONTENT_TYPES[self.kind],
-        )
+        return download
 
 
 def result_responses(kind: str) -> dict:

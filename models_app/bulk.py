@@ -32,6 +32,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
+from django.http import FileResponse
 from django.utils import timezone
 
 from annotations.models import Taxonomy
@@ -62,8 +63,9 @@ class BulkStateError(ValueError):
     """The job is not in a state that allows what was asked (cancel a finished job...)."""
 
 
-def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> None:
-    """Refuse at once what is wrong at the start of the file: encoding, header, no rows."""
+def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> tuple[int, int]:
+    """Refuse at once what is wrong at the start of the file: encoding, header, no rows. The
+    byte offset and line the first data row starts at."""
     with path.open("rb") as handle:
         head = handle.read(_HEAD_BYTES)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -82,6 +84,7 @@ def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> None:
         rows = read_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
         if next(rows, None) is None:
             raise BulkFileError(f"{filename} holds no rows")
+    return offset, line
 
 
 # --- creating, cancelling, retrying ---------------------------------------------------------
@@ -145,11 +148,10 @@ def bulk_job_create(
     target.mkdir(parents=True)
     try:
         size = _store(upload, target / INPUT_FILE, filename=filename)
-        _check_head(target / INPUT_FILE, fmt=fmt, filename=filename, column=column)
+        offset, line = _check_head(target / INPUT_FILE, fmt=fmt, filename=filename, column=column)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    _, offset, line = read_header(target / INPUT_FILE, fmt=fmt, filename=filename)
     job = BulkJob.objects.create(
         taxonomy=taxonomy,
         requested_by=user if user is not None and user.is_authenticated else None,
@@ -371,3 +373,18 @@ def bulk_job_result(job: BulkJob, kind: str) -> Path | None:
         return None
     path = artifact_path(job.folder) / RESULT_FILES[kind]
     return path if path.exists() else None
+
+
+def bulk_result_download(job: BulkJob, kind: str) -> FileResponse | None:
+    """The finished result of this kind as a download named after the upload, or None while
+    there is none (``no_result_why`` says why)."""
+    path = bulk_job_result(job, kind)
+    if path is None:
+        return None
+    stem = job.filename.rsplit(".", 1)[0] or "bulk"
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"{stem}-normalized.{kind}",
+        content_type=CONTENT_TYPES[kind],
+    )

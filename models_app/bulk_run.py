@@ -128,6 +128,7 @@ def _run(
     source = folder / INPUT_FILE
     columns, _, _ = read_header(source, fmt=job.input_format, filename=job.filename)
     column = column_position(columns, job.column or TEXT_COLUMN, filename=job.filename)
+    keys = input_keys(columns)  # the header's names, each once: the JSON Lines file's keys
     parts = {kind: folder / f"{name}.part" for kind, name in RESULT_FILES.items()}
     if not parts["csv"].exists() and (folder / RESULT_FILES["csv"]).exists():
         # Every row was in: a worker died while renaming the files, or before it could say so.
@@ -154,7 +155,7 @@ def _run(
             if not chunk:
                 break
             failed, review = _write_chunk(
-                job, engine, cache, chunk, columns, column, writer, jsonl_out
+                job, engine, cache, chunk, keys, column, writer, jsonl_out
             )
             for out in (csv_out, jsonl_out):
                 out.flush()
@@ -190,14 +191,15 @@ def _run(
 
 
 def _write_chunk(
-    job, engine, cache, chunk, columns, column, writer, jsonl_out
+    job, engine, cache, chunk, keys, column, writer, jsonl_out
 ) -> tuple[int, list[str]]:
-    """Normalize one chunk of records and append their result rows; the rows failed, and the
-    texts to send for review (``_needs_review``)."""
+    """Normalize one chunk of records and append their result rows (``keys``: the input's
+    column names as ``input_keys`` gives them); the rows failed, and the texts to send for
+    review (``_needs_review``)."""
     texts: list[str | None] = []
     errors: list[str] = []
     for record in chunk:
-        problem = row_problem(record, len(columns))
+        problem = row_problem(record, len(keys))
         if problem:
             texts.append(None)
             errors.append(f"line {record.line}: {problem}")
@@ -211,15 +213,15 @@ def _write_chunk(
             errors.append("")
         except TextError as exc:
             texts.append(None)
-            errors.append(f"line {record.line}: {columns[column]} {exc}")
+            errors.append(f"line {record.line}: {keys[column]} {exc}")
     good = [text for text in texts if text is not None]
     answers = iter(
         normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
     )
-    lines, review, keys = [], [], input_keys(columns)
+    lines, review = [], []
     for record, text, error in zip(chunk, texts, errors, strict=True):
         # As many cells as the header names: extra ones are quoted in the row's error.
-        fields = record.fields[: len(columns)] + [""] * (len(columns) - len(record.fields))
+        fields = record.fields[: len(keys)] + [""] * (len(keys) - len(record.fields))
         answer = next(answers) if text is not None else None
         result = _result_row(answer, error)
         if _needs_review(job, answer):
@@ -263,14 +265,14 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
         .filter(cancel_requested=True)
         .update(status=BulkJob.Status.CANCELLED, finished_at=timezone.now(), eta_seconds=None)
     )
-    if not BulkJob.objects.filter(id=job.id).exists():
+    current = BulkJob.objects.filter(id=job.id).first()
+    if current is None:
         return None  # cancelled as stale, then deleted (files and all) while it was still at it
-    job.refresh_from_db()
-    if cancelled or job.status == BulkJob.Status.CANCELLED:
+    if cancelled or current.status == BulkJob.Status.CANCELLED:
         # Also when the job was cancelled as stale while this worker was still at it: what it
         # wrote or renamed since must not stay behind.
-        _remove_partial(job)
-        return job
+        _remove_partial(current)
+        return current
     return None
 
 

@@ -7,7 +7,7 @@ panel that answers once it is over carries no trigger, and shows the downloads i
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -22,10 +22,10 @@ from models_app.bulk import (
     bulk_job_create,
     bulk_job_delete,
     bulk_job_expires,
-    bulk_job_result,
     bulk_job_retry,
     bulk_jobs_of,
     bulk_max_bytes,
+    bulk_result_download,
     no_result_why,
     request_too_big,
     stale_before,
@@ -174,15 +174,9 @@ def bulk_job_download(request: HttpRequest, job_id: int, kind: str) -> HttpRespo
     job = _job(request, job_id)
     if kind not in CONTENT_TYPES:
         raise Http404(f"no {kind} result: the results are csv and jsonl")
-    path = bulk_job_result(job, kind)
-    if path is None:  # a link from a page shown before the job failed or was cancelled
+    download = bulk_result_download(job, kind)
+    if download is None:  # a link from a page shown before the job failed or was cancelled
         return render(
             request, "bulk/job.html", _job_context(request, job, no_result_why(job)), status=409
         )
-    stem = job.filename.rsplit(".", 1)[0] or "bulk"
-    return FileResponse(
-        path.open("rb"),
-        as_attachment=True,
-        filename=f"{stem}-normalized.{kind}",
-        content_type=CONTENT_TYPES[kind],
-    )
+    return download
