@@ -1,0 +1,648 @@
+"""Rank a text's candidate groups by the evidence of every matcher, with weights learnt from
+curators' verdicts.
+
+Retrieval proposes, the ranker decides. A text's candidates are the union of each matcher's best
+groups: the served embedding's nearest taxonomy members, curators' members (texts judged before),
+and the groups whose description is nearest. Each (text, group) candidate gets a row of features
+(``FEATURES``): how well each matcher's best member of the group scores and ranks, how far it is
+behind the text's best, the words and trigrams the text shares with it, the description's
+similarity, and what verdicts said of the group before. A linear model scores the rows, and a
+softmax over them (with a "none of these" logit) gives each group the chance it is right.
+
+A verdict is a labelled ranking: the group a curator chose is right, the others were not. The
+weights are fitted listwise (softmax cross-entropy over a text's candidates), pulled toward the
+prior ranking (a group's best member cosine plus, where the encoder knows language, a share of
+its description's) so that a few verdicts move them a little and many move them far. The
+probability is calibrated on verdicts the weights were not fitted on (cross-fitting).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.baselines import trigrams
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.text import normalize_text
+
+RANKER_FILE = "ranker.json"
+_WORD = re.compile(r"\w+")
+# A curator's judged texts vote for their groups with weight exp((cosine - best) / this).
+_VOTE_TEMPERATURE = 0.05
+# Clip standardized features: a value far outside what the fit saw cannot swing a score.
+_CLIP = 8.0
+
+FEATURES: tuple[str, ...] = (
+    # The group's best member of any source: what a group scored before the ranker.
+    "best",
+    # Taxonomy and admin members in the served embedding's hits.
+    "member",
+    "member_gap",
+    "member_second",
+    "member_count",
+    "member_rank",
+    "member_missing",
+    "member_dice",
+    "member_words_query",
+    "member_words_member",
+    "member_exact",
+    # Curators' members: texts judged before, put in this group.
+    "judged",
+    "judged_gap",
+    "judged_count",
+    "judged_rank",
+    "judged_missing",
+    "judged_dice",
+    "judged_vote",
+    # The group's description, in the served embedding.
+    "description",
+    "description_gap",
+    "description_missing",
+    # The group's name, by string overlap.
+    "name_dice",
+    "name_words",
+    # The text itself.
+    "query_words",
+    # What verdicts said of the group before the ranker was fitted.
+    "verdicts",
+    "verdict_share",
+    "rejections",
+    "rejected_near",
+)
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(normalize_text(text)))
+
+
+def dice(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    return 2 * len(a & b) / (len(a) + len(b)) if a or b else 0.0
+
+
+@dataclass(frozen=True)
+class HitMember:
+    """What a hit member is: its group, its text, and whether a curator's verdict put it there."""
+
+    group_id: int
+    text: str
+    curator: bool = False
+
+
+@dataclass
+class GroupFacts:
+    """Each group's name and description vector (in the served embedding): ``ids`` (G,),
+    ``vectors`` (G, D) unit rows, zero where the group has no description."""
+
+    ids: np.ndarray
+    names: list[str]
+    vectors: np.ndarray
+    has_description: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.row_of = {int(group_id): row for row, group_id in enumerate(self.ids.tolist())}
+        self._name_words = [words(name) for name in self.names]
+        self._name_grams = [frozenset(trigrams(name)) for name in self.names]
+
+    @classmethod
+    def build(cls, ids, names, vectors, has_description) -> GroupFacts:
+        ids = np.asarray(ids, dtype=np.int64)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(ids) or len(names) != len(ids):
+            raise ConfigError("group facts need one name and one vector a group")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        return cls(ids, list(names), vectors, np.asarray(has_description, dtype=bool))
+
+
+@dataclass
+class VerdictHistory:
+    """What the taxonomy's verdicts said of each group when a ranker was fitted: how many texts
+    curators put in it, how many times it was the wrong answer, and the vectors of the texts it
+    was wrong for (in the served embedding)."""
+
+    confirmed: dict[int, int] = field(default_factory=dict)
+    rejected: dict[int, int] = field(default_factory=dict)
+    rejected_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rejected_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    group_count: int = 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.confirmed.values())
+
+
+@dataclass(frozen=True)
+class OwnVerdict:
+    """The verdict a training example comes from, left out of the history it is measured
+    against: its group's count, and its rows among the rejected texts."""
+
+    group_id: int | None
+    rejected_rows: tuple[int, ...] = ()
+
+
+@dataclass
+class Candidates:
+    """One text's candidate groups: ``groups`` (C,), ``features`` (C, F) in ``FEATURES`` order,
+    each group's ``similarity`` (its best member's score: what it scored before the ranker,
+    0 for a group proposed by its description alone) and ``members`` (that member's id, -1)."""
+
+    groups: np.ndarray
+    features: np.ndarray
+    similarity: np.ndarray
+    members: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+
+def _view(hits, members: Mapping[int, HitMember], curator: bool, excluded):
+    """Per group, in order of first (best) appearance: best score, best member, second score,
+    hit count; from the hits of one source."""
+    best: dict[int, float] = {}
+    member: dict[int, int] = {}
+    second: dict[int, float] = {}
+    count: dict[int, int] = {}
+    scores = []
+    for member_id, score in hits:
+        found = members.get(member_id)
+        if found is None or found.curator != curator or found.group_id in excluded:
+            continue
+        scores.append(score)
+        group = found.group_id
+        if group not in best:
+            best[group], member[group], count[group] = score, member_id, 1
+        else:
+            count[group] += 1
+            second.setdefault(group, score)
+    return best, member, second, count, scores
+
+
+def candidate_features(
+    text: str,
+    vector: np.ndarray,
+    hits: Sequence[tuple[int, float]],
+    members: Mapping[int, HitMember],
+    *,
+    groups: GroupFacts | None = None,
+    history: VerdictHistory | None = None,
+    excluded: frozenset[int] | set[int] = frozenset(),
+    per_matcher: int = 50,
+    by_description: int = 10,
+    own: OwnVerdict | None = None,
+) -> Candidates:
+    """The candidates of one text and their features.
+
+    ``vector``: the text in the served embedding (unit length); ``hits``: its nearest members
+    (id, score), best first, of every source; ``members``: what each hit member is (hits not
+    in it are members deleted since the index was built, and are dropped). ``excluded``: groups
+    never to offer (rejected for this very text). ``own``: for a training example, its own
+    verdict, left out of ``history``.
+    """
+    taxonomy = _view(hits, members, False, excluded)
+    judged = _view(hits, members, True, excluded)
+    order: dict[int, None] = {}
+    for view in (taxonomy, judged):
+        for group in list(view[0])[:per_matcher]:
+            order.setdefault(group, None)
+    description = None
+    if groups is not None and len(groups.ids) and groups.vectors.shape[1] == len(vector):
+        description = groups.vectors @ vector  # (G,)
+        description[~groups.has_description] = -1.0
+        allowed = description.copy()
+        for group in excluded:
+            row = groups.row_of.get(group)
+            if row is not None:
+                allowed[row] = -np.inf
+        take = min(by_description, int(groups.has_description.sum()))
+        if take:
+            rows = np.argpartition(-allowed, take - 1)[:take]
+            for row in rows[np.argsort(-allowed[rows], kind="stable")]:
+                if np.isfinite(allowed[row]):
+                    order.setdefault(int(groups.ids[row]), None)
+    candidates = np.fromiter(order, dtype=np.int64, count=len(order))
+    count = len(candidates)
+    columns: dict[str, np.ndarray] = {}
+    query_words, query_key, query_grams = words(text), normalize_text(text), trigrams(text)
+
+    member_texts: dict[int, tuple[frozenset[str], set[str], str]] = {}
+
+    def lexical(member_id: int):
+        if member_id not in member_texts:
+            member_text = members[member_id].text
+            member_texts[member_id] = (
+                words(member_text),
+                trigrams(member_text),
+                normalize_text(member_text),
+            )
+        return member_texts[member_id]
+
+    bests = []
+    for name, (best, member, second, hit_count, scores) in (
+        ("member", taxonomy),
+        ("judged", judged),
+    ):
+        floor = scores[-1] if scores else 0.0
+        top = scores[0] if scores else 0.0
+        rank = {group: position for position, group in enumerate(best)}
+        value = np.array([best.get(g, floor) for g in candidates.tolist()], np.float32)
+        present = np.array([g in best for g in candidates.tolist()], bool)
+        bests.append(np.where(present, value, -1.0))
+        columns[name] = value
+        columns[f"{name}_gap"] = top - value
+        columns[f"{name}_count"] = np.log1p(
+            np.array([hit_count.get(g, 0) for g in candidates.tolist()], np.float32)
+        )
+        columns[f"{name}_rank"] = np.log1p(
+            np.array([rank.get(g, len(best)) for g in candidates.tolist()], np.float32)
+        )
+        columns[f"{name}_missing"] = (~present).astype(np.float32)
+        best_members = [member.get(g, -1) for g in candidates.tolist()]
+        columns[f"{name}_dice"] = np.array(
+            [dice(query_grams, lexical(m)[1]) if m >= 0 else 0.0 for m in best_members],
+            np.float32,
+        )
+        if name == "member":
+            columns["member_second"] = np.array(
+                [second.get(g, min(best.get(g, floor), floor)) for g in candidates.tolist()],
+                np.float32,
+            )
+            shared = [len(query_words & lexical(m)[0]) if m >= 0 else 0 for m in best_members]
+            columns["member_words_query"] = np.array(
+                [s / max(len(query_words), 1) for s in shared], np.float32
+            )
+            columns["member_words_member"] = np.array(
+                [
+                    s / max(len(lexical(m)[0]), 1) if m >= 0 else 0.0
+                    for s, m in zip(shared, best_members, strict=True)
+                ],
+                np.float32,
+            )
+            columns["member_exact"] = np.array(
+                [m >= 0 and lexical(m)[2] == query_key for m in best_members], np.float32
+            )
+        else:
+            # The judged texts near this one, voting for their groups.
+            votes: dict[int, float] = {}
+            for member_id, score in hits:
+                found = members.get(member_id)
+                if found is not None and found.curator and found.group_id not in excluded:
+                    weight = math.exp((score - top) / _VOTE_TEMPERATURE)
+                    votes[found.group_id] = votes.get(found.group_id, 0.0) + weight
+            total = sum(votes.values()) or 1.0
+            columns["judged_vote"] = np.array(
+                [votes.get(g, 0.0) / total for g in candidates.tolist()], np.float32
+            )
+    best_any = np.maximum(bests[0], bests[1])
+    columns["best"] = best_any
+    similarity = np.maximum(best_any, 0.0)
+    chosen = [
+        taxonomy[1].get(g, judged[1].get(g, -1))
+        if taxonomy[0].get(g, -2.0) >= judged[0].get(g, -2.0)
+        else judged[1][g]
+        for g in candidates.tolist()
+    ]
+
+    rows = None
+    if groups is not None:
+        rows = np.array([groups.row_of.get(g, -1) for g in candidates.tolist()], np.int64)
+    if description is not None and rows is not None:
+        known = rows >= 0
+        value = np.where(known, description[np.maximum(rows, 0)], -1.0).astype(np.float32)
+        with_description = known & groups.has_description[np.maximum(rows, 0)]
+        top = float(description[groups.has_description].max(initial=-1.0))
+        columns["description"] = np.where(with_description, value, 0.0).astype(np.float32)
+        columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(
+            np.float32
+        )
+        columns["description_missing"] = (~with_description).astype(np.float32)
+    else:
+        columns["description"] = np.zeros(count, np.float32)
+        columns["description_gap"] = np.zeros(count, np.float32)
+        columns["description_missing"] = np.ones(count, np.float32)
+    if rows is not None:
+        columns["name_dice"] = np.array(
+            [dice(query_grams, groups._name_grams[r]) if r >= 0 else 0.0 for r in rows.tolist()],
+            np.float32,
+        )
+        columns["name_words"] = np.array(
+            [
+                len(query_words & groups._name_words[r]) / max(len(groups._name_words[r]), 1)
+                if r >= 0
+                else 0.0
+                for r in rows.tolist()
+            ],
+            np.float32,
+        )
+    else:
+        columns["name_dice"] = np.zeros(count, np.float32)
+        columns["name_words"] = np.zeros(count, np.float32)
+    columns["query_words"] = np.full(count, len(query_words), np.float32)
+    _history_columns(columns, candidates, vector, history, own)
+    features = np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
+    return Candidates(
+        groups=candidates,
+        features=features if count else np.zeros((0, len(FEATURES)), np.float32),
+        similarity=similarity.astype(np.float32),
+        members=np.array(chosen, np.int64),
+    )
+
+
+def _history_columns(columns, candidates, vector, history, own) -> None:
+    count = len(candidates)
+    if history is None:
+        for name in ("verdicts", "verdict_share", "rejections"):
+            columns[name] = np.zeros(count, np.float32)
+        columns["rejected_near"] = np.full(count, -1.0, np.float32)
+        return
+    own = own or OwnVerdict(None)
+    confirmed = np.array([history.confirmed.get(g, 0) for g in candidates.tolist()], np.float32)
+    total = history.total
+    if own.group_id is not None:
+        confirmed -= (candidates == own.group_id).astype(np.float32)
+        total -= 1
+    rejected = np.array([history.rejected.get(g, 0) for g in candidates.tolist()], np.float32)
+    near = np.full(count, -1.0, np.float32)
+    if len(history.rejected_groups) and history.rejected_vectors.shape[1] == len(vector):
+        cosine = history.rejected_vectors @ vector  # (R,)
+        if own.rejected_rows:
+            rows = np.asarray(own.rejected_rows, np.int64)
+            for group in history.rejected_groups[rows].tolist():
+                rejected -= (candidates == group).astype(np.float32)
+            cosine[rows] = -1.0
+        position = {g: i for i, g in enumerate(candidates.tolist())}
+        for group, value in zip(history.rejected_groups.tolist(), cosine.tolist(), strict=True):
+            i = position.get(group)
+            if i is not None and value > near[i]:
+                near[i] = value
+    columns["verdicts"] = np.log1p(np.maximum(confirmed, 0))
+    columns["verdict_share"] = np.log(
+        (np.maximum(confirmed, 0) + 1) / (max(total, 0) + max(history.group_count, 1))
+    ).astype(np.float32)
+    columns["rejections"] = np.log1p(np.maximum(rejected, 0))
+    columns["rejected_near"] = near
+
+
+@dataclass(frozen=True)
+class RankingExample:
+    """A verdict as a labelled ranking: the candidates the text had, and where it belongs
+    (None: "none of these", the right group is not among the groups offered)."""
+
+    candidates: Candidates
+    group_id: int | None
+
+    @property
+    def target(self) -> int:
+        """The right group's row among the candidates; -1 when it is not one of them."""
+        if self.group_id is None:
+            return -1
+        rows = np.flatnonzero(self.candidates.groups == self.group_id)
+        return int(rows[0]) if len(rows) else -1
+
+
+@dataclass
+class LinearRanker:
+    """``score = standardized features · weights``; ``probability`` of each candidate = a
+    softmax over ``score / temperature`` and a "none of these" logit, once calibrated."""
+
+    feature_names: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    temperature: float | None = None
+    miss_logit: float | None = None
+    fitted_on: int = 0  # verdicts the weights learnt from; 0: the prior
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.temperature is not None and self.miss_logit is not None
+
+    @classmethod
+    def prior(cls, *, description_weight: float = 0.0) -> LinearRanker:
+        """The ranking before any verdict: a group's best member, plus ``description_weight``
+        times its description's cosine where the encoder knows language."""
+        weights = np.zeros(len(FEATURES))
+        weights[FEATURES.index("best")] = 1.0
+        weights[FEATURES.index("description")] = description_weight
+        return cls(FEATURES, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), weights)
+
+    def _standardize(self, features: np.ndarray) -> np.ndarray:
+        features = np.nan_to_num(
+            np.asarray(features, dtype=np.float64), nan=0.0, posinf=_CLIP, neginf=-_CLIP
+        )
+        return np.clip((features - self.mean) / self.scale, -_CLIP, _CLIP)
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """(C,) a score a candidate; higher is better."""
+        if features.shape[1] != len(self.feature_names):
+            raise ConfigError(
+                f"the ranker reads {len(self.feature_names)} features, got {features.shape[1]}"
+            )
+        return self._standardize(features) @ self.weights
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray | None:
+        """(C,) each candidate's chance to be the right group; None before calibration."""
+        if not self.calibrated:
+            return None
+        return _softmax_with_miss(scores / self.temperature, self.miss_logit)[:-1]
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": "linear",
+            "features": list(self.feature_names),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "weights": self.weights.tolist(),
+            "temperature": self.temperature,
+            "miss_logit": self.miss_logit,
+            "fitted_on": self.fitted_on,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: object) -> LinearRanker:
+        try:
+            if not isinstance(raw, dict) or raw.get("kind") != "linear":
+                raise ValueError("not a linear ranker")
+            names = tuple(raw["features"])
+            if names != FEATURES:
+                raise ValueError("its features are not the ones this version computes")
+            arrays = [np.asarray(raw[key], dtype=np.float64) for key in ("mean", "scale", "weights")]
+            if any(a.shape != (len(names),) or not np.isfinite(a).all() for a in arrays):
+                raise ValueError("mean, scale and weights must be finite, one per feature")
+            if (arrays[1] <= 0).any():
+                raise ValueError("scales must be positive")
+            temperature, miss = raw.get("temperature"), raw.get("miss_logit")
+            if (temperature is None) != (miss is None):
+                raise ValueError("temperature and miss_logit come together")
+            if temperature is not None and not (
+                math.isfinite(temperature) and temperature > 0 and math.isfinite(miss)
+            ):
+                raise ValueError("the calibration must be finite with a positive temperature")
+            return cls(
+                names, *arrays,
+                temperature=None if temperature is None else float(temperature),
+                miss_logit=None if miss is None else float(miss),
+                fitted_on=int(raw.get("fitted_on", 0)),
+                metrics=dict(raw.get("metrics") or {}),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"a stored ranker is unusable: {exc}") from None
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / RANKER_FILE).write_text(json.dumps(self.as_dict()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> LinearRanker:
+        path = Path(folder) / RANKER_FILE
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ArtifactError(f"the ranker in {folder} cannot be read: {exc}") from None
+        return cls.from_dict(raw)
+
+
+def _softmax_with_miss(logits: np.ndarray, miss: float) -> np.ndarray:
+    values = np.append(np.asarray(logits, dtype=np.float64), miss)
+    values -= values.max()
+    exp = np.exp(values)
+    return exp / exp.sum()
+
+
+MIN_EXAMPLES = 20  # verdicts with the right group among the candidates, to fit weights on
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    # Pull toward the prior's weights (standardized space), per example's mean loss.
+    l2: float = 0.01
+    folds: int = 5
+    iterations: int = 200
+    seed: int = 0
+
+
+def fit_ranker(
+    examples: Sequence[RankingExample], *, prior: LinearRanker, config: FitConfig = FitConfig()
+) -> LinearRanker:
+    """Weights fitted on the examples, pulled toward ``prior``'s; the probability calibrated on
+    out-of-fold scores. Raises ``ConfigError`` when too few examples have their right group among
+    the candidates (the prior then stands)."""
+    usable = [e for e in examples if len(e.candidates) and e.target >= 0]
+    if len(usable) < MIN_EXAMPLES:
+        raise ConfigError(
+            f"a ranker needs at least {MIN_EXAMPLES} verdicts whose group was among the "
+            f"candidates, got {len(usable)}"
+        )
+    stacked = np.concatenate([e.candidates.features for e in usable]).astype(np.float64)
+    stacked = np.nan_to_num(stacked, nan=0.0, posinf=0.0, neginf=0.0)
+    mean = stacked.mean(axis=0)
+    scale = stacked.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    # The prior's raw-space weights, in this standardized space.
+    anchor = prior.weights / prior.scale * scale
+    base = LinearRanker(FEATURES, mean, scale, anchor.copy())
+
+    def fit(subset: Sequence[RankingExample]) -> np.ndarray:
+        return _fit_weights([base._standardize(e.candidates.features) for e in subset],
+                            [e.target for e in subset], anchor, config)  # fmt: skip
+
+    rng = np.random.default_rng(config.seed)
+    fold_of = rng.permutation(len(examples)) % max(config.folds, 2)
+    out_of_fold: list[tuple[np.ndarray, int]] = []
+    for fold in range(max(config.folds, 2)):
+        train = [e for e, f in zip(examples, fold_of, strict=True) if f != fold]
+        train = [e for e in train if len(e.candidates) and e.target >= 0]
+        held = [e for e, f in zip(examples, fold_of, strict=True) if f == fold]
+        if not train or not held:
+            continue
+        weights = fit(train)
+        for example in held:
+            if len(example.candidates):
+                scores = base._standardize(example.candidates.features) @ weights
+                out_of_fold.append((scores, example.target))
+    weights = fit(usable)
+    temperature, miss = _fit_calibration(out_of_fold)
+    return LinearRanker(
+        FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
+        fitted_on=len(examples),
+    )  # fmt: skip
+
+
+def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
+    """Listwise softmax cross-entropy with an L2 pull toward ``anchor``, by L-BFGS."""
+    import torch
+
+    torch.manual_seed(config.seed)
+    widest = max(len(f) for f in features)
+    width = len(anchor)
+    padded = np.zeros((len(features), widest, width))
+    mask = np.zeros((len(features), widest), bool)
+    for i, rows in enumerate(features):
+        padded[i, : len(rows)] = rows
+        mask[i, : len(rows)] = True
+    x = torch.tensor(padded)
+    valid = torch.tensor(mask)
+    y = torch.tensor(targets)
+    center = torch.tensor(anchor)
+    w = center.clone().requires_grad_(True)
+    optimiser = torch.optim.LBFGS(
+        [w], lr=1, max_iter=config.iterations, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        optimiser.zero_grad()
+        logits = (x @ w).masked_fill(~valid, -1e9)  # (N, C)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        loss = loss + config.l2 * ((w - center) ** 2).sum()
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    found = w.detach().numpy()
+    return found if np.isfinite(found).all() else anchor.copy()
+
+
+def _fit_calibration(out_of_fold: list[tuple[np.ndarray, int]]) -> tuple[float, float]:
+    """The temperature and "none of these" logit that make the out-of-fold softmax
+    probabilities likeliest (the miss takes the mass where the right group was not a
+    candidate): a grid, then a finer grid around its best point."""
+    if not out_of_fold:
+        return 1.0, -50.0
+    widest = max(len(scores) for scores, _ in out_of_fold)
+    scores = np.full((len(out_of_fold), widest), -np.inf)
+    for i, (row, _) in enumerate(out_of_fold):
+        scores[i, : len(row)] = row
+    targets = np.array([target for _, target in out_of_fold])
+    hit = targets >= 0
+    target_scores = np.where(hit, scores[np.arange(len(targets)), np.maximum(targets, 0)], 0.0)
+
+    def losses(temperature: float, misses: np.ndarray) -> np.ndarray:
+        logits = scores / temperature
+        top = logits.max(axis=1, keepdims=True)
+        log_sums = (top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True)))[:, 0]
+        together = np.logaddexp(log_sums[:, None], misses[None, :])  # (N, M)
+        chosen = np.where(hit[:, None], (target_scores / temperature)[:, None], misses[None, :])
+        return (together - chosen).sum(axis=0)
+
+    best = (math.inf, 1.0, 0.0)
+    for temperature in np.geomspace(0.05, 20, 60):
+        misses = np.linspace(-12, 12, 97)
+        found = losses(temperature, misses)
+        i = int(np.argmin(found))
+        if found[i] < best[0]:
+            best = (float(found[i]), float(temperature), float(misses[i]))
+    _, t0, m0 = best
+    for temperature in t0 * np.geomspace(0.9, 1.11, 21):
+        misses = m0 + np.linspace(-0.25, 0.25, 51)
+        found = losses(temperature, misses)
+        i = int(np.argmin(found))
+        if found[i] < best[0]:
+            best = (float(found[i]), float(temperature), float(misses[i]))
+    return best[1], best[2]
