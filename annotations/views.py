@@ -32,9 +32,6 @@ from annotations.selectors import (
     review_counts,
     review_item_held,
 )
-from annotations.selectors_calibration import (
-    taxonomy_calibrator,
-)
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review import (
     VerdictError,
@@ -43,6 +40,9 @@ from annotations.services.review import (
     review_item_claim,
 )
 from annotations.text_match import matched_parts, words
+from models_app.serving.probability import (
+    taxonomy_calibrator,
+)
 from models_app.siamese.calibration import LOW_CONFIDENCE
 
 REVIEW_PAGE = "annotations/review.html"

@@ -22,10 +22,6 @@ from annotations.selectors import (
     review_batch_queue,
     review_groups_pending,
 )
-from annotations.selectors_calibration import (
-    MIN_VERDICTS,
-    review_items_probability,
-)
 from annotations.services.review import (
     VerdictError,
     judgements_create_for_group,
@@ -33,6 +29,10 @@ from annotations.services.review import (
     review_items_claim_for_group,
 )
 from annotations.views import _form_errors, _verdict_error, _with_query
+from models_app.serving.probability import (
+    MIN_VERDICTS,
+    review_items_probability,
+)
 from models_app.siamese.calibration import LOW_CONFIDENCE
 
 BATCH_SIZE = 48

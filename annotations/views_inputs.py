@@ -14,7 +14,6 @@ from annotations.forms_inputs import (
     PlaygroundForm,
     PlaygroundSendForm,
 )
-from annotations.normalization import normalize_texts
 from annotations.services.inputs_upload import (
     INPUTS_PAGE_SIZE,
     UPLOAD_ERRORS_SHOWN,
@@ -28,7 +27,8 @@ from annotations.services.inputs_upload import (
     upload_max_bytes,
     upload_max_rows,
 )
-from models_app.live import NoLiveModel
+from models_app.serving.engines import NoLiveModel
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 
 # --- upload ---------------------------------------------------------------------------------

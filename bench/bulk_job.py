@@ -154,7 +154,7 @@ def main() -> None:
 
     from models_app.bulk import bulk_job_create, bulk_job_result
     from models_app.bulk_run import bulk_job_execute
-    from models_app.live import live_engine
+    from models_app.serving.engines import live_engine
 
     scratch = Path(tempfile.mkdtemp(prefix="siamweb-bulk-"))
     source = scratch / "ads.csv"

@@ -70,7 +70,7 @@ def live_version(taxonomy):
 
 def served_top1(taxonomy, examples: list[Example], gold: dict[str, int]) -> list[bool]:
     """Whether the served top group (``normalize_texts``, as the API answers) is the gold one."""
-    from annotations.normalization import normalize_texts
+    from models_app.serving.normalize import normalize_texts
 
     hits = []
     for start in range(0, len(examples), 500):
@@ -104,7 +104,7 @@ class ModelAlone:
         import numpy as np
 
         from annotations.models import Member
-        from models_app.live import live_engine
+        from models_app.serving.engines import live_engine
         from models_app.siamese.index import MemberIndex
         from models_app.siamese.search import MemberSearch, SearchConfig
 
@@ -183,8 +183,8 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
     from django.conf import settings
 
     from annotations.models import Member
-    from models_app.live import encoder_for
     from models_app.services import model_version_evaluate
+    from models_app.serving.engines import encoder_for
     from models_app.siamese.evaluation import build_test_suite, evaluate
     from models_app.siamese.hybrid_matcher import HybridMatcher
     from models_app.siamese.specs import parse_search_config

@@ -122,7 +122,7 @@ class Curator:
 
 
 def served(taxonomy, texts: list[str], gold: list[int]) -> float:
-    from annotations.normalization import normalize_texts
+    from models_app.serving.normalize import normalize_texts
 
     hits = 0
     for start in range(0, len(texts), 500):
@@ -137,7 +137,7 @@ def served(taxonomy, texts: list[str], gold: list[int]) -> float:
 def model_alone(taxonomy, texts: list[str], gold: list[int]) -> float:
     """The live model with no curator member: its index's taxonomy members only."""
     from annotations.models import Member
-    from models_app.live import live_engine
+    from models_app.serving.engines import live_engine
 
     engine = live_engine(taxonomy)
     taxonomy_members = dict(

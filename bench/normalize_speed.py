@@ -46,10 +46,8 @@ from django.test import Client  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.models import Member  # noqa: E402
-from annotations.normalization import normalize_texts  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
 from annotations.services.taxonomy import taxonomy_import  # noqa: E402
-from models_app.live import live_engine  # noqa: E402
 from models_app.models import ModelVersion  # noqa: E402
 from models_app.services import (  # noqa: E402
     deployment_activate,
@@ -57,6 +55,8 @@ from models_app.services import (  # noqa: E402
     model_version_fit,
     model_version_import,
 )
+from models_app.serving.engines import live_engine  # noqa: E402
+from models_app.serving.normalize import normalize_texts  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

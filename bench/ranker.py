@@ -96,9 +96,14 @@ def esco_taxonomy(data: Path) -> Taxonomy:
     ids = {code: i for i, code in enumerate(codes)}
     dev, stream = jobbert_split(data)
     return Taxonomy(
-        "esco", codes, names, descriptions, members,
-        [(t.text, ids[t.code]) for t in dev], [(t.text, ids[t.code]) for t in stream],
-    )  # fmt: skip
+        "esco",
+        codes,
+        names,
+        descriptions,
+        members,
+        [(t.text, ids[t.code]) for t in dev],
+        [(t.text, ids[t.code]) for t in stream],
+    )
 
 
 def onet_taxonomy(data: Path) -> Taxonomy:
@@ -170,8 +175,13 @@ def unit(vectors: np.ndarray) -> np.ndarray:
 class Served:
     """A taxonomy served as the product serves it, with curators' members beside the index."""
 
-    def __init__(self, taxonomy: Taxonomy, encoder: CachedEncoder, search: SearchConfig,
-                 description_weight: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        taxonomy: Taxonomy,
+        encoder: CachedEncoder,
+        search: SearchConfig,
+        description_weight: float,
+    ) -> None:
         self.taxonomy, self.encoder = taxonomy, encoder
         texts = [text for _, text in taxonomy.members]
         self.member_vectors = encoder.vectors(texts)
@@ -198,17 +208,23 @@ class Served:
             extra_ids = np.arange(base, base + len(extra_texts), dtype=np.int64)
             extra_vectors = judged[2]
             members = dict(self.members)
-            members.update({
-                base + j: HitMember(int(g), t, curator=True)
-                for j, (t, g) in enumerate(zip(judged[0], judged[1], strict=True))
-            })  # fmt: skip
+            members.update(
+                {
+                    base + j: HitMember(int(g), t, curator=True)
+                    for j, (t, g) in enumerate(zip(judged[0], judged[1], strict=True))
+                }
+            )
         found = []
         for start in range(0, len(texts), 512):
             chunk = texts[start : start + 512]
             hits = self.search.search(
-                chunk, vectors[start : start + 512], DEPTH + 20,
-                extra_ids=extra_ids, extra_texts=extra_texts, extra_vectors=extra_vectors,
-            )  # fmt: skip
+                chunk,
+                vectors[start : start + 512],
+                DEPTH + 20,
+                extra_ids=extra_ids,
+                extra_texts=extra_texts,
+                extra_vectors=extra_vectors,
+            )
             for offset, row in enumerate(hits):
                 i = start + offset
                 leave = own[i] if own is not None else None
@@ -217,10 +233,15 @@ class Served:
                     row = [(m, s) for m, s in row if m not in skip]
                 found.append(
                     candidate_features(
-                        texts[i], vectors[i], row[:DEPTH], members, groups=self.groups,
-                        history=history, own=leave[1] if leave is not None else None,
+                        texts[i],
+                        vectors[i],
+                        row[:DEPTH],
+                        members,
+                        groups=self.groups,
+                        history=history,
+                        own=leave[1] if leave is not None else None,
                     )
-                )  # fmt: skip
+                )
         return found
 
 
@@ -287,8 +308,10 @@ def group_best(query_vectors, member_vectors, member_groups, groups: int) -> np.
 
 
 def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) -> None:
-    print(f"\n== {taxonomy.name}: {len(taxonomy.codes)} groups, {len(taxonomy.members)} "
-          f"members, {len(taxonomy.dev)} dev-unseen titles, {len(taxonomy.stream)} stream")  # fmt: skip
+    print(
+        f"\n== {taxonomy.name}: {len(taxonomy.codes)} groups, {len(taxonomy.members)} "
+        f"members, {len(taxonomy.dev)} dev-unseen titles, {len(taxonomy.stream)} stream"
+    )
     minilm = CachedEncoder(
         "minilm", lambda: TransformerEncoder.create([], parse_config({"kind": "transformer"}))
     )
@@ -316,56 +339,82 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
 
     started = time.perf_counter()
     cold = served.candidates(dev_texts, dev_vectors)
-    print(f"  cold candidates in {time.perf_counter() - started:.0f} s; right group among them "
-          f"for {np.mean([l in c.groups for c, l in zip(cold, dev_labels)]):.3f}")  # fmt: skip
+    print(
+        f"  cold candidates in {time.perf_counter() - started:.0f} s; right group among them "
+        f"for {np.mean([label in c.groups for c, label in zip(cold, dev_labels, strict=True)]):.3f}"
+    )
     best = list(served.prior.feature_names).index("best")
     description = list(served.prior.feature_names).index("description")
     add(today, *by_column(cold, dev_labels, lambda c: c.features[:, best]))
     # Each matcher alone, over every group.
     member_groups = np.array([g for g, _ in taxonomy.members])
     member_vectors = served.member_vectors
-    add(f"{served.encoder.name}: a group's best member cosine, alone",
-        *group_ranking(group_best(dev_vectors, member_vectors, member_groups,
-                                  len(taxonomy.codes)), dev_labels))  # fmt: skip
-    add(f"{served.encoder.name}: the group's description cosine, alone",
-        *group_ranking(np.where(served.groups.has_description[None, :],
-                                dev_vectors @ served.groups.vectors.T, -1.0), dev_labels))  # fmt: skip
+    add(
+        f"{served.encoder.name}: a group's best member cosine, alone",
+        *group_ranking(
+            group_best(dev_vectors, member_vectors, member_groups, len(taxonomy.codes)), dev_labels
+        ),
+    )
+    add(
+        f"{served.encoder.name}: the group's description cosine, alone",
+        *group_ranking(
+            np.where(
+                served.groups.has_description[None, :], dev_vectors @ served.groups.vectors.T, -1.0
+            ),
+            dev_labels,
+        ),
+    )
     trigram = TrigramMatcher([t for _, t in taxonomy.members], member_groups.tolist())
     positions = []
     for ranking, label in zip(trigram.rank(dev_texts, 10), dev_labels, strict=True):
         positions.append(ranking.index(label) + 1 if label in ranking else None)
-    add("trigram baseline (paper's formula), alone",
-        np.array([p == 1 for p in positions]), positions)  # fmt: skip
+    add(
+        "trigram baseline (paper's formula), alone",
+        np.array([p == 1 for p in positions]),
+        positions,
+    )
     if taxonomy.name == "onet":
         tower_dev = minilm.vectors(dev_texts)
         tower_members = minilm.vectors([t for _, t in taxonomy.members])
         tower_best = group_best(tower_dev, tower_members, member_groups, len(taxonomy.codes))
-        add("all-MiniLM-L6-v2 as it comes: a group's best member cosine, alone",
-            *group_ranking(tower_best, dev_labels))  # fmt: skip
+        add(
+            "all-MiniLM-L6-v2 as it comes: a group's best member cosine, alone",
+            *group_ranking(tower_best, dev_labels),
+        )
         shipped_best = group_best(dev_vectors, member_vectors, member_groups, len(taxonomy.codes))
         for share in (0.3, 0.5):
-            add(f"fixed fusion: {share} shipped + {1 - share:.1f} MiniLM member cosines "
+            add(
+                f"fixed fusion: {share} shipped + {1 - share:.1f} MiniLM member cosines "
                 "(not served: needs the tower on the path)",
-                *group_ranking(share * shipped_best + (1 - share) * tower_best, dev_labels))  # fmt: skip
+                *group_ranking(share * shipped_best + (1 - share) * tower_best, dev_labels),
+            )
     for weight in (0.3,):
-        add(f"fixed fusion: best member + {weight} description (served candidates)",
-            *by_column(cold, dev_labels,
-                       lambda c, w=weight: c.features[:, best] + w * c.features[:, description]))  # fmt: skip
+        add(
+            f"fixed fusion: best member + {weight} description (served candidates)",
+            *by_column(
+                cold,
+                dev_labels,
+                lambda c, w=weight: c.features[:, best] + w * c.features[:, description],
+            ),
+        )
     add("ranker cold: the prior, before any verdict", *ranked_hits(cold, served.prior, dev_labels))
     report_rows = {"calibration": None}
 
     # The stream, judged in order against the cold answer.
     stream_cold = served.candidates(stream_texts, stream_vectors)
-    cold_top = np.array([
-        int(c.groups[np.argmax(served.prior.scores(c.features))]) if len(c) else -1
-        for c in stream_cold
-    ])  # fmt: skip
+    cold_top = np.array(
+        [
+            int(c.groups[np.argmax(served.prior.scores(c.features))]) if len(c) else -1
+            for c in stream_cold
+        ]
+    )
     keys = [normalize_text(t) for t in stream_texts]
     for count in verdict_counts:
         count = min(count, len(stream_texts))
         judged = (stream_texts[:count], stream_labels[:count], stream_vectors[:count])
-        history, rejected_rows = history_of(stream_labels[:count], cold_top[:count],
-                                            stream_vectors[:count], len(taxonomy.codes))  # fmt: skip
+        history, rejected_rows = history_of(
+            stream_labels[:count], cold_top[:count], stream_vectors[:count], len(taxonomy.codes)
+        )
         same: dict[str, list[int]] = {}
         for j, key in enumerate(keys[:count]):
             same.setdefault(key, []).append(j)
@@ -374,21 +423,35 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
             twins = same[keys[j]]
             # The verdicts on this very text are left out: a text judged before is answered by
             # the verdict, not ranked; its history counts and rejected rows too.
-            own.append((twins, OwnVerdict(int(stream_labels[j]),
-                                          tuple(r for t in twins for r in rejected_rows[t]))))  # fmt: skip
+            own.append(
+                (
+                    twins,
+                    OwnVerdict(
+                        int(stream_labels[j]), tuple(r for t in twins for r in rejected_rows[t])
+                    ),
+                )
+            )
         started = time.perf_counter()
-        train = served.candidates(stream_texts[:count], stream_vectors[:count], judged, history,
-                                  own)  # fmt: skip
-        examples = [RankingExample(c, int(g)) for c, g in zip(train, stream_labels[:count], strict=True)]
+        train = served.candidates(
+            stream_texts[:count], stream_vectors[:count], judged, history, own
+        )
+        examples = [
+            RankingExample(c, int(g)) for c, g in zip(train, stream_labels[:count], strict=True)
+        ]
         features_seconds = time.perf_counter() - started
         started = time.perf_counter()
         ranker = fit_ranker(examples, prior=served.prior)
         fit_seconds = time.perf_counter() - started
         dev_served = served.candidates(dev_texts, dev_vectors, judged, history)
         hits, found = ranked_hits(dev_served, ranker, dev_labels)
-        add(f"ranker after {count} verdicts, served (curators' members and history count)",
-            hits, found, verdicts=count,
-            fit_seconds=round(fit_seconds, 2), features_seconds=round(features_seconds, 1))  # fmt: skip
+        add(
+            f"ranker after {count} verdicts, served (curators' members and history count)",
+            hits,
+            found,
+            verdicts=count,
+            fit_seconds=round(fit_seconds, 2),
+            features_seconds=round(features_seconds, 1),
+        )
         probabilities, right = [], []
         for c, label in zip(dev_served, dev_labels, strict=True):
             scores = ranker.scores(c.features)
@@ -400,17 +463,25 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
             "verdicts": count,
             "ece": round(expected_calibration_error(p, r), 4),
             "share_at_least_0.9": round(float((p >= 0.9).mean()), 4),
-            "right_among_at_least_0.9": round(float(r[p >= 0.9].mean()), 4) if (p >= 0.9).any() else None,
+            "right_among_at_least_0.9": round(float(r[p >= 0.9].mean()), 4)
+            if (p >= 0.9).any()
+            else None,
             "temperature": ranker.temperature,
             "miss_logit": ranker.miss_logit,
         }
         alone_train = served.candidates(stream_texts[:count], stream_vectors[:count])
         alone = fit_ranker(
-            [RankingExample(c, int(g)) for c, g in zip(alone_train, stream_labels[:count], strict=True)],
+            [
+                RankingExample(c, int(g))
+                for c, g in zip(alone_train, stream_labels[:count], strict=True)
+            ],
             prior=served.prior,
         )
-        add(f"ranker after {count} verdicts, model alone (no curators' members, no history)",
-            *ranked_hits(cold, alone, dev_labels), verdicts=count)  # fmt: skip
+        add(
+            f"ranker after {count} verdicts, model alone (no curators' members, no history)",
+            *ranked_hits(cold, alone, dev_labels),
+            verdicts=count,
+        )
     for row in rows:
         if row["name"] != today:
             row["against_today"] = paired(hits_of[row["name"]], hits_of[today])
@@ -422,8 +493,9 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         "speed": speed(served, dev_texts, ranker),
     }
     if taxonomy.name == "esco" and len(stream_texts) >= 10_000:
-        report[taxonomy.name]["fit_10000"] = fit_timing(served, taxonomy, stream_texts,
-                                                         stream_labels, stream_vectors, cold_top)  # fmt: skip
+        report[taxonomy.name]["fit_10000"] = fit_timing(
+            served, taxonomy, stream_texts, stream_labels, stream_vectors, cold_top
+        )
 
 
 def history_of(labels, cold_top, vectors, groups: int):
@@ -442,29 +514,36 @@ def history_of(labels, cold_top, vectors, groups: int):
         rows_of.append(rows)
     dim = vectors.shape[1]
     history = VerdictHistory(
-        confirmed=confirmed, rejected=rejected,
+        confirmed=confirmed,
+        rejected=rejected,
         rejected_groups=np.array(rejected_groups, np.int64),
         rejected_vectors=np.array(rejected_vectors, np.float32).reshape(-1, dim),
         group_count=groups,
-    )  # fmt: skip
+    )
     return history, rows_of
 
 
 def fit_timing(served, taxonomy, texts, labels, vectors, cold_top) -> dict:
     """Features and fit for 10,000 verdicts, the issue's refit budget."""
     count = 10_000
-    history, rows_of = history_of(labels[:count], cold_top[:count], vectors[:count],
-                                  len(taxonomy.codes))  # fmt: skip
+    history, rows_of = history_of(
+        labels[:count], cold_top[:count], vectors[:count], len(taxonomy.codes)
+    )
     judged = (texts[:count], labels[:count], vectors[:count])
     own = [([j], OwnVerdict(int(labels[j]), tuple(rows_of[j]))) for j in range(count)]
     started = time.perf_counter()
     train = served.candidates(texts[:count], vectors[:count], judged, history, own)
     features_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    fit_ranker([RankingExample(c, int(g)) for c, g in zip(train, labels[:count], strict=True)],
-               prior=served.prior)  # fmt: skip
-    return {"verdicts": count, "features_seconds": round(features_seconds, 1),
-            "fit_seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    fit_ranker(
+        [RankingExample(c, int(g)) for c, g in zip(train, labels[:count], strict=True)],
+        prior=served.prior,
+    )
+    return {
+        "verdicts": count,
+        "features_seconds": round(features_seconds, 1),
+        "fit_seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def speed(served: Served, texts: list[str], ranker: LinearRanker) -> dict:
@@ -508,8 +587,8 @@ def main() -> None:
     report: dict = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "data": "JobBERT validation titles, dev-unseen measured, curator stream judged "
-                "(bench/jobbert_data.py); O*NET through Nesta's ESCO-O*NET crosswalk",
-    }  # fmt: skip
+        "(bench/jobbert_data.py); O*NET through Nesta's ESCO-O*NET crosswalk",
+    }
     for name in args.taxonomies.split(","):
         taxonomy = esco_taxonomy(args.data) if name == "esco" else onet_taxonomy(args.data)
         run_taxonomy(taxonomy, counts, report)
@@ -521,9 +600,13 @@ def main() -> None:
         print(f"{'':82}{'acc@1':>7}{'R@5':>7}{'MRR':>7}  acc@1 vs today (95% CI)")
         for row in section["rows"]:
             versus = row.get("against_today")
-            text = (f"{versus['difference']:+.3f} [{versus['ci95'][0]:+.3f}, {versus['ci95'][1]:+.3f}]"
-                    if versus else "reference")  # fmt: skip
-            print(f"{row['name'][:81]:82}{row['acc@1']:7.3f}{row['r@5']:7.3f}{row['mrr']:7.3f}  {text}")
+            text = (
+                f"{versus['difference']:+.3f} [{versus['ci95'][0]:+.3f}, {versus['ci95'][1]:+.3f}]"
+                if versus
+                else "reference"
+            )
+            figures = f"{row['acc@1']:7.3f}{row['r@5']:7.3f}{row['mrr']:7.3f}"
+            print(f"{row['name'][:81]:82}{figures}  {text}")
         print("calibration:", section["calibration"])
         print("speed:", section["speed"], section.get("fit_10000", ""))
     print(f"wrote {args.out}")

@@ -19,9 +19,9 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.normalization import normalize_texts
 from bench import _pg
 from models_app.models import ModelVersion
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese import augment
 from models_app.siamese.text import normalize_text
 

@@ -43,8 +43,8 @@ from models_app.bulk import (
     request_too_big,
 )
 from models_app.bulk_files import RESULT_FILES, BulkFileError
-from models_app.live import NoLiveModel
 from models_app.models import BulkJob
+from models_app.serving.engines import NoLiveModel
 
 BulkJobStatusField = named_choice_field("BulkJobStatus", BulkJob.Status.choices)
 BulkJobFormatField = named_choice_field("BulkJobFormat", BulkJob.Format.choices)

@@ -48,8 +48,8 @@ from models_app.bulk_files import (
     read_header,
     read_records,
 )
-from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob, Deployment
+from models_app.serving.engines import NoLiveModel, artifact_path
 
 EXECUTE_BULK_JOB = "worker.tasks.execute_bulk_job"
 

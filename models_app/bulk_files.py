@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from annotations.normalization import Normalization
 from annotations.services.inputs_upload import format_size
-from models_app.live import artifact_path
 from models_app.models import BulkJob
+from models_app.serving.engines import artifact_path
+from models_app.serving.normalize import Normalization
 
 BULK_FORMATS = {".csv": BulkJob.Format.CSV, ".txt": BulkJob.Format.TEXT}
 TEXT_COLUMN = "text"  # the column of a text file, and a CSV's column when none is named

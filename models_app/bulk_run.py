@@ -21,7 +21,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import Input
-from annotations.normalization import Normalization, normalize_texts
 from annotations.services.review import inputs_submit
 from models_app.bulk import worker_lost
 from models_app.bulk_files import (
@@ -40,8 +39,9 @@ from models_app.bulk_files import (
     read_records,
     row_problem,
 )
-from models_app.live import HitsCache, NoLiveModel, artifact_path, engine_for_build
 from models_app.models import BulkJob, Deployment
+from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, engine_for_build
+from models_app.serving.normalize import Normalization, normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 

@@ -49,7 +49,7 @@ def live_build(taxonomy: Taxonomy) -> IndexBuild | None:
 
 def go_live(*, build: IndexBuild, actor) -> None:
     # Model and index are one pointer: every web and worker process picks both up on its next
-    # request (models_app.live compares the deployment it loaded with the current one).
+    # request (models_app.serving.engines compares the deployment it loaded with the current one).
     deployment_activate(index_build=build, actor=actor)
 
 

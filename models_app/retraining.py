@@ -25,7 +25,6 @@ from models_app.finetune_recipe import (
     share_of_budget,
 )
 from models_app.gate import Comparison, gate_reference
-from models_app.live import NoLiveModel, encoder_for
 from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, go_live, live_build, live_version
 from models_app.services import (
@@ -40,6 +39,7 @@ from models_app.services import (
     training_run_request,
     version_config,
 )
+from models_app.serving.engines import NoLiveModel, encoder_for
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec, parse_search_config

@@ -21,7 +21,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotations.decorators import admin_required, curator_required, is_admin
 from annotations.models import Taxonomy
 from models_app.charts import line_chart_svg
-from models_app.live import NoLiveModel
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
 from models_app.retraining import finetune_run_request, training_run_retry
@@ -42,6 +41,7 @@ from models_app.selectors import (
     training_run_get,
     training_runs_recent,
 )
+from models_app.serving.engines import NoLiveModel
 
 CONFLICT = 409
 

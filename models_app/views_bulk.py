@@ -32,9 +32,9 @@ from models_app.bulk import (
 )
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
-from models_app.live import NoLiveModel
 from models_app.models import BulkJob
 from models_app.selectors import duration_text
+from models_app.serving.engines import NoLiveModel
 
 JOBS_LISTED = 20
 POLL_SECONDS = 2

@@ -26,7 +26,7 @@ def pre_fork(server, worker) -> None:
     import torch
     from django.db import DatabaseError, connections
 
-    from models_app.live import preload_live_engines
+    from models_app.serving.engines import preload_live_engines
 
     if _torch_threads is None:
         _torch_threads = torch.get_num_threads()

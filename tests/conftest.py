@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 from annotations.models import Taxonomy
 from annotations.services.accounts import user_ensure
 from annotations.services.taxonomy import taxonomy_import
-from models_app.live import forget_loaded_engines
 from models_app.models import TrainingRun
 from models_app.services import training_run_execute, training_run_request
+from models_app.serving.engines import forget_loaded_engines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"

@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
 from annotations.selectors import review_batch_queue, review_groups_pending
-from annotations.selectors_calibration import review_items_probability
 from annotations.services.review import (
     VerdictError,
     inputs_submit,
@@ -20,6 +19,7 @@ from annotations.services.review import (
     judgements_create_for_group,
     judgements_undo,
 )
+from models_app.serving.probability import review_items_probability
 from tests.test_match_probability import judge_all
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

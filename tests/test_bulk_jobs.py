@@ -15,7 +15,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Group, Input, Member, ReviewItem
-from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
 from models_app import bulk, bulk_files, bulk_run
 from models_app.bulk import (
@@ -29,8 +28,9 @@ from models_app.bulk import (
 )
 from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
-from models_app.live import NoLiveModel, artifact_path
 from models_app.models import BulkJob, Deployment
+from models_app.serving.engines import NoLiveModel, artifact_path
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import normalize_text
 from tests.conftest import TINY_CSV, build_live_model

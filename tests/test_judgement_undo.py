@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, Member, ReviewItem
-from annotations.normalization import normalize_texts
 from annotations.services.review import (
     VerdictError,
     inputs_submit,
@@ -13,6 +12,7 @@ from annotations.services.review import (
     judgement_undo,
     review_item_claim,
 )
+from models_app.serving.normalize import normalize_texts
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ import shutil
 
 from django.conf import settings
 
-from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
-from models_app.live import preload_live_engines
 from models_app.models import Deployment, ModelVersion
+from models_app.serving.engines import preload_live_engines
+from models_app.serving.normalize import normalize_texts
 from tests.conftest import TINY_CSV, build_live_model
 
 

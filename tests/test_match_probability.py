@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from annotations.models import Group
-from annotations.normalization import normalize_texts
-from annotations.selectors_calibration import taxonomy_calibrator
 from annotations.services.review import inputs_submit, judgement_create
+from models_app.serving.normalize import normalize_texts
+from models_app.serving.probability import taxonomy_calibrator
 
 RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
          "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",

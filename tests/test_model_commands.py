@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotations.models import Taxonomy
-from models_app.live import artifact_path
 from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.serving.engines import artifact_path
 
 SPEC = {
     "encoder": {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 16, "output_dim": 16},

@@ -7,7 +7,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotations.normalization import normalize_texts
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.services import (
@@ -17,6 +16,7 @@ from models_app.services import (
     taxonomy_model_refresh,
     training_run_execute,
 )
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model

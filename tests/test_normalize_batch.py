@@ -11,9 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotations.models import Group, Member
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
-from models_app.live import HitsCache, live_engine
+from models_app.serving.engines import HitsCache, live_engine
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.baselines import TrigramMatcher
 from models_app.siamese.exact_cosines import ExactCosines, cosines, kth_best_at_least, on_grid
 from models_app.siamese.index import MemberIndex

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, ReviewItem
-from annotations.normalization import normalize_texts
 from annotations.services.review import (
     VerdictError,
     inputs_submit,
@@ -12,6 +11,7 @@ from annotations.services.review import (
 )
 from models_app.models import TrainingRun
 from models_app.services import taxonomy_needs_reindex
+from models_app.serving.normalize import normalize_texts
 from worker import tasks
 
 

@@ -10,9 +10,9 @@ from django.db import connection
 
 from annotations.models import Taxonomy
 from annotations.services.taxonomy import taxonomy_import
-from models_app import live
-from models_app.live import live_engine
+from models_app.serving import engines
 from models_app.services import training_run_execute, training_run_request
+from models_app.serving.engines import live_engine
 from tests.conftest import TINY_CSV, build_live_model
 
 THREADS = 8
@@ -27,7 +27,7 @@ def test_a_swap_is_loaded_once_while_the_old_engine_keeps_serving(monkeypatch):
     training_run_execute(run_id=run.id)  # the deployment moves to a new index build
 
     loads, started, release = [], threading.Event(), threading.Event()
-    real_load = live._load_engine
+    real_load = engines._load_engine
 
     def slow_load(taxonomy, build):
         loads.append(build.id)
@@ -35,7 +35,7 @@ def test_a_swap_is_loaded_once_while_the_old_engine_keeps_serving(monkeypatch):
         release.wait(10)  # every other thread asks while this one loads
         return real_load(taxonomy, build)
 
-    monkeypatch.setattr(live, "_load_engine", slow_load)
+    monkeypatch.setattr(engines, "_load_engine", slow_load)
     answers: list = [None] * THREADS
 
     def ask(slot: int) -> None:

@@ -5,8 +5,6 @@ import pytest
 from django.utils import timezone
 
 from annotations.models import Group, Member
-from annotations.normalization import normalize_texts
-from models_app.live import artifact_path, encoder_for, live_engine
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.services import (
     taxonomy_needs_reindex,
@@ -14,6 +12,8 @@ from models_app.services import (
     training_run_request,
     training_runs_fail_stale,
 )
+from models_app.serving.engines import artifact_path, encoder_for, live_engine
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.index import MemberIndex
 from tests.conftest import TINY_MODEL
 

@@ -11,11 +11,11 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from annotations.models import Group
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from models_app import services
 from models_app.models import Deployment, IndexBuild, TrainingRun
 from models_app.services import training_run_execute, training_run_request
+from models_app.serving.normalize import normalize_texts
 from worker import tasks
 
 

@@ -33,11 +33,11 @@ from annotations.api.serializers import (
 from annotations.models import (
     Input,
 )
-from annotations.normalization import normalize_texts
 from annotations.services.review import (
     inputs_submit,
 )
-from models_app.live import NoLiveModel
+from models_app.serving.engines import NoLiveModel
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 
 

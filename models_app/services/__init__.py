@@ -5,7 +5,6 @@ siblings directly."""
 
 from __future__ import annotations
 
-from models_app.live import NoLiveModel
 from models_app.services.builds import (
     SHIPPED_INFO,
     STUDENT_INPUTS,
@@ -52,6 +51,7 @@ from models_app.services.training_data import (
     member_rows,
     no_progress,
 )
+from models_app.serving.engines import NoLiveModel
 
 __all__ = [
     "EXECUTE_TRAINING_RUN",

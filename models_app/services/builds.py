@@ -16,7 +16,6 @@ from django.db import transaction
 from django.db.models import Max
 
 from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxonomy
-from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, ModelVersion
 from models_app.services.indexes import member_vectors
 from models_app.services.training_data import (
@@ -27,6 +26,7 @@ from models_app.services.training_data import (
     held_out_texts,
     no_progress,
 )
+from models_app.serving.engines import artifact_path, encoder_for
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
 from models_app.siamese.distill import distill_encoder, distillation_texts

@@ -18,7 +18,6 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotations.models import Taxonomy
-from models_app.live import NoLiveModel, artifact_path
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.services.builds import (
     model_version_evaluate,
@@ -31,6 +30,7 @@ from models_app.services.indexes import (
     taxonomy_needs_reindex,
 )
 from models_app.services.training_data import Progress
+from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.specs import (
     PRETRAINED_SPEC,
     STUDENT_SPEC,

@@ -318,9 +318,7 @@ def candidate_features(
         with_description = known & groups.has_description[np.maximum(rows, 0)]
         top = float(description[groups.has_description].max(initial=-1.0))
         columns["description"] = np.where(with_description, value, 0.0).astype(np.float32)
-        columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(
-            np.float32
-        )
+        columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(np.float32)
         columns["description_missing"] = (~with_description).astype(np.float32)
     else:
         columns["description"] = np.zeros(count, np.float32)
@@ -474,7 +472,9 @@ class LinearRanker:
             names = tuple(raw["features"])
             if names != FEATURES:
                 raise ValueError("its features are not the ones this version computes")
-            arrays = [np.asarray(raw[key], dtype=np.float64) for key in ("mean", "scale", "weights")]
+            arrays = [
+                np.asarray(raw[key], dtype=np.float64) for key in ("mean", "scale", "weights")
+            ]
             if any(a.shape != (len(names),) or not np.isfinite(a).all() for a in arrays):
                 raise ValueError("mean, scale and weights must be finite, one per feature")
             if (arrays[1] <= 0).any():

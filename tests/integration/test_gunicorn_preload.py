@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from annotations.normalization import normalize_texts
 from models_app.models import ModelVersion
+from models_app.serving.normalize import normalize_texts
 from tests.conftest import build_live_model
 from tests.integration.conftest import ROOT, wait_for
 

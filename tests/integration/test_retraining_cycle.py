@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Member, ReviewItem
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
-from models_app.live import encoder_for
 from models_app.models import ModelVersion
 from models_app.retraining import finetune_run_request, live_version
+from models_app.serving.engines import encoder_for
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.specs import parse_search_config
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle

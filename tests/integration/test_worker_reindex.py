@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Member
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
-from models_app.live import artifact_path, encoder_for
 from models_app.models import Deployment, IndexBuild, TrainingRun
+from models_app.serving.engines import artifact_path, encoder_for
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.index import MemberIndex
 from tests.integration.conftest import wait_for
 from worker.tasks import execute_training_run, reindex_stale_taxonomies

@@ -10,10 +10,8 @@ import redis
 from celery import current_app
 
 from annotations.models import AuditEvent, ReviewItem
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from models_app import retraining
-from models_app.live import live_engine
 from models_app.promotion import (
     RunStateError,
     live_version,
@@ -24,6 +22,8 @@ from models_app.promotion import (
 )
 from models_app.retraining import finetune_run_request, training_run_retry
 from models_app.services import run_checkpoint_dir, training_run_execute
+from models_app.serving.engines import live_engine
+from models_app.serving.normalize import normalize_texts
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
 from worker import tasks
 

@@ -16,9 +16,9 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.normalization import normalize_texts
 from annotations.services.review import inputs_submit, judgement_create
 from models_app.models import TrainingRun
+from models_app.serving.normalize import normalize_texts
 
 DEVS, NURSES, BARISTAS, DRIVERS, ACCOUNTANTS = (
     "15-1252",

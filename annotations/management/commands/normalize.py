@@ -6,9 +6,9 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.normalization import normalize_texts
 from annotations.selectors import taxonomy_get
-from models_app.live import NoLiveModel
+from models_app.serving.engines import NoLiveModel
+from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 

@@ -18,7 +18,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.normalization import Normalization, normalize_texts
+from models_app.serving.normalize import Normalization, normalize_texts
 from models_app.siamese.text import normalize_text
 
 

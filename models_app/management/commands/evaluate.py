@@ -5,9 +5,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.selectors import taxonomy_get
-from models_app.live import live_engine
 from models_app.models import ModelVersion
 from models_app.services import model_version_evaluate
+from models_app.serving.engines import live_engine
 
 
 class Command(BaseCommand):

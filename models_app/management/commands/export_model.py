@@ -7,9 +7,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.selectors import taxonomy_get
-from models_app.live import artifact_path
 from models_app.models import ModelVersion
 from models_app.services import SHIPPED_INFO
+from models_app.serving.engines import artifact_path
 
 
 class Command(BaseCommand):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from annotations.models import Group, Input, Judgement, Member, ReviewItem
-from annotations.selectors_calibration import VERDICTS_KEY_SQL
+from models_app.serving.probability import VERDICTS_KEY_SQL
 from siamweb.plain_sql import prepared_rows
 
 _MEMBER = Member._meta.db_table

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from annotations.models import Taxonomy
-from annotations.selectors_calibration import taxonomy_calibrator
-from annotations.selectors_normalization import normalization_rows
-from models_app.live import HitsCache, LiveEngine, NoLiveModel, live_engine
+from models_app.serving.engines import HitsCache, LiveEngine, NoLiveModel, live_engine
+from models_app.serving.probability import taxonomy_calibrator
+from models_app.serving.reads import normalization_rows
 from models_app.siamese.calibration import LOW_CONFIDENCE
 from models_app.siamese.ranking import GroupHit, rank_groups
 from models_app.siamese.text import normalize_text
