@@ -370,3 +370,22 @@ def review_flags(*, kind: str | None = None, resolved: bool | None = False) -> Q
     if resolved is not None:
         flags = flags.filter(resolved_at__isnull=not resolved)
     return flags.order_by("-id")
+
+
+def review_items_probability(items) -> dict[int, float]:
+    """The chance each item's top group is right, as the ranker said when it predicted the item
+    (by item id; review items with their prediction loaded). Items predicted before the
+    taxonomy's ranker was calibrated have none."""
+    found = {}
+    for item in items:
+        groups = item.prediction.ranked_groups
+        probability = groups[0].get("probability") if groups else None
+        if probability is not None:
+            found[item.id] = float(probability)
+    return found
+
+
+def group_descriptions(group_ids) -> dict[int, str]:
+    """Each group's description (blank ones left out), for the card to show what it means."""
+    rows = Group.objects.filter(id__in=list(group_ids)).exclude(description="")
+    return dict(rows.values_list("id", "description"))

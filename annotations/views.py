@@ -22,6 +22,7 @@ from annotations.forms_flags import ReviewFlagForm
 from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors import (
     QueueFilters,
+    group_descriptions,
     group_search,
     judgements_today_count,
     recent_judgements,
@@ -31,6 +32,7 @@ from annotations.selectors import (
     review_card_members,
     review_counts,
     review_item_held,
+    review_items_probability,
 )
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review import (
@@ -40,10 +42,7 @@ from annotations.services.review import (
     review_item_claim,
 )
 from annotations.text_match import matched_parts, words
-from models_app.serving.probability import (
-    taxonomy_calibrator,
-)
-from models_app.siamese.calibration import LOW_CONFIDENCE
+from models_app.serving.normalize import LOW_CONFIDENCE
 
 REVIEW_PAGE = "annotations/review.html"
 REVIEW_PANEL = "annotations/_review_panel.html"
@@ -80,6 +79,7 @@ def _card_context(
     groups = review_card_groups(item, user=request.user) if item else []
     text = item.input.text if item else ""
     others = review_card_members(groups=groups, text=text)
+    descriptions = group_descriptions(g["group_id"] for g in groups)
     awaiting = item is not None and item.status == ReviewItem.Status.AWAITING_GROUP
     # The input's words found in a member string are marked on the card (escaped as any text).
     input_words = words(text)
@@ -89,6 +89,8 @@ def _card_context(
             "code": group["code"],
             "name": group["name"],
             "score": group["score"],
+            "probability": group.get("probability"),
+            "description": descriptions.get(group["group_id"], ""),
             "member": group.get("member"),
             "member_parts": matched_parts(group.get("member") or "", input_words),
             "others": [matched_parts(m, input_words) for m in others.get(group["group_id"], [])],
@@ -100,12 +102,7 @@ def _card_context(
         for position, group in enumerate(groups, start=1)
     ]
     query = filters_form.query_string()
-    probability = None
-    if item is not None and item.prediction.top_score is not None:
-        calibrator = taxonomy_calibrator(item.taxonomy_id)
-        if calibrator is not None:
-            margin = item.prediction.margin if item.prediction.margin is not None else 1.0
-            probability = calibrator.probability(item.prediction.top_score, margin)
+    probability = review_items_probability([item]).get(item.id) if item is not None else None
     return {
         "item": item,
         "options": options,

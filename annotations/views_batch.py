@@ -21,6 +21,7 @@ from annotations.selectors import (
     group_members_sample,
     review_batch_queue,
     review_groups_pending,
+    review_items_probability,
 )
 from annotations.services.review import (
     VerdictError,
@@ -29,11 +30,8 @@ from annotations.services.review import (
     review_items_claim_for_group,
 )
 from annotations.views import _form_errors, _verdict_error, _with_query
-from models_app.serving.probability import (
-    MIN_VERDICTS,
-    review_items_probability,
-)
-from models_app.siamese.calibration import LOW_CONFIDENCE
+from models_app.serving.normalize import LOW_CONFIDENCE
+from models_app.siamese.ranker import MIN_EXAMPLES
 
 BATCH_SIZE = 48
 
@@ -127,8 +125,8 @@ def _likely_enough(item_ids: list[int], minimum: float) -> tuple[list[int], str 
     probabilities = review_items_probability(items)
     if not probabilities:
         return [], (
-            "accept_min: this taxonomy has no match probability yet (it needs "
-            f"{MIN_VERDICTS} verdicts, right and wrong ones); confirm the tiles instead"
+            "accept_min: these tiles have no match probability yet (the taxonomy's ranker is "
+            f"calibrated once it has {MIN_EXAMPLES} verdicts); confirm the tiles instead"
         )
     kept = [i for i in item_ids if probabilities.get(i, -1.0) >= minimum]
     if not kept:

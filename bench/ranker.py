@@ -50,6 +50,7 @@ from models_app.siamese.index import MemberIndex  # noqa: E402
 from models_app.siamese.ranker import (  # noqa: E402
     GroupFacts,
     HitMember,
+    LexicalCache,
     LinearRanker,
     OwnVerdict,
     RankingExample,
@@ -194,19 +195,22 @@ class Served:
             np.arange(len(taxonomy.codes)), taxonomy.names, description_vectors, with_description
         )
         self.prior = LinearRanker.prior(description_weight=description_weight)
+        self.lexical = LexicalCache()
 
-    def candidates(self, texts, vectors, judged=None, history=None, own=None):
-        """Per text its candidates; ``judged``: (texts, groups, vectors) of curators' members;
-        ``own``: per text the judged rows and verdict to leave out (training examples)."""
-        extra_ids = np.zeros(0, np.int64)
-        extra_texts: list[str] = []
-        extra_vectors = np.zeros((0, vectors.shape[1]), np.float32)
-        members = self.members
+    def candidates(self, texts, vectors, judged=None, history=None, own=None, **options):
+        """Per text its candidates; ``judged``: (texts, groups, vectors) of curators' members,
+        indexed beside the taxonomy's as a reindex puts them; ``own``: per text the judged rows
+        and verdict to leave out (training examples)."""
+        search, members = self.search, self.members
         base = len(self.taxonomy.members)
         if judged is not None and len(judged[0]):
-            extra_texts = list(judged[0])
-            extra_ids = np.arange(base, base + len(extra_texts), dtype=np.int64)
-            extra_vectors = judged[2]
+            texts_all = [t for _, t in self.taxonomy.members] + list(judged[0])
+            index = MemberIndex.build(
+                np.concatenate([self.member_vectors, judged[2]]),
+                np.arange(len(texts_all)),
+                kind="flat",
+            )
+            search = MemberSearch(index, texts_all, self.search.config)
             members = dict(self.members)
             members.update(
                 {
@@ -217,14 +221,7 @@ class Served:
         found = []
         for start in range(0, len(texts), 512):
             chunk = texts[start : start + 512]
-            hits = self.search.search(
-                chunk,
-                vectors[start : start + 512],
-                DEPTH + 20,
-                extra_ids=extra_ids,
-                extra_texts=extra_texts,
-                extra_vectors=extra_vectors,
-            )
+            hits = search.search(chunk, vectors[start : start + 512], DEPTH + 20)
             for offset, row in enumerate(hits):
                 i = start + offset
                 leave = own[i] if own is not None else None
@@ -240,6 +237,8 @@ class Served:
                         groups=self.groups,
                         history=history,
                         own=leave[1] if leave is not None else None,
+                        lexical=self.lexical,
+                        **options,
                     )
                 )
         return found
@@ -456,7 +455,7 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         for c, label in zip(dev_served, dev_labels, strict=True):
             scores = ranker.scores(c.features)
             top = int(np.argmax(scores))
-            probabilities.append(float(ranker.probabilities(scores)[top]))
+            probabilities.append(float(ranker.probabilities(scores, c.similarity.max())[top]))
             right.append(bool(c.groups[top] == label))
         p, r = np.array(probabilities), np.array(right)
         report_rows["calibration"] = {

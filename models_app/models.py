@@ -62,11 +62,52 @@ class IndexBuild(models.Model):
         return f"index {self.pk} of {self.model_version}"
 
 
+class RankerVersion(models.Model):
+    """A ranker fitted on a taxonomy's verdicts for one model version (its features are that
+    model's scores), with the verdict history it was fitted with; gated before it goes live."""
+
+    class Status(models.TextChoices):
+        LIVE = "live", "Live"
+        RETIRED = "retired", "Replaced by a later ranker"
+        REJECTED = "rejected", "Rejected by the gate"
+
+    taxonomy = models.ForeignKey(Taxonomy, on_delete=models.CASCADE, related_name="rankers")
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="rankers"
+    )
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices)
+    artifact_path = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
+    # The verdicts it learnt from: how many, and the newest one's id (later ones are new to it).
+    verdicts = models.PositiveIntegerField(default=0)
+    verdicts_until = models.BigIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True)
+    gate_report = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["taxonomy", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["taxonomy", "number"], name="ranker_number_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return f"{self.taxonomy.slug}/ranker {self.number}"
+
+
 class Deployment(models.Model):
-    """The live model and index of a taxonomy: one pointer, so both swap in one update."""
+    """The live model and index of a taxonomy: one pointer, so both swap in one update; beside
+    it the live ranker (serving ignores one fitted for another model version)."""
 
     taxonomy = models.OneToOneField(Taxonomy, on_delete=models.CASCADE, related_name="deployment")
     index_build = models.ForeignKey(IndexBuild, on_delete=models.PROTECT, related_name="+")
+    ranker = models.ForeignKey(
+        RankerVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

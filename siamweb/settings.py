@@ -204,6 +204,12 @@ SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
 SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)
 # Nearest members fetched per requested group: several members of one group crowd the top hits.
 SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
+# Nearest members the ranker reads a text at least: its candidates are the best groups of these.
+SIAMWEB_RANKER_DEPTH = env_int("SIAMWEB_RANKER_DEPTH", default=100, minimum=1)
+# The ranker is fitted again once this many final verdicts are new to the live one (beat looks
+# every SIAMWEB_RANKER_CHECK_SECONDS), and after every model that goes live.
+SIAMWEB_RANKER_REFIT_VERDICTS = env_int("SIAMWEB_RANKER_REFIT_VERDICTS", default=20, minimum=1)
+SIAMWEB_RANKER_CHECK_SECONDS = env_int("SIAMWEB_RANKER_CHECK_SECONDS", default=30, minimum=5)
 # An upload of raw inputs is stored within one request (about 7 queries a row), so it is bounded.
 SIAMWEB_UPLOAD_MAX_BYTES = env_int(
     "SIAMWEB_UPLOAD_MAX_BYTES", default=2 * 1024 * 1024, minimum=1024
@@ -306,6 +312,10 @@ CELERY_BEAT_SCHEDULE = {
     "resume-bulk-jobs-of-dead-workers": {
         "task": "worker.tasks.resume_stale_bulk_jobs",
         "schedule": float(SIAMWEB_BULK_STALE_SECONDS),
+    },
+    "refit-rankers-with-new-verdicts": {
+        "task": "worker.tasks.refit_due_rankers",
+        "schedule": float(SIAMWEB_RANKER_CHECK_SECONDS),
     },
     "delete-bulk-jobs-past-their-keep": {
         "task": "worker.tasks.delete_expired_bulk_jobs",

@@ -13,6 +13,8 @@ from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from models_app.services import training_run_execute, training_run_request
 from models_app.serving.engines import forget_loaded_engines
+from models_app.serving.groups import forget_group_facts
+from models_app.serving.rankers import forget_loaded_rankers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"
@@ -23,9 +25,15 @@ TINY_MODEL = {"encoder": {"kind": "char_ngram_tfidf", "dim": 32, "min_df": 1}}
 @pytest.fixture(autouse=True)
 def _isolated_artifacts(settings, tmp_path):
     settings.SIAMWEB_ARTIFACTS_DIR = tmp_path / "artifacts"
-    forget_loaded_engines()
+    forget_serving()
     yield
+    forget_serving()
+
+
+def forget_serving() -> None:
     forget_loaded_engines()
+    forget_loaded_rankers()
+    forget_group_facts()
 
 
 def build_live_model(taxonomy: Taxonomy, config: dict | None = None) -> TrainingRun:

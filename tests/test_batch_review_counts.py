@@ -11,7 +11,11 @@ import pytest
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
-from annotations.selectors import review_batch_queue, review_groups_pending
+from annotations.selectors import (
+    review_batch_queue,
+    review_groups_pending,
+    review_items_probability,
+)
 from annotations.services.review import (
     VerdictError,
     inputs_submit,
@@ -19,7 +23,6 @@ from annotations.services.review import (
     judgements_create_for_group,
     judgements_undo,
 )
-from models_app.serving.probability import review_items_probability
 from tests.test_match_probability import judge_all
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -235,7 +238,7 @@ def test_without_a_calibration_accept_above_p_is_refused_and_not_offered(
         URL, {"item": ids, "action": "accept_above", "accept_min": "0.5"}, **HTMX
     )
     assert response.status_code == 400
-    assert "accept_min: this taxonomy has no match probability yet" in response.content.decode()
+    assert "accept_min: these tiles have no match probability yet" in response.content.decode()
     assert not Judgement.objects.exists()
 
 

@@ -1,5 +1,6 @@
-"""Every model answer carries a match probability calibrated on the taxonomy's own verdicts, in
-the API, the playground and on the review card, with a low-confidence signal."""
+"""Every model answer carries a match probability from the ranker fitted and calibrated on the
+taxonomy's own verdicts, in the API, the playground and on the review card, with a
+low-confidence signal."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ import re
 
 from annotations.models import Group
 from annotations.services.review import inputs_submit, judgement_create
+from models_app.models import RankerVersion
+from models_app.ranker_training import ranker_fit
 from models_app.serving.normalize import normalize_texts
-from models_app.serving.probability import taxonomy_calibrator
 
 RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
          "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",
-         "Registered Nurse Nights", "Espresso Bar Attendant PT",
-         "CDL Truck Driver Local"]  # fmt: skip
+         "Registered Nurse Nights", "Espresso Bar Attendant PT", "CDL Truck Driver Local",
+         "Charge Nurse Days", "Staff Accountant Remote", "Coffee Maker Weekend",
+         "Python Developer Junior", "Tractor Trailer Driver OTR",
+         "Certified Public Accountant Senior"]  # fmt: skip
 WRONG = {"Java Coffee Roaster": "35-3023", "Nurse Shark Keeper": "53-3032",
          "Truck Accountant": "13-2011", "Python Snake Handler": "53-3032",
          "Bar Bookkeeper": "13-2011", "Driver Developer Kernel": "15-1252"}  # fmt: skip
 
 
 def judge_all(taxonomy, user) -> None:
-    """Confirm what the model got right, reassign what it got wrong: both outcomes to fit on."""
+    """Confirm what the model got right, reassign what it got wrong: both outcomes to fit on;
+    then the ranker is fitted on them, as the worker does once enough verdicts are new."""
     items = inputs_submit(taxonomy=taxonomy, texts=RIGHT + list(WRONG), source="api")
     for item in items:
         code = WRONG.get(item.input.text)
@@ -29,10 +34,12 @@ def judge_all(taxonomy, user) -> None:
         else:
             group = Group.objects.get(taxonomy=taxonomy, code=code)
             judgement_create(review_item=item, user=user, verdict="reassign", group=group)
+    ranker = ranker_fit(taxonomy=taxonomy)
+    assert ranker is not None and ranker.status == RankerVersion.Status.LIVE
 
 
 def test_no_probability_until_there_are_verdicts_to_fit_on(tiny_taxonomy, api_client):
-    assert taxonomy_calibrator(tiny_taxonomy) is None
+    assert ranker_fit(taxonomy=tiny_taxonomy) is None
     response = api_client.post(
         "/api/v1/taxonomies/jobs/normalize", {"texts": ["Java Dev"]}, format="json"
     )
@@ -42,8 +49,10 @@ def test_no_probability_until_there_are_verdicts_to_fit_on(tiny_taxonomy, api_cl
 
 def test_answers_carry_a_probability_fitted_on_the_verdicts(tiny_taxonomy, curator, api_client):
     judge_all(tiny_taxonomy, curator)
-    calibrator = taxonomy_calibrator(tiny_taxonomy)
-    assert calibrator is not None and calibrator.fitted_on == len(RIGHT) + len(WRONG)
+    ranker = RankerVersion.objects.get(taxonomy=tiny_taxonomy, status="live")
+    assert ranker.verdicts == len(RIGHT) + len(WRONG)
+    assert ranker.gate_report["decision"] == "promote"
+    assert ranker.gate_report["summary"].startswith("held-out verdicts: ")
     response = api_client.post(
         "/api/v1/taxonomies/jobs/normalize",
         {"texts": ["Senior Java Engineer", "zzqx unknown words", "Java Developer"]},
@@ -55,7 +64,11 @@ def test_answers_carry_a_probability_fitted_on_the_verdicts(tiny_taxonomy, curat
     # A curator's own verdict on this very text is not a model answer: no probability.
     assert (judged["source"], judged["probability"]) == ("curator", None)
     (again,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=1)
-    assert again.probability == good["probability"]  # k=1 reads the runner-up all the same
+    assert again.probability == good["probability"]  # k=1 ranks every candidate all the same
+    # Each group offered has its own probability; together they leave room for none of them.
+    probabilities = [group["probability"] for group in good["groups"]]
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert sum(probabilities) <= 1
 
 
 def test_the_playground_and_the_review_card_show_it(client, tiny_taxonomy, curator):
@@ -64,7 +77,7 @@ def test_the_playground_and_the_review_card_show_it(client, tiny_taxonomy, curat
     page = client.get("/playground/results", {"taxonomy": "jobs", "text": "zzqx words"})
     shown = re.search(r'data-testid="probability"[^>]*>(.*?)</span>', page.content.decode())
     assert shown and "likely right" in shown.group(1)
-    inputs_submit(taxonomy=tiny_taxonomy, texts=["Staff Accountant Remote"], source="api")
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Tax Accountant Remote"], source="api")
     card = client.get("/review/").content.decode()
     assert 'data-testid="probability"' in card
     blind = client.get("/review/", {"blind": "1"}).content.decode()

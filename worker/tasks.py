@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from annotations.services.review import review_items_repredict
-from models_app import bulk, bulk_run, promotion, retraining
+from models_app import bulk, bulk_run, promotion, ranker_training, retraining
 from models_app.models import TrainingRun
 from models_app.services import (
     first_training_request,
@@ -66,7 +66,9 @@ def execute_training_run(run_id: int) -> str | None:
     if run is None:
         return None
     if promotion.run_moved_live_model(run):
-        repredict_pending_inputs.delay(run.taxonomy_id)
+        # A ranker reads its model's scores: the new live model gets its own, then the open
+        # items are predicted again with both.
+        fit_ranker.delay(run.taxonomy_id)
     # A new taxonomy went live with the pretrained tower as it comes: now train it.
     first_training_request(run=run)
     return run.status
@@ -86,6 +88,31 @@ def repredict_pending_inputs(taxonomy_id: int) -> int:
 
 
 @shared_task(
+    name="worker.tasks.fit_ranker",
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def fit_ranker(taxonomy_id: int, repredict: bool = True) -> str | None:
+    """Fit, gate and maybe make live a ranker on the taxonomy's verdicts; after a model went
+    live (``repredict``), the open review items are predicted again with it."""
+    version = ranker_training.ranker_fit(taxonomy=Taxonomy.objects.get(id=taxonomy_id))
+    if repredict:
+        repredict_pending_inputs.delay(taxonomy_id)
+    return version.status if version is not None else None
+
+
+@shared_task(name="worker.tasks.refit_due_rankers")
+def refit_due_rankers() -> int:
+    """Beat: fit the rankers of taxonomies with enough verdicts new to their live ranker."""
+    due = ranker_training.rankers_due()
+    for taxonomy in due:
+        fit_ranker.delay(taxonomy.id, repredict=False)
+    return len(due)
+
+
+@shared_task(
     name="worker.tasks.finish_promotion",
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
@@ -96,6 +123,7 @@ def finish_promotion(run_id: int) -> dict:
     """After an admin forced a candidate live: its flip report, then the new predictions (a
     retry after a failure does what is left: the report is written once)."""
     run = promotion.promotion_finish(run_id=run_id)
+    ranker_training.ranker_fit(taxonomy=run.taxonomy)
     review_items_repredict(taxonomy=run.taxonomy)
     return run.flip_report.get("counts", {})
 

@@ -47,10 +47,13 @@ class NormalizationSerializer(serializers.Serializer):
     model_version = serializers.CharField()
     probability = serializers.FloatField(
         allow_null=True,
-        help_text="The chance the top group is right, calibrated on this taxonomy's verdicts; "
-        "null for a curator's answer or before there are verdicts (right and wrong) to fit on",
+        help_text="The chance the top group is right, from the taxonomy's ranker calibrated on its "
+        "verdicts; null for a curator's answer or before the ranker has been fitted on verdicts",
     )
     low_confidence = serializers.BooleanField(help_text="probability below 0.5")
+    tied = serializers.BooleanField(
+        help_text="The top two groups are tied on every piece of evidence: a person should choose"
+    )
     groups = RankedGroupSerializer(many=True)
 
 

@@ -123,7 +123,16 @@ class RankedGroupSerializer(serializers.Serializer):
     group_id = serializers.IntegerField()
     code = serializers.CharField()
     name = serializers.CharField()
-    score = serializers.FloatField()
+    score = serializers.FloatField(
+        help_text="Similarity of the group's best member string to the text (0 for a group "
+        "proposed by its description alone): evidence, not a probability"
+    )
+    probability = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="The chance this group is right (the ranker's, calibrated on verdicts); null "
+        "for a curator's answer, before the ranker is fitted, and in predictions made before",
+    )
     member_id = serializers.IntegerField(allow_null=True)
     member = serializers.CharField(allow_null=True, help_text="The member string that matched")
     source = serializers.CharField(help_text='"curator" when a verdict put the text here')

@@ -16,6 +16,7 @@ from annotations.services.audit import audit_record
 from models_app.models import Deployment, IndexBuild, ModelVersion
 from models_app.services.training_data import Progress, member_rows, no_progress
 from models_app.serving.engines import artifact_path, encoder_for
+from models_app.serving.groups import description_vectors, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.encoders import ConfigError
 from models_app.siamese.index import MemberIndex
@@ -55,6 +56,14 @@ def index_build_create(
     relative = f"{taxonomy.slug}/indexes/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
         index.save(folder, extra={"model_version": model_version.number})
+    # The groups' descriptions in this model's embedding, for the ranker: encoded here, in the
+    # worker, so that no web process has to when the build goes live.
+    description_vectors(
+        taxonomy_slug=taxonomy.slug,
+        model_version_id=model_version.id,
+        encoder=encoder,
+        descriptions=[description for _, _, description in group_rows(taxonomy.id)],
+    )
     progress("index", 1.0, 0.0)
     return IndexBuild.objects.create(
         taxonomy=taxonomy,

@@ -24,6 +24,7 @@ from models_app.models import Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.index import MemberIndex
+from models_app.siamese.ranker import LexicalCache
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
 
@@ -33,7 +34,9 @@ _loading: dict[int, threading.Lock] = {}  # per taxonomy: held by the thread loa
 _encoders: dict[int, Encoder] = {}
 _pinned: dict[int, LiveEngine] = {}  # by index build: one not live that a caller asked for
 _MAX_CACHED_ENCODERS = 4
-_LIVE_BUILD_SQL = f"SELECT index_build_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
+_LIVE_POINTER_SQL = (
+    f"SELECT index_build_id, ranker_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
+)
 _NEWER_MEMBERS_SQL = (
     f"SELECT id, text FROM {Member._meta.db_table} WHERE taxonomy_id = %s AND id > %s ORDER BY id"
 )
@@ -58,6 +61,8 @@ class LiveEngine:
     index: MemberIndex
     search: MemberSearch
     indexed_ids: np.ndarray  # sorted member ids the index holds
+    # Member texts' words and trigrams for the ranker, worked out once per process.
+    lexical: LexicalCache = field(default_factory=LexicalCache)
     # Vectors of members the index does not hold, by (member id, text): an edited text is new.
     _delta: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     _straggler_rows: list[tuple[int, str]] = field(default_factory=list)
@@ -69,25 +74,38 @@ class LiveEngine:
         """The ``depth`` best (member id, score) of each text, members added since the build
         included; members deleted since may appear and are for the caller to drop. With a
         ``cache``, texts it holds are not encoded or searched again."""
+        return self.search_texts(texts, depth, cache=cache)[0]
+
+    def search_texts(
+        self, texts: list[str], depth: int, *, cache: HitsCache | None = None
+    ) -> tuple[list[list[tuple[int, float]]], np.ndarray]:
+        """``nearest_members`` and the texts' vectors (Q, D), which the ranker reads too."""
         delta_ids, delta_texts, delta_vectors = self.delta_vectors()
         if cache is not None:
             cache.valid_for((self.index_build_id, depth, delta_ids.tobytes()))
         missing = [text for text in texts if cache is None or text not in cache]
-        found = []
+        found, vectors = [], np.zeros((0, self.encoder.dim), np.float32)
         if missing:
+            vectors = np.asarray(self.encoder.encode(missing), dtype=np.float32)  # (Q, D)
             found = self.search.search(
                 missing,
-                self.encoder.encode(missing),  # (Q, D)
+                vectors,
                 depth,
                 extra_ids=delta_ids,
                 extra_texts=delta_texts,
                 extra_vectors=delta_vectors,
             )
         if cache is None:
-            return found
-        for text, hits in zip(missing, found, strict=True):
-            cache.put(text, hits)
-        return [cache.get(text) for text in texts]
+            return found, vectors
+        for text, hits, vector in zip(missing, found, vectors, strict=True):
+            cache.put(text, hits, vector)
+        rows = [cache.get(text) for text in texts]
+        stacked = (
+            np.stack([vector for _, vector in rows])
+            if rows
+            else np.zeros((0, self.encoder.dim), np.float32)
+        )
+        return [hits for hits, _ in rows], stacked
 
     def _stragglers(self) -> list[tuple[int, str]]:
         """Members below the build's highest id that the build did not see (rare: inserted by a
@@ -157,18 +175,18 @@ class HitsCache:
     def __contains__(self, text: str) -> bool:
         return text in self._hits
 
-    def put(self, text: str, hits: list[tuple[int, float]]) -> None:
+    def put(self, text: str, hits: list[tuple[int, float]], vector: np.ndarray) -> None:
         # Scores are float32 values (the search's): stored as float32, read back unchanged.
         ids = np.array([member_id for member_id, _ in hits], dtype=np.int64)
         scores = np.array([score for _, score in hits], dtype=np.float32)
-        self._hits[text] = (ids, scores)
+        self._hits[text] = (ids, scores, np.asarray(vector, dtype=np.float32))
         if len(self._hits) > self.size:
             self._hits.popitem(last=False)
 
-    def get(self, text: str) -> list[tuple[int, float]]:
+    def get(self, text: str) -> tuple[list[tuple[int, float]], np.ndarray]:
         self._hits.move_to_end(text)
-        ids, scores = self._hits[text]
-        return list(zip(ids.tolist(), scores.tolist(), strict=True))
+        ids, scores, vector = self._hits[text]
+        return list(zip(ids.tolist(), scores.tolist(), strict=True)), vector
 
 
 def artifact_path(relative: str) -> Path:
@@ -189,18 +207,28 @@ def encoder_for(model_version) -> Encoder:
 
 def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
     """The taxonomy's live model and index, or None when it has never been built."""
+    return live_engine_and_ranker(taxonomy)[0]
+
+
+def live_engine_and_ranker(taxonomy: Taxonomy) -> tuple[LiveEngine | None, int | None]:
+    """The live engine (as ``live_engine``) and the id of the live ranker, from one read."""
     with _lock:
         cached = _engines.get(taxonomy.id)
         loading = _loading.setdefault(taxonomy.id, threading.Lock())
-    # Every request asks; the answer is one indexed integer. Read by plain SQL: building the
-    # ORM query cost more than the database (3 ms of a 20 ms normalize on 2 cores).
+    # Every request asks; the answer is two indexed integers. Read by plain SQL: building the
+    # ORM query cost more than the database.
     with connection.cursor() as cursor:
-        cursor.execute(_LIVE_BUILD_SQL, [taxonomy.id])
+        cursor.execute(_LIVE_POINTER_SQL, [taxonomy.id])
         row = cursor.fetchone()
     if row is None:
-        return None
+        return None, None
+    ranker_id = row[1]
     if cached is not None and cached.index_build_id == row[0]:
-        return cached
+        return cached, ranker_id
+    return _live_engine_load(taxonomy, cached, loading), ranker_id
+
+
+def _live_engine_load(taxonomy: Taxonomy, cached, loading) -> LiveEngine | None:
     deployment = (
         Deployment.objects.filter(taxonomy=taxonomy)
         .select_related("index_build__model_version__taxonomy")

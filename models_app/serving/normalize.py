@@ -1,7 +1,10 @@
-"""Normalize texts against a taxonomy's live model: ranked groups with their evidence.
+"""Normalize texts against a taxonomy's live model: ranked groups with their evidence and the
+chance each is right.
 
 Reads only. A curator's verdict on the exact text outranks the model; groups a curator rejected
-for that text are never offered; members added since the index was built are searched too.
+for that text are never offered; members added since the index was built are searched too. The
+rest is ranked by the taxonomy's ranker (``models_app.siamese.ranker``) over the candidates of
+every matcher: the served embedding's members, curators' members and the groups' descriptions.
 """
 
 from __future__ import annotations
@@ -9,15 +12,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django.conf import settings
 
-from annotations.models import Taxonomy
-from models_app.serving.engines import HitsCache, LiveEngine, NoLiveModel, live_engine
-from models_app.serving.probability import taxonomy_calibrator
+from annotations.models import Group, Taxonomy
+from models_app.serving.engines import (
+    HitsCache,
+    LiveEngine,
+    NoLiveModel,
+    live_engine_and_ranker,
+)
+from models_app.serving.groups import engine_group_facts
+from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
 from models_app.serving.reads import normalization_rows
-from models_app.siamese.calibration import LOW_CONFIDENCE
-from models_app.siamese.ranking import GroupHit, rank_groups
+from models_app.siamese.ranker import HitMember, candidate_features
 from models_app.siamese.text import normalize_text
+
+# Answers below this probability are flagged for a closer look.
+LOW_CONFIDENCE = 0.5
+# Two candidates whose ranker scores differ by less than this are tied: the evidence cannot
+# tell them apart, and the answer says so.
+TIE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -25,10 +40,15 @@ class RankedGroup:
     group_id: int
     code: str
     name: str
+    # The similarity of the group's best member to the text (0 for a group proposed by its
+    # description alone): evidence, not a probability.
     score: float
-    member_id: int
-    member: str
+    member_id: int | None
+    member: str | None
     source: str  # "curator" when a verdict on this very text put it here, else "model"
+    # The chance this group is right, from the taxonomy's calibrated ranker; None for a
+    # curator's answer and before the ranker has verdicts to be calibrated on.
+    probability: float | None = None
 
     def as_dict(self) -> dict:
         # What ``dataclasses.asdict`` gives, built directly: asdict deep-copies each field,
@@ -38,6 +58,7 @@ class RankedGroup:
             "code": self.code,
             "name": self.name,
             "score": self.score,
+            "probability": self.probability,
             "member_id": self.member_id,
             "member": self.member,
             "source": self.source,
@@ -51,9 +72,11 @@ class Normalization:
     source: str  # where the top group came from
     model_version: str
     model_version_id: int
-    # The chance the top group is right, calibrated on the taxonomy's verdicts; None for a
-    # curator's answer (a verdict on this very text) or before there are verdicts to fit on.
+    # The chance the top group is right (see RankedGroup.probability).
     probability: float | None = None
+    # The top two groups are tied on every piece of evidence: the order between them is
+    # arbitrary, and a curator should choose.
+    tied: bool = False
 
     @property
     def low_confidence(self) -> bool:
@@ -66,6 +89,7 @@ class Normalization:
             "model_version": self.model_version,
             "probability": self.probability,
             "low_confidence": self.low_confidence,
+            "tied": self.tied,
             "groups": [group.as_dict() for group in self.groups],
         }
 
@@ -76,75 +100,119 @@ def normalize_texts(
     *,
     k: int,
     engine: LiveEngine | None = None,
+    ranker: ServingRanker | None = None,
     hits_cache: HitsCache | None = None,
 ) -> list[Normalization]:
     """Rank the ``k`` best groups for each (already cleaned) text.
 
-    ``engine``: the model and index to answer with (a bulk job pins the one it started with);
-    by default the taxonomy's live one. One encode and one index search for the batch, and a
-    fixed number of queries whatever its size; a text repeated in the batch is ranked once.
-    ``hits_cache``: nearest members of texts seen in earlier batches (``HitsCache``); groups,
-    verdicts and evidence are read afresh each batch all the same.
+    ``engine``: the model and index to answer with (a bulk job pins the one it started with),
+    ``ranker`` the ranker beside it (by default the live one, or the engine's prior when the
+    live one ranks for another model); by default the taxonomy's live pair. One encode and one
+    index search for the batch, and a fixed number of queries whatever its size; a text
+    repeated in the batch is ranked once. ``hits_cache``: nearest members of texts seen in
+    earlier batches (``HitsCache``); groups, verdicts and evidence are read afresh each batch.
     """
+    ranker_id = None
     if engine is None:
-        engine = live_engine(taxonomy)
+        engine, ranker_id = live_engine_and_ranker(taxonomy)
+        if engine is not None and ranker is None:
+            ranker = serving_ranker(engine, ranker_id)
     if engine is None:
         raise NoLiveModel(taxonomy)
+    if ranker is None:
+        ranker = engine_prior(engine)
     if not texts:
         return []
     unique = list(dict.fromkeys(texts))
     keys = [normalize_text(text) for text in unique]
-    hits = engine.nearest_members(unique, k * settings.SIAMWEB_MEMBERS_PER_GROUP, cache=hits_cache)
+    depth = max(k * settings.SIAMWEB_MEMBERS_PER_GROUP, settings.SIAMWEB_RANKER_DEPTH)
+    hits, vectors = engine.search_texts(unique, depth, cache=hits_cache)
 
-    # Each member's group, text and the group's code and name (the hit members', then those
-    # curators put these very texts in), the groups rejected for them, the verdicts' key.
+    # Each member's group, text, source and its group's code and name (the hit members', then
+    # those curators put these very texts in), and the groups rejected for these texts.
     read = normalization_rows(taxonomy.id, {m for row in hits for m, _ in row}, set(keys))
-    members, verdict_groups, rejected = read.members, read.verdict_groups, read.rejected
-    group_of = {member_id: row[0] for member_id, row in members.items()}
+    members = read.members
+    hit_members = {
+        member_id: HitMember(group_id, text, curator)
+        for member_id, (group_id, text, _, _, curator) in members.items()
+    }
+    groups = engine_group_facts(engine, taxonomy.slug)
 
-    ranked: list[list[tuple[GroupHit, str]]] = []
-    margins: list[float] = []
-    for key, row in zip(keys, hits, strict=True):
-        confirmed = verdict_groups.get(key, [])
-        first = [
-            (GroupHit(group_id, 1.0, member_id), "curator") for group_id, member_id in confirmed
-        ]
+    answers = []
+    for text, key, row, vector in zip(unique, keys, hits, vectors, strict=True):
+        confirmed = read.verdict_groups.get(key, [])
         # Confirmed groups are already first; rejected ones are never offered for this text.
-        excluded = frozenset(rejected.get(key, set()) | {g for g, _ in confirmed})
-        model = rank_groups(
-            row,
-            group_of,
-            k=max(k, 2),  # the runner-up's score gives the margin the probability reads
-            excluded_groups=excluded,
-        )
-        margins.append(model[0].score - model[1].score if len(model) > 1 else 1.0)
-        ranked.append((first + [(hit, "model") for hit in model])[:k])
+        excluded = frozenset(read.rejected.get(key, set()) | {g for g, _ in confirmed})
+        candidates = candidate_features(
+            text, vector, row, hit_members,
+            groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
+        )  # fmt: skip
+        answers.append(_answer(text, confirmed, candidates, ranker, k))
 
-    calibrator = taxonomy_calibrator(taxonomy, key=read.verdicts_key)
+    names = _group_names(members, answers)
     by_text = {}
-    for text, row, margin in zip(unique, ranked, margins, strict=True):
+    for text, (ranked, tied) in zip(unique, answers, strict=True):
         ranked_groups = [
             RankedGroup(
-                group_id=hit.group_id,
-                code=members[hit.member_id][2],
-                name=members[hit.member_id][3],
-                score=round(hit.score, 4),
-                member_id=hit.member_id,
-                member=members[hit.member_id][1],
+                group_id=group_id,
+                code=names[group_id][0],
+                name=names[group_id][1],
+                score=round(score, 4),
+                member_id=member_id,
+                member=members[member_id][1] if member_id is not None else None,
                 source=source,
+                probability=None if probability is None else round(probability, 4),
             )
-            for hit, source in row
+            for group_id, score, member_id, source, probability in ranked
+            if group_id in names
         ]
-        source = ranked_groups[0].source if ranked_groups else "model"
-        probability = None
-        if calibrator is not None and ranked_groups and source == "model":
-            probability = round(calibrator.probability(ranked_groups[0].score, margin), 4)
+        top = ranked_groups[0] if ranked_groups else None
         by_text[text] = Normalization(
             text=text,
             groups=ranked_groups,
-            source=source,
+            source=top.source if top else "model",
             model_version=engine.model_label,
             model_version_id=engine.model_version_id,
-            probability=probability,
+            probability=top.probability if top else None,
+            tied=tied,
         )
     return [by_text[text] for text in texts]
+
+
+def _answer(text, confirmed, candidates, ranker: ServingRanker, k: int):
+    """The ``k`` best (group, similarity, member, source, probability) of one text, and whether
+    its top two model answers are tied."""
+    first = [(group_id, 1.0, member_id, "curator", None) for group_id, member_id in confirmed]
+    if not len(candidates):
+        return first[:k], False
+    scores = ranker.ranker.scores(candidates.features)
+    probabilities = ranker.ranker.probabilities(scores, float(candidates.similarity.max()))
+    # Best score first; equal scores keep the candidates' order (the served embedding's).
+    order = np.argsort(-scores, kind="stable")
+    tied = len(order) > 1 and not first and scores[order[0]] - scores[order[1]] < TIE
+    model = [
+        (
+            int(candidates.groups[i]),
+            float(candidates.similarity[i]),
+            int(candidates.members[i]) if candidates.members[i] >= 0 else None,
+            "model",
+            float(probabilities[i]) if probabilities is not None else None,
+        )
+        for i in order[: max(k - len(first), 0)]
+    ]
+    return first + model, bool(tied)
+
+
+def _group_names(members, answers) -> dict[int, tuple[str, str]]:
+    """Code and name of every answered group: from the members read where a member of it was,
+    else read now (a group proposed by its description alone)."""
+    names = {group_id: (code, name) for group_id, _, code, name, _ in members.values()}
+    missing = {
+        group_id for ranked, _ in answers for group_id, *_ in ranked if group_id not in names
+    }
+    if missing:
+        for group_id, code, name in Group.objects.filter(id__in=missing).values_list(
+            "id", "code", "name"
+        ):
+            names[group_id] = (code, name)
+    return names

@@ -1,6 +1,6 @@
 """The rows a normalization reads besides the index, in one query: hit members with their
-groups, the groups curators put these very texts in, the groups they rejected for them, and the
-key of the verdicts the match probability is fitted on.
+groups and sources, the groups curators put these very texts in, and the groups they rejected
+for them.
 
 Plain SQL: run as four ORM queries they cost a one-text request more than the database did
 (about 1 ms each on 2 cores), and as four plain ones still 1.4 ms against 0.7 ms as one. A set
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from annotations.models import Group, Input, Judgement, Member, ReviewItem
-from models_app.serving.probability import VERDICTS_KEY_SQL
 from siamweb.plain_sql import prepared_rows
 
 _MEMBER = Member._meta.db_table
@@ -27,7 +26,8 @@ _JUDGEMENT = Judgement._meta.db_table
 _ITEM = ReviewItem._meta.db_table
 _INPUT = Input._meta.db_table
 
-MemberRow = tuple[int, str, str, str]  # group id, text, group code, group name
+# group id, text, group code, group name, whether a curator's verdict put it there
+MemberRow = tuple[int, str, str, str, bool]
 
 
 def _one_of(column: str, values: Collection, kind: str) -> tuple[str, object]:
@@ -63,8 +63,6 @@ class NormalizationRows:
     )
     # Per normalized text, the groups a live verdict said it is not in.
     rejected: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # The match probability's key (``selectors_calibration.taxonomy_calibrator``).
-    verdicts_key: tuple[int, int | None] = (0, None)
 
 
 def normalization_rows(
@@ -77,7 +75,7 @@ def normalization_rows(
     number, text = "CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)"
     members = _member_with_group()
     rows = prepared_rows(
-        f"SELECT 0, m.id, m.group_id, m.text, g.code, g.name, {text} "
+        f"SELECT 0, m.id, m.group_id, m.text, g.code, g.name, m.source "
         f"FROM {members} WHERE {hit} AND m.taxonomy_id = %s "
         "UNION ALL "
         f"SELECT 1, m.id, m.group_id, m.text, g.code, g.name, m.normalized_text "
@@ -87,23 +85,21 @@ def normalization_rows(
         f"SELECT 2, {number}, j.rejected_group_id, {text}, {text}, {text}, i.normalized_text "
         f"FROM {_JUDGEMENT} j JOIN {_ITEM} r ON r.id = j.review_item_id "
         f"JOIN {_INPUT} i ON i.id = r.input_id WHERE {rejected} AND r.taxonomy_id = %s "
-        "AND j.undone_at IS NULL AND j.rejected_group_id IS NOT NULL "
-        "UNION ALL "
-        f"SELECT 3, k.*, {text}, {text}, {text}, {text} FROM ({VERDICTS_KEY_SQL}) k",
+        "AND j.undone_at IS NULL AND j.rejected_group_id IS NOT NULL",
         [hit_ids, taxonomy_id, said_keys, taxonomy_id, Member.Source.CURATOR.value,
-         rejected_keys, taxonomy_id, taxonomy_id, *Judgement.FINAL_VERDICTS],
+         rejected_keys, taxonomy_id],
     )  # fmt: skip
     found = NormalizationRows()
     curators = []
-    for kind, member_id, group_id, member_text, code, name, key in rows:
-        if kind in (0, 1):
-            found.members[member_id] = (group_id, member_text, code, name)
-        if kind == 1:
-            curators.append((member_id, group_id, key))
-        elif kind == 2:
-            found.rejected[key].add(group_id)
-        elif kind == 3:
-            found.verdicts_key = (member_id, group_id)
+    curator = Member.Source.CURATOR.value
+    for kind, member_id, group_id, member_text, code, name, last in rows:
+        if kind == 0:
+            found.members[member_id] = (group_id, member_text, code, name, last == curator)
+        elif kind == 1:
+            found.members[member_id] = (group_id, member_text, code, name, True)
+            curators.append((member_id, group_id, last))
+        else:
+            found.rejected[last].add(group_id)
     # Newest first, sorted here: asked to sort by id, SQLite walks every member of the
     # taxonomy in id order instead of looking the texts up (33 ms, not 0.1, on O*NET).
     for member_id, group_id, key in sorted(curators, reverse=True):

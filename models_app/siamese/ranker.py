@@ -162,26 +162,49 @@ class Candidates:
         return len(self.groups)
 
 
-def _view(hits, members: Mapping[int, HitMember], curator: bool, excluded):
-    """Per group, in order of first (best) appearance: best score, best member, second score,
-    hit count; from the hits of one source."""
-    best: dict[int, float] = {}
-    member: dict[int, int] = {}
-    second: dict[int, float] = {}
-    count: dict[int, int] = {}
-    scores = []
-    for member_id, score in hits:
-        found = members.get(member_id)
-        if found is None or found.curator != curator or found.group_id in excluded:
-            continue
-        scores.append(score)
-        group = found.group_id
-        if group not in best:
-            best[group], member[group], count[group] = score, member_id, 1
+class LexicalCache:
+    """Each text's words, trigrams and comparison key, worked out once: a member's text is read
+    again by every query that hits it. Bounded: past ``size`` texts it starts afresh."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._found: dict[str, tuple[frozenset[str], frozenset[str], str]] = {}
+
+    def __call__(self, text: str) -> tuple[frozenset[str], frozenset[str], str]:
+        found = self._found.get(text)
+        if found is None:
+            if len(self._found) >= self.size:
+                self._found.clear()
+            key = normalize_text(text)
+            found = (
+                frozenset(_WORD.findall(key)),
+                frozenset(key[i : i + 3] for i in range(len(key) - 2)),
+                key,
+            )
+            self._found[text] = found
+        return found
+
+
+@dataclass
+class _View:
+    """One source's hits folded into groups, best group first."""
+
+    best: dict[int, float] = field(default_factory=dict)
+    member: dict[int, int] = field(default_factory=dict)
+    second: dict[int, float] = field(default_factory=dict)
+    count: dict[int, int] = field(default_factory=dict)
+    top: float = 0.0
+    floor: float = 0.0
+
+    def add(self, group: int, member_id: int, score: float) -> None:
+        if group not in self.best:
+            if not self.best:
+                self.top = score
+            self.best[group], self.member[group], self.count[group] = score, member_id, 1
         else:
-            count[group] += 1
-            second.setdefault(group, score)
-    return best, member, second, count, scores
+            self.count[group] += 1
+            self.second.setdefault(group, score)
+        self.floor = score
 
 
 def candidate_features(
@@ -193,9 +216,10 @@ def candidate_features(
     groups: GroupFacts | None = None,
     history: VerdictHistory | None = None,
     excluded: frozenset[int] | set[int] = frozenset(),
-    per_matcher: int = 50,
-    by_description: int = 10,
+    per_matcher: int = 15,
+    by_description: int = 5,
     own: OwnVerdict | None = None,
+    lexical: LexicalCache | None = None,
 ) -> Candidates:
     """The candidates of one text and their features.
 
@@ -203,151 +227,128 @@ def candidate_features(
     (id, score), best first, of every source; ``members``: what each hit member is (hits not
     in it are members deleted since the index was built, and are dropped). ``excluded``: groups
     never to offer (rejected for this very text). ``own``: for a training example, its own
-    verdict, left out of ``history``.
+    verdict, left out of ``history``. ``lexical``: a cache kept across calls.
     """
-    taxonomy = _view(hits, members, False, excluded)
-    judged = _view(hits, members, True, excluded)
+    lexical = lexical or LexicalCache()
+    taxonomy, judged = _View(), _View()
+    votes: dict[int, float] = {}
+    for member_id, score in hits:
+        found = members.get(member_id)
+        if found is None or found.group_id in excluded:
+            continue
+        if found.curator:
+            judged.add(found.group_id, member_id, score)
+            votes[found.group_id] = votes.get(found.group_id, 0.0) + math.exp(
+                (score - judged.top) / _VOTE_TEMPERATURE
+            )
+        else:
+            taxonomy.add(found.group_id, member_id, score)
     order: dict[int, None] = {}
     for view in (taxonomy, judged):
-        for group in list(view[0])[:per_matcher]:
-            order.setdefault(group, None)
+        for group in list(view.best)[:per_matcher]:
+            order[group] = None
     description = None
     if groups is not None and len(groups.ids) and groups.vectors.shape[1] == len(vector):
         description = groups.vectors @ vector  # (G,)
         description[~groups.has_description] = -1.0
-        allowed = description.copy()
-        for group in excluded:
-            row = groups.row_of.get(group)
-            if row is not None:
-                allowed[row] = -np.inf
         take = min(by_description, int(groups.has_description.sum()))
         if take:
+            allowed = description.copy()
+            for group in excluded:
+                row = groups.row_of.get(group)
+                if row is not None:
+                    allowed[row] = -np.inf
             rows = np.argpartition(-allowed, take - 1)[:take]
             for row in rows[np.argsort(-allowed[rows], kind="stable")]:
                 if np.isfinite(allowed[row]):
-                    order.setdefault(int(groups.ids[row]), None)
-    candidates = np.fromiter(order, dtype=np.int64, count=len(order))
+                    order[int(groups.ids[row])] = None
+    candidates = list(order)
     count = len(candidates)
+    query_words, query_grams, query_key = lexical(text)
+    query_size = max(len(query_words), 1)
     columns: dict[str, np.ndarray] = {}
-    query_words, query_key, query_grams = words(text), normalize_text(text), trigrams(text)
 
-    member_texts: dict[int, tuple[frozenset[str], set[str], str]] = {}
+    def column(values) -> np.ndarray:
+        return np.fromiter(values, dtype=np.float32, count=count)
 
-    def lexical(member_id: int):
-        if member_id not in member_texts:
-            member_text = members[member_id].text
-            member_texts[member_id] = (
-                words(member_text),
-                trigrams(member_text),
-                normalize_text(member_text),
-            )
-        return member_texts[member_id]
-
-    bests = []
-    for name, (best, member, second, hit_count, scores) in (
-        ("member", taxonomy),
-        ("judged", judged),
-    ):
-        floor = scores[-1] if scores else 0.0
-        top = scores[0] if scores else 0.0
-        rank = {group: position for position, group in enumerate(best)}
-        value = np.array([best.get(g, floor) for g in candidates.tolist()], np.float32)
-        present = np.array([g in best for g in candidates.tolist()], bool)
-        bests.append(np.where(present, value, -1.0))
+    def fold(name: str, view: _View) -> np.ndarray:
+        best, rank = view.best, {g: i for i, g in enumerate(view.best)}
+        value = column(best.get(g, view.floor) for g in candidates)
         columns[name] = value
-        columns[f"{name}_gap"] = top - value
-        columns[f"{name}_count"] = np.log1p(
-            np.array([hit_count.get(g, 0) for g in candidates.tolist()], np.float32)
+        columns[f"{name}_gap"] = view.top - value
+        columns[f"{name}_count"] = np.log1p(column(view.count.get(g, 0) for g in candidates))
+        columns[f"{name}_rank"] = np.log1p(column(rank.get(g, len(best)) for g in candidates))
+        missing = column(g not in best for g in candidates)
+        columns[f"{name}_missing"] = missing
+        infos = [lexical(members[view.member[g]].text) if g in best else None for g in candidates]
+        columns[f"{name}_dice"] = column(
+            dice(query_grams, info[1]) if info else 0.0 for info in infos
         )
-        columns[f"{name}_rank"] = np.log1p(
-            np.array([rank.get(g, len(best)) for g in candidates.tolist()], np.float32)
-        )
-        columns[f"{name}_missing"] = (~present).astype(np.float32)
-        best_members = [member.get(g, -1) for g in candidates.tolist()]
-        columns[f"{name}_dice"] = np.array(
-            [dice(query_grams, lexical(m)[1]) if m >= 0 else 0.0 for m in best_members],
-            np.float32,
-        )
-        if name == "member":
-            columns["member_second"] = np.array(
-                [second.get(g, min(best.get(g, floor), floor)) for g in candidates.tolist()],
-                np.float32,
-            )
-            shared = [len(query_words & lexical(m)[0]) if m >= 0 else 0 for m in best_members]
-            columns["member_words_query"] = np.array(
-                [s / max(len(query_words), 1) for s in shared], np.float32
-            )
-            columns["member_words_member"] = np.array(
-                [
-                    s / max(len(lexical(m)[0]), 1) if m >= 0 else 0.0
-                    for s, m in zip(shared, best_members, strict=True)
-                ],
-                np.float32,
-            )
-            columns["member_exact"] = np.array(
-                [m >= 0 and lexical(m)[2] == query_key for m in best_members], np.float32
-            )
-        else:
-            # The judged texts near this one, voting for their groups.
-            votes: dict[int, float] = {}
-            for member_id, score in hits:
-                found = members.get(member_id)
-                if found is not None and found.curator and found.group_id not in excluded:
-                    weight = math.exp((score - top) / _VOTE_TEMPERATURE)
-                    votes[found.group_id] = votes.get(found.group_id, 0.0) + weight
-            total = sum(votes.values()) or 1.0
-            columns["judged_vote"] = np.array(
-                [votes.get(g, 0.0) / total for g in candidates.tolist()], np.float32
-            )
-    best_any = np.maximum(bests[0], bests[1])
+        return np.where(missing > 0, -1.0, value), infos
+
+    member_best, infos = fold("member", taxonomy)
+    columns["member_second"] = column(
+        taxonomy.second.get(g, min(taxonomy.best.get(g, taxonomy.floor), taxonomy.floor))
+        for g in candidates
+    )
+    shared = [len(query_words & info[0]) if info else 0 for info in infos]
+    columns["member_words_query"] = column(n / query_size for n in shared)
+    columns["member_words_member"] = column(
+        n / max(len(info[0]), 1) if info else 0.0 for n, info in zip(shared, infos, strict=True)
+    )
+    columns["member_exact"] = column(bool(info) and info[2] == query_key for info in infos)
+    judged_best, _ = fold("judged", judged)
+    total_votes = sum(votes.values()) or 1.0
+    columns["judged_vote"] = column(votes.get(g, 0.0) / total_votes for g in candidates)
+    best_any = np.maximum(member_best, judged_best)
     columns["best"] = best_any
-    similarity = np.maximum(best_any, 0.0)
     chosen = [
-        taxonomy[1].get(g, judged[1].get(g, -1))
-        if taxonomy[0].get(g, -2.0) >= judged[0].get(g, -2.0)
-        else judged[1][g]
-        for g in candidates.tolist()
+        judged.member[g]
+        if judged.best.get(g, -2.0) > taxonomy.best.get(g, -2.0)
+        else taxonomy.member.get(g, -1)
+        for g in candidates
     ]
 
-    rows = None
     if groups is not None:
-        rows = np.array([groups.row_of.get(g, -1) for g in candidates.tolist()], np.int64)
-    if description is not None and rows is not None:
+        rows = np.array([groups.row_of.get(g, -1) for g in candidates], np.int64)
         known = rows >= 0
-        value = np.where(known, description[np.maximum(rows, 0)], -1.0).astype(np.float32)
-        with_description = known & groups.has_description[np.maximum(rows, 0)]
-        top = float(description[groups.has_description].max(initial=-1.0))
-        columns["description"] = np.where(with_description, value, 0.0).astype(np.float32)
-        columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(np.float32)
-        columns["description_missing"] = (~with_description).astype(np.float32)
-    else:
-        columns["description"] = np.zeros(count, np.float32)
-        columns["description_gap"] = np.zeros(count, np.float32)
-        columns["description_missing"] = np.ones(count, np.float32)
-    if rows is not None:
-        columns["name_dice"] = np.array(
-            [dice(query_grams, groups._name_grams[r]) if r >= 0 else 0.0 for r in rows.tolist()],
-            np.float32,
+        safe = np.maximum(rows, 0)
+        with_description = known & groups.has_description[safe]
+        if description is not None:
+            value = description[safe].astype(np.float32)
+            top = float(description[groups.has_description].max(initial=-1.0))
+            columns["description"] = np.where(with_description, value, 0.0).astype(np.float32)
+            columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(
+                np.float32
+            )
+        else:
+            with_description = np.zeros(count, bool)
+        grams, name_words = groups._name_grams, groups._name_words
+        columns["name_dice"] = column(
+            dice(query_grams, grams[r]) if r >= 0 else 0.0 for r in rows.tolist()
         )
-        columns["name_words"] = np.array(
-            [
-                len(query_words & groups._name_words[r]) / max(len(groups._name_words[r]), 1)
-                if r >= 0
-                else 0.0
-                for r in rows.tolist()
-            ],
-            np.float32,
+        columns["name_words"] = column(
+            len(query_words & name_words[r]) / max(len(name_words[r]), 1) if r >= 0 else 0.0
+            for r in rows.tolist()
         )
     else:
-        columns["name_dice"] = np.zeros(count, np.float32)
-        columns["name_words"] = np.zeros(count, np.float32)
+        with_description = np.zeros(count, bool)
+        columns["name_dice"] = columns["name_words"] = np.zeros(count, np.float32)
+    if "description" not in columns:
+        columns["description"] = columns["description_gap"] = np.zeros(count, np.float32)
+    columns["description_missing"] = (~with_description).astype(np.float32)
     columns["query_words"] = np.full(count, len(query_words), np.float32)
-    _history_columns(columns, candidates, vector, history, own)
-    features = np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
+    group_array = np.array(candidates, dtype=np.int64)
+    _history_columns(columns, group_array, vector, history, own)
+    features = (
+        np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
+        if count
+        else np.zeros((0, len(FEATURES)), np.float32)
+    )
     return Candidates(
-        groups=candidates,
-        features=features if count else np.zeros((0, len(FEATURES)), np.float32),
-        similarity=similarity.astype(np.float32),
+        groups=group_array,
+        features=features,
+        similarity=np.maximum(best_any, 0.0).astype(np.float32),
         members=np.array(chosen, np.int64),
     )
 
@@ -407,7 +408,13 @@ class RankingExample:
 @dataclass
 class LinearRanker:
     """``score = standardized features · weights``; ``probability`` of each candidate = a
-    softmax over ``score / temperature`` and a "none of these" logit, once calibrated."""
+    softmax over ``score / temperature`` and a "none of these" logit, once calibrated.
+
+    The weights only rank a text's candidates against each other (a listwise fit cannot see
+    what all of them share), so whether any of them is right is the "none of these" logit's
+    to say, and how sure the ranking is the temperature's: ``miss_logit + miss_slope * s`` and
+    ``temperature * exp(temperature_slope * s)``, with ``s`` the best similarity any candidate
+    has (a text like nothing in the taxonomy is likely none of them, or any of them)."""
 
     feature_names: tuple[str, ...]
     mean: np.ndarray
@@ -415,6 +422,8 @@ class LinearRanker:
     weights: np.ndarray
     temperature: float | None = None
     miss_logit: float | None = None
+    miss_slope: float = 0.0
+    temperature_slope: float = 0.0
     fitted_on: int = 0  # verdicts the weights learnt from; 0: the prior
     metrics: dict = field(default_factory=dict)
 
@@ -445,11 +454,16 @@ class LinearRanker:
             )
         return self._standardize(features) @ self.weights
 
-    def probabilities(self, scores: np.ndarray) -> np.ndarray | None:
-        """(C,) each candidate's chance to be the right group; None before calibration."""
+    def probabilities(self, scores: np.ndarray, similarity: float) -> np.ndarray | None:
+        """(C,) each candidate's chance to be the right group (``similarity``: the best any
+        candidate has); None before calibration."""
         if not self.calibrated:
             return None
-        return _softmax_with_miss(scores / self.temperature, self.miss_logit)[:-1]
+        similarity = float(np.clip(np.nan_to_num(similarity), -1.0, 1.0))
+        miss = self.miss_logit + self.miss_slope * similarity
+        temperature = self.temperature * math.exp(self.temperature_slope * similarity)
+        # Fitted on finitely many verdicts, it never says certain.
+        return np.minimum(_softmax_with_miss(scores / temperature, miss)[:-1], MOST_LIKELY)
 
     def as_dict(self) -> dict:
         return {
@@ -460,6 +474,8 @@ class LinearRanker:
             "weights": self.weights.tolist(),
             "temperature": self.temperature,
             "miss_logit": self.miss_logit,
+            "miss_slope": self.miss_slope,
+            "temperature_slope": self.temperature_slope,
             "fitted_on": self.fitted_on,
             "metrics": self.metrics,
         }
@@ -482,14 +498,22 @@ class LinearRanker:
             temperature, miss = raw.get("temperature"), raw.get("miss_logit")
             if (temperature is None) != (miss is None):
                 raise ValueError("temperature and miss_logit come together")
+            slope = float(raw.get("miss_slope", 0.0))
+            temperature_slope = float(raw.get("temperature_slope", 0.0))
             if temperature is not None and not (
-                math.isfinite(temperature) and temperature > 0 and math.isfinite(miss)
+                math.isfinite(temperature)
+                and temperature > 0
+                and math.isfinite(miss)
+                and math.isfinite(slope)
+                and math.isfinite(temperature_slope)
             ):
                 raise ValueError("the calibration must be finite with a positive temperature")
             return cls(
                 names, *arrays,
                 temperature=None if temperature is None else float(temperature),
                 miss_logit=None if miss is None else float(miss),
+                miss_slope=slope,
+                temperature_slope=temperature_slope,
                 fitted_on=int(raw.get("fitted_on", 0)),
                 metrics=dict(raw.get("metrics") or {}),
             )  # fmt: skip
@@ -516,13 +540,15 @@ def _softmax_with_miss(logits: np.ndarray, miss: float) -> np.ndarray:
     return exp / exp.sum()
 
 
+MOST_LIKELY = 0.999
 MIN_EXAMPLES = 20  # verdicts with the right group among the candidates, to fit weights on
 
 
 @dataclass(frozen=True)
 class FitConfig:
-    # Pull toward the prior's weights (standardized space), per example's mean loss.
-    l2: float = 0.01
+    # The pull toward the prior's weights (standardized space), in examples: a fit on this many
+    # verdicts moves halfway from the prior, and a handful of verdicts cannot overturn it.
+    prior_strength: float = 20.0
     folds: int = 5
     iterations: int = 200
     seed: int = 0
@@ -555,7 +581,7 @@ def fit_ranker(
 
     rng = np.random.default_rng(config.seed)
     fold_of = rng.permutation(len(examples)) % max(config.folds, 2)
-    out_of_fold: list[tuple[np.ndarray, int]] = []
+    out_of_fold: list[tuple[np.ndarray, int, float]] = []
     for fold in range(max(config.folds, 2)):
         train = [e for e, f in zip(examples, fold_of, strict=True) if f != fold]
         train = [e for e in train if len(e.candidates) and e.target >= 0]
@@ -566,11 +592,13 @@ def fit_ranker(
         for example in held:
             if len(example.candidates):
                 scores = base._standardize(example.candidates.features) @ weights
-                out_of_fold.append((scores, example.target))
+                similarity = float(example.candidates.similarity.max())
+                out_of_fold.append((scores, example.target, similarity))
     weights = fit(usable)
-    temperature, miss = _fit_calibration(out_of_fold)
+    temperature, temperature_slope, miss, slope = _fit_calibration(out_of_fold)
     return LinearRanker(
         FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
+        miss_slope=slope, temperature_slope=temperature_slope,
         fitted_on=len(examples),
     )  # fmt: skip
 
@@ -600,7 +628,7 @@ def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
         optimiser.zero_grad()
         logits = (x @ w).masked_fill(~valid, -1e9)  # (N, C)
         loss = torch.nn.functional.cross_entropy(logits, y)
-        loss = loss + config.l2 * ((w - center) ** 2).sum()
+        loss = loss + config.prior_strength / len(features) * ((w - center) ** 2).sum()
         loss.backward()
         return loss
 
@@ -609,40 +637,92 @@ def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
     return found if np.isfinite(found).all() else anchor.copy()
 
 
-def _fit_calibration(out_of_fold: list[tuple[np.ndarray, int]]) -> tuple[float, float]:
-    """The temperature and "none of these" logit that make the out-of-fold softmax
-    probabilities likeliest (the miss takes the mass where the right group was not a
-    candidate): a grid, then a finer grid around its best point."""
+def _fit_calibration(
+    out_of_fold: list[tuple[np.ndarray, int, float]],
+) -> tuple[float, float, float, float]:
+    """The temperature and "none of these" logit (each an intercept and a slope on the best
+    similarity) that make the out-of-fold probabilities likeliest; the miss takes the mass
+    where the right group was not a candidate. Maximum likelihood by L-BFGS over four numbers."""
+    import torch
+
     if not out_of_fold:
-        return 1.0, -50.0
-    widest = max(len(scores) for scores, _ in out_of_fold)
-    scores = np.full((len(out_of_fold), widest), -np.inf)
-    for i, (row, _) in enumerate(out_of_fold):
+        return 1.0, 0.0, -50.0, 0.0
+    widest = max(len(scores) for scores, _, _ in out_of_fold)
+    scores = np.full((len(out_of_fold), widest), -1e9)
+    for i, (row, _, _) in enumerate(out_of_fold):
         scores[i, : len(row)] = row
-    targets = np.array([target for _, target in out_of_fold])
-    hit = targets >= 0
-    target_scores = np.where(hit, scores[np.arange(len(targets)), np.maximum(targets, 0)], 0.0)
+    targets = np.array([target for _, target, _ in out_of_fold])
+    x = torch.tensor(scores)
+    similarity = torch.tensor([s for _, _, s in out_of_fold], dtype=torch.float64)
+    # The miss is the last column of the softmax: its index for the texts it takes.
+    y = torch.tensor(np.where(targets >= 0, targets, widest))
+    # log T, its slope, miss, its slope
+    params = torch.zeros(4, dtype=torch.float64, requires_grad=True)
+    optimiser = torch.optim.LBFGS([params], lr=1, max_iter=200, line_search_fn="strong_wolfe")
 
-    def losses(temperature: float, misses: np.ndarray) -> np.ndarray:
-        logits = scores / temperature
-        top = logits.max(axis=1, keepdims=True)
-        log_sums = (top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True)))[:, 0]
-        together = np.logaddexp(log_sums[:, None], misses[None, :])  # (N, M)
-        chosen = np.where(hit[:, None], (target_scores / temperature)[:, None], misses[None, :])
-        return (together - chosen).sum(axis=0)
+    def closure():
+        optimiser.zero_grad()
+        miss = (params[2] + params[3] * similarity)[:, None]
+        temperature = torch.exp(params[0] + params[1] * similarity)[:, None]
+        logits = torch.cat([x / temperature, miss], dim=1)
+        loss = torch.nn.functional.cross_entropy(logits, y) + 1e-4 * (params**2).sum()
+        loss.backward()
+        return loss
 
-    best = (math.inf, 1.0, 0.0)
-    for temperature in np.geomspace(0.05, 20, 60):
-        misses = np.linspace(-12, 12, 97)
-        found = losses(temperature, misses)
-        i = int(np.argmin(found))
-        if found[i] < best[0]:
-            best = (float(found[i]), float(temperature), float(misses[i]))
-    _, t0, m0 = best
-    for temperature in t0 * np.geomspace(0.9, 1.11, 21):
-        misses = m0 + np.linspace(-0.25, 0.25, 51)
-        found = losses(temperature, misses)
-        i = int(np.argmin(found))
-        if found[i] < best[0]:
-            best = (float(found[i]), float(temperature), float(misses[i]))
-    return best[1], best[2]
+    optimiser.step(closure)
+    log_t, t_slope, miss, slope = params.detach().numpy().tolist()
+    if not all(math.isfinite(v) for v in (log_t, t_slope, miss, slope)):
+        return 1.0, 0.0, 0.0, 0.0
+    clip = min(max(log_t, -5.0), 5.0)
+    return math.exp(clip), min(max(t_slope, -5.0), 5.0), float(miss), float(slope)
+
+
+HISTORY_FILE = "history.npz"
+# The prior's description weight by encoder kind: a pretrained language model places a title near
+# its occupation's description, an n-gram model trained on titles alone does not (measured on
+# real titles: docs/benchmarks.md, "The ranker").
+PRIOR_DESCRIPTION_WEIGHTS = {"transformer": 0.3}
+
+
+def prior_for(encoder_kind: str) -> LinearRanker:
+    return LinearRanker.prior(description_weight=PRIOR_DESCRIPTION_WEIGHTS.get(encoder_kind, 0.0))
+
+
+def save_ranker(folder: Path, ranker: LinearRanker, history: VerdictHistory) -> None:
+    """The ranker and the verdict history its features were computed with, in ``folder``."""
+    folder = Path(folder)
+    ranker.save(folder)
+    counts = {
+        "confirmed": {str(g): n for g, n in history.confirmed.items()},
+        "rejected": {str(g): n for g, n in history.rejected.items()},
+        "group_count": history.group_count,
+    }
+    with (folder / HISTORY_FILE).open("wb") as handle:
+        np.savez(
+            handle,
+            counts=np.array(json.dumps(counts)),
+            rejected_groups=np.asarray(history.rejected_groups, np.int64),
+            rejected_vectors=np.asarray(history.rejected_vectors, np.float32),
+        )
+
+
+def load_ranker(folder: Path) -> tuple[LinearRanker, VerdictHistory]:
+    """What ``save_ranker`` wrote; ``ArtifactError`` when anything is missing or damaged."""
+    ranker = LinearRanker.load(folder)
+    try:
+        with np.load(Path(folder) / HISTORY_FILE, allow_pickle=False) as stored:
+            counts = json.loads(str(stored["counts"]))
+            groups = np.asarray(stored["rejected_groups"], np.int64)
+            vectors = np.asarray(stored["rejected_vectors"], np.float32)
+        history = VerdictHistory(
+            confirmed={int(g): int(n) for g, n in counts["confirmed"].items()},
+            rejected={int(g): int(n) for g, n in counts["rejected"].items()},
+            rejected_groups=groups,
+            rejected_vectors=vectors.reshape(len(groups), -1) if len(groups) else vectors,
+            group_count=int(counts["group_count"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"the verdict history in {folder} cannot be read: {exc}") from None
+    if not np.isfinite(history.rejected_vectors).all():
+        raise ArtifactError(f"the verdict history in {folder} holds non-finite vectors")
+    return ranker, history

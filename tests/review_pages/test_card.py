@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from annotations.models import Judgement, Member, ReviewItem
+from annotations.models import Group, Judgement, Member, ReviewItem
 from annotations.services.review import inputs_submit, judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id, head, login
 
@@ -28,7 +28,13 @@ def test_the_review_page_shows_the_next_input_with_its_groups_and_evidence(clien
         assert ranked["name"] in page
         # The input's words in the evidence are marked; the string itself is whole.
         assert f"matched “{ranked['member']}”" in page.replace("<mark>", "").replace("</mark>", "")
-        assert f'<span class="score">{ranked["score"]:.3f}</span>' in page
+        # Before the taxonomy's ranker is fitted there is no probability: the similarity is
+        # shown as what it is.
+        assert f"sim {ranked['score']:.2f}</span>" in page
+        assert ranked["probability"] is None
+        # What each group means, without leaving the card.
+        description = Group.objects.get(id=ranked["group_id"]).description
+        assert f'data-testid="group-description">{description}</span>' in page
     assert "2 open · 0 done · 0 yours today" in page
     assert head().leased_by == curator
 

@@ -1,0 +1,346 @@
+"""The ranker learnt from verdicts: fitted on the taxonomy's verdicts for the live model, gated
+on held-out verdicts against the ranker it would replace, made live when no worse.
+
+Each judged text is a labelled ranking: its candidates as the live engine finds them now, and
+the group a curator put it in (confirm, reassign) or none of them ("none of these"). A text is
+measured without its own verdict: its curator member is left out of the hits and its verdict out
+of the history (how often each group was chosen or rejected, and the texts it was wrong for).
+
+The gate holds out the newest fifth of the verdicts new to the live ranker, fits a candidate on
+the rest, and compares both on the held-out texts (their curator members left out for both):
+McNemar's exact test at ``SIAMWEB_GATE_ALPHA``, as the model gate (``models_app/gate.py``). When
+the candidate is not significantly worse, the ranker fitted on every verdict goes live.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+
+from annotations.models import Group, Judgement, Taxonomy
+from models_app.models import Deployment, RankerVersion
+from models_app.serving.engines import LiveEngine, artifact_path, live_engine_and_ranker
+from models_app.serving.groups import engine_group_facts
+from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
+from models_app.serving.reads import normalization_rows
+from models_app.siamese.artifacts import atomic_directory
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.ranker import (
+    MIN_EXAMPLES,
+    HitMember,
+    OwnVerdict,
+    RankingExample,
+    VerdictHistory,
+    candidate_features,
+    fit_ranker,
+    save_ranker,
+)
+from models_app.siamese.stats import paired_comparison
+from models_app.siamese.text import normalize_text
+
+logger = logging.getLogger(__name__)
+
+HELD_OUT_SHARE = 0.2
+# Hits asked beyond the ranker's depth: a text's own curator members are dropped from them.
+_SLACK = 10
+
+
+@dataclass(frozen=True)
+class JudgedText:
+    """A judged text and what its live verdicts say: where it belongs (None: none of the
+    groups offered), the groups it was rejected for, and the newest verdict's id."""
+
+    text: str
+    key: str
+    group_id: int | None
+    rejected: tuple[int, ...]
+    last_id: int
+
+
+def judged_texts(taxonomy: Taxonomy) -> list[JudgedText]:
+    """Every text with a live final verdict, oldest first; its latest final verdict decides
+    where it belongs, and every rejection of it (false match, reassign) counts."""
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item__taxonomy=taxonomy)
+        .exclude(verdict=Judgement.Verdict.SKIP)
+        .order_by("id")
+        .values_list(
+            "id", "review_item__input__text", "review_item__input__normalized_text",
+            "verdict", "group_id", "rejected_group_id",
+        )
+    )  # fmt: skip
+    final: dict[str, tuple[str, int | None, int]] = {}
+    rejected: dict[str, list[int]] = {}
+    for judgement_id, text, key, verdict, group_id, rejected_group_id in rows:
+        if rejected_group_id is not None:
+            rejected.setdefault(key, []).append(rejected_group_id)
+        if verdict in Judgement.FINAL_VERDICTS:
+            final[key] = (text, group_id, judgement_id)
+    found = [
+        JudgedText(text, key, group_id, tuple(rejected.get(key, ())), last_id)
+        for key, (text, group_id, last_id) in final.items()
+    ]
+    return sorted(found, key=lambda judged: judged.last_id)
+
+
+@dataclass
+class _Prepared:
+    """The judged texts' vectors and hits (without curator members of the texts left out)."""
+
+    judged: list[JudgedText]
+    vectors: np.ndarray
+    hits: list[list[tuple[int, float]]]
+    members: dict[int, HitMember]
+    member_keys: dict[int, str]
+
+
+def _prepare(engine: LiveEngine, taxonomy: Taxonomy, judged: list[JudgedText]) -> _Prepared:
+    depth = settings.SIAMWEB_RANKER_DEPTH + _SLACK
+    hits, vectors = engine.search_texts([j.text for j in judged], depth)
+    read = normalization_rows(taxonomy.id, {m for row in hits for m, _ in row}, set())
+    members = {
+        member_id: HitMember(group_id, text, curator)
+        for member_id, (group_id, text, _, _, curator) in read.members.items()
+    }
+    keys = {
+        member_id: normalize_text(member.text)
+        for member_id, member in members.items()
+        if member.curator
+    }
+    return _Prepared(judged, vectors, hits, members, keys)
+
+
+def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tuple:
+    """The verdict history of the judged texts at ``rows``, and per row its rejected rows."""
+    confirmed: dict[int, int] = {}
+    rejected: dict[int, int] = {}
+    groups, vectors, rows_of = [], [], {}
+    for row in rows:
+        judged = prepared.judged[row]
+        if judged.group_id is not None:
+            confirmed[judged.group_id] = confirmed.get(judged.group_id, 0) + 1
+        rows_of[row] = []
+        for group in judged.rejected:
+            rejected[group] = rejected.get(group, 0) + 1
+            rows_of[row].append(len(groups))
+            groups.append(group)
+            vectors.append(prepared.vectors[row])
+    dim = prepared.vectors.shape[1]
+    history = VerdictHistory(
+        confirmed=confirmed,
+        rejected=rejected,
+        rejected_groups=np.array(groups, np.int64),
+        rejected_vectors=np.array(vectors, np.float32).reshape(-1, dim),
+        group_count=group_count,
+    )
+    return history, rows_of
+
+
+def _examples(
+    prepared, rows, *, groups, history, rows_of, lexical, hidden: frozenset[str] = frozenset()
+) -> list[RankingExample]:
+    """The judged texts at ``rows`` as ranking examples, each without its own verdict, and
+    without the curator members of the texts in ``hidden``."""
+    depth = settings.SIAMWEB_RANKER_DEPTH
+    examples = []
+    for row in rows:
+        judged = prepared.judged[row]
+        left_out = hidden | {judged.key}
+        hits = [
+            (member_id, score)
+            for member_id, score in prepared.hits[row]
+            if prepared.member_keys.get(member_id) not in left_out
+        ][:depth]
+        own = OwnVerdict(judged.group_id, tuple(rows_of.get(row, ()))) if row in rows_of else None
+        candidates = candidate_features(
+            judged.text, prepared.vectors[row], hits, prepared.members,
+            groups=groups, history=history, own=own, lexical=lexical,
+        )  # fmt: skip
+        examples.append(RankingExample(candidates, judged.group_id))
+    return examples
+
+
+def _top_hits(examples: list[RankingExample], ranker) -> list[bool]:
+    hits = []
+    for example in examples:
+        candidates = example.candidates
+        if not len(candidates):
+            hits.append(False)
+            continue
+        top = int(np.argmax(ranker.scores(candidates.features)))
+        hits.append(int(candidates.groups[top]) == example.group_id)
+    return hits
+
+
+def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
+    """Fit a ranker on the taxonomy's verdicts for its live model, gate it against the live
+    ranker (or the model's prior) and make it live when no worse. None when there is no live
+    model or too few verdicts to fit on (the live ranker, or the prior, keeps serving)."""
+    engine, ranker_id = live_engine_and_ranker(taxonomy)
+    if engine is None:
+        return None
+    current = serving_ranker(engine, ranker_id)
+    judged = judged_texts(taxonomy)
+    if sum(j.group_id is not None for j in judged) < MIN_EXAMPLES:
+        return None
+    group_count = Group.objects.filter(taxonomy=taxonomy).count()
+    groups = engine_group_facts(engine, taxonomy.slug)
+    prepared = _prepare(engine, taxonomy, judged)
+    prior = engine_prior(engine).ranker
+    everyone = range(len(judged))
+
+    gate = _gate(prepared, current, prior, groups=groups, group_count=group_count,
+                 lexical=engine.lexical)  # fmt: skip
+    history, rows_of = _history(prepared, everyone, group_count)
+    examples = _examples(prepared, everyone, groups=groups, history=history, rows_of=rows_of,
+                         lexical=engine.lexical)  # fmt: skip
+    try:
+        ranker = fit_ranker(examples, prior=prior)
+    except ConfigError as exc:
+        logger.info("no ranker for %s yet: %s", taxonomy.slug, exc)
+        return None
+    ranker.metrics = {"examples": len(examples), "gate": gate.get("summary", "")}
+    return _store(taxonomy, engine, ranker, history, judged, gate)
+
+
+def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexical) -> dict:
+    """The candidate fitted without the newest fifth of the verdicts new to ``current``,
+    against ``current`` on them."""
+    after = 0
+    if current.version_id is not None:
+        after = (
+            RankerVersion.objects.filter(id=current.version_id)
+            .values_list("verdicts_until", flat=True)
+            .first()
+            or 0
+        )
+    new = [row for row, j in enumerate(prepared.judged) if j.last_id > after]
+    held = new[len(new) - max(1, round(len(new) * HELD_OUT_SHARE)) :] if new else []
+    held = [row for row in held if prepared.judged[row].group_id is not None]
+    if not held:
+        return {"decision": "promote", "held_out": 0,
+                "summary": "no new verdicts to hold out: nothing to compare"}  # fmt: skip
+    hidden = frozenset(prepared.judged[row].key for row in held)
+    rest = [row for row in range(len(prepared.judged)) if row not in set(held)]
+    history, rows_of = _history(prepared, rest, group_count)
+    try:
+        candidate = fit_ranker(
+            _examples(prepared, rest, groups=groups, history=history, rows_of=rows_of,
+                      lexical=lexical, hidden=hidden),
+            prior=prior,
+        )  # fmt: skip
+    except ConfigError:
+        candidate = prior
+    before = _top_hits(
+        _examples(prepared, held, groups=groups, history=current.history, rows_of={},
+                  lexical=lexical, hidden=hidden),
+        current.ranker,
+    )  # fmt: skip
+    after_hits = _top_hits(
+        _examples(prepared, held, groups=groups, history=history, rows_of={},
+                  lexical=lexical, hidden=hidden),
+        candidate,
+    )  # fmt: skip
+    found = paired_comparison(before, after_hits, alpha=settings.SIAMWEB_GATE_ALPHA)
+    n = found["n"]
+    chance = found["p_worse"]
+    verdict = "blocking" if found["significantly_worse"] else "not blocking"
+    odds = f"1 time in {1 / chance:.0f}" if chance > 0 else "never"
+    summary = (
+        f"held-out verdicts: {sum(after_hits)} of {n} right against {sum(before)} of {n} "
+        f"before; "
+        + (
+            f"a drop this size happens by chance {odds}: {verdict}"
+            if found["lost"] > found["gained"]
+            else f"no drop: {verdict}"
+        )
+    )
+    return {
+        "decision": "reject" if found["significantly_worse"] else "promote",
+        "held_out": n,
+        "against": "the live ranker" if current.version_id else "the model's prior",
+        "summary": summary,
+        **{key: found[key] for key in ("live", "candidate", "delta", "ci95", "lost", "gained",
+                                       "p_worse", "alpha")},
+    }  # fmt: skip
+
+
+def _store(taxonomy, engine, ranker, history, judged, gate) -> RankerVersion:
+    relative = f"{taxonomy.slug}/rankers/{uuid.uuid4().hex}"
+    with atomic_directory(artifact_path(relative)) as folder:
+        save_ranker(folder, ranker, history)
+    promote = gate["decision"] == "promote"
+    with transaction.atomic():
+        Taxonomy.objects.select_for_update().filter(id=taxonomy.id).first()
+        number = (
+            RankerVersion.objects.filter(taxonomy=taxonomy).aggregate(n=Max("number"))["n"] or 0
+        ) + 1
+        deployment = (
+            Deployment.objects.select_for_update()
+            .filter(taxonomy=taxonomy, index_build__model_version_id=engine.model_version_id)
+            .first()
+        )
+        # The live model changed while this fitted: it ranks for a model no longer served.
+        live = promote and deployment is not None
+        version = RankerVersion.objects.create(
+            taxonomy=taxonomy,
+            model_version_id=engine.model_version_id,
+            number=number,
+            status=RankerVersion.Status.LIVE if live else RankerVersion.Status.REJECTED,
+            artifact_path=relative,
+            verdicts=len(judged),
+            verdicts_until=max(j.last_id for j in judged),
+            metrics=ranker.metrics,
+            gate_report=gate,
+        )
+        if live:
+            RankerVersion.objects.filter(
+                taxonomy=taxonomy, status=RankerVersion.Status.LIVE
+            ).exclude(id=version.id).update(status=RankerVersion.Status.RETIRED)
+            deployment.ranker = version
+            deployment.save(update_fields=["ranker", "updated_at"])
+    logger.info("%s: %s (%s)", version.label, version.status, gate.get("summary", ""))
+    return version
+
+
+def rankers_due() -> list[Taxonomy]:
+    """Taxonomies whose live model has no ranker yet and enough verdicts for one, or whose
+    live ranker has ``SIAMWEB_RANKER_REFIT_VERDICTS`` final verdicts new to it."""
+    due = []
+    for deployment in Deployment.objects.select_related("taxonomy", "ranker", "index_build"):
+        ranker = deployment.ranker
+        current = ranker is not None and (
+            ranker.model_version_id == deployment.index_build.model_version_id
+        )
+        verdicts = Judgement.objects.live().filter(
+            review_item__taxonomy=deployment.taxonomy, verdict__in=Judgement.FINAL_VERDICTS
+        )
+        if current:
+            # A rejected fit counts too: its verdicts were tried and are not new any more.
+            tried = (
+                RankerVersion.objects.filter(
+                    taxonomy=deployment.taxonomy,
+                    model_version_id=deployment.index_build.model_version_id,
+                ).aggregate(until=Max("verdicts_until"))["until"]
+                or 0
+            )
+            if verdicts.filter(id__gt=tried).count() >= settings.SIAMWEB_RANKER_REFIT_VERDICTS:
+                due.append(deployment.taxonomy)
+        elif verdicts.exclude(group=None).count() >= MIN_EXAMPLES:
+            tried = RankerVersion.objects.filter(
+                taxonomy=deployment.taxonomy,
+                model_version_id=deployment.index_build.model_version_id,
+            ).aggregate(until=Max("verdicts_until"))["until"]
+            if tried is None or verdicts.filter(id__gt=tried).count() >= (
+                settings.SIAMWEB_RANKER_REFIT_VERDICTS
+            ):
+                due.append(deployment.taxonomy)
+    return due

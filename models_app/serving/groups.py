@@ -1,0 +1,121 @@
+"""Each live engine's view of its taxonomy's groups: names, and descriptions in the engine's own
+embedding, for the ranker's description and name evidence.
+
+A description is encoded once per model version: the vectors are kept on disk by the text's
+hash (``descriptions/<model version>.npz`` beside the taxonomy's indexes), so every process and
+every index build of that version reuse them, and an edited description is encoded again. The
+rows are read again at most every ``_RECHECK`` seconds: a renamed group or edited description
+counts within that, without a read per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from annotations.models import Group
+from models_app.serving.engines import LiveEngine, artifact_path
+from models_app.siamese.encoders import Encoder
+from models_app.siamese.ranker import GroupFacts
+
+_RECHECK = 60.0  # seconds
+_lock = threading.Lock()
+# Per engine (by index build): (monotonic time read, the rows it was built from, the facts).
+_facts: dict[int, tuple[float, list[tuple[int, str, str]], GroupFacts]] = {}
+_MAX_ENGINES = 8
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _cache_file(taxonomy_slug: str, model_version_id: int) -> Path:
+    return artifact_path(f"{taxonomy_slug}/descriptions/{model_version_id}.npz")
+
+
+def description_vectors(
+    *, taxonomy_slug: str, model_version_id: int, encoder: Encoder, descriptions: list[str]
+) -> np.ndarray:
+    """(G, D) the descriptions' vectors in ``encoder``'s embedding, zero rows for blank ones;
+    read from the version's cache where it holds them, the rest encoded and added to it."""
+    path = _cache_file(taxonomy_slug, model_version_id)
+    known: dict[str, np.ndarray] = {}
+    try:
+        with np.load(path) as stored:
+            known = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+    except (OSError, ValueError, KeyError):
+        known = {}  # none yet, or unreadable: encoded again and written anew
+    keys = [_digest(text) if text else "" for text in descriptions]
+    missing = sorted({(key, text) for key, text in zip(keys, descriptions, strict=True)
+                      if text and key not in known})  # fmt: skip
+    if missing:
+        vectors = np.asarray(encoder.encode([text for _, text in missing]), dtype=np.float32)
+        known.update(zip([key for key, _ in missing], vectors, strict=True))
+        _write(path, known)
+    found = np.zeros((len(descriptions), encoder.dim), np.float32)
+    for row, key in enumerate(keys):
+        if key:
+            found[row] = known[key]
+    return found
+
+
+def _write(path: Path, vectors: dict[str, np.ndarray]) -> None:
+    """Write the cache under a temporary name and rename it into place: a reader sees the old
+    file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+    keys = list(vectors)
+    with scratch.open("wb") as handle:
+        np.savez(handle, keys=np.array(keys), vectors=np.stack([vectors[k] for k in keys]))
+        handle.flush()
+        os.fsync(handle.fileno())
+    scratch.replace(path)
+
+
+def group_rows(taxonomy_id: int) -> list[tuple[int, str, str]]:
+    return list(
+        Group.objects.filter(taxonomy_id=taxonomy_id)
+        .order_by("id")
+        .values_list("id", "name", "description")
+    )
+
+
+def engine_group_facts(engine: LiveEngine, taxonomy_slug: str) -> GroupFacts:
+    """The groups as ``engine`` sees them, read again when older than ``_RECHECK``."""
+    now = time.monotonic()
+    with _lock:
+        cached = _facts.get(engine.index_build_id)
+    if cached is not None and now - cached[0] < _RECHECK:
+        return cached[2]
+    rows = group_rows(engine.taxonomy_id)
+    if cached is not None and cached[1] == rows:
+        facts = cached[2]
+    else:
+        vectors = description_vectors(
+            taxonomy_slug=taxonomy_slug,
+            model_version_id=engine.model_version_id,
+            encoder=engine.encoder,
+            descriptions=[description for _, _, description in rows],
+        )
+        facts = GroupFacts.build(
+            [group_id for group_id, _, _ in rows],
+            [name for _, name, _ in rows],
+            vectors,
+            [bool(description) for _, _, description in rows],
+        )
+    with _lock:
+        if len(_facts) >= _MAX_ENGINES and engine.index_build_id not in _facts:
+            _facts.pop(next(iter(_facts)))
+        _facts[engine.index_build_id] = (now, rows, facts)
+    return facts
+
+
+def forget_group_facts() -> None:
+    with _lock:
+        _facts.clear()

@@ -1,0 +1,253 @@
+"""The ranker's candidates, features, fit, calibration and files (no Django)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.encoders import ConfigError
+from models_app.siamese.ranker import (
+    FEATURES,
+    MIN_EXAMPLES,
+    Candidates,
+    GroupFacts,
+    HitMember,
+    LinearRanker,
+    OwnVerdict,
+    RankingExample,
+    VerdictHistory,
+    candidate_features,
+    fit_ranker,
+    load_ranker,
+    prior_for,
+    save_ranker,
+)
+
+COLUMN = {name: i for i, name in enumerate(FEATURES)}
+MEMBERS = {
+    1: HitMember(10, "java developer"),
+    2: HitMember(10, "java programmer"),
+    3: HitMember(20, "coffee expert"),
+    4: HitMember(30, "barista"),
+    5: HitMember(20, "java barista", curator=True),
+}
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def facts(description_rows: dict[int, np.ndarray]) -> GroupFacts:
+    ids = [10, 20, 30, 40]
+    vectors = [description_rows.get(g, np.zeros(2, np.float32)) for g in ids]
+    return GroupFacts.build(
+        ids,
+        ["Software developers", "Coffee experts", "Baristas", "Tea tasters"],
+        vectors,
+        [g in description_rows for g in ids],
+    )
+
+
+def feature(candidates: Candidates, group: int, name: str) -> float:
+    row = int(np.flatnonzero(candidates.groups == group)[0])
+    return float(candidates.features[row, COLUMN[name]])
+
+
+def test_candidates_are_the_union_of_members_curators_members_and_descriptions():
+    hits = [(1, 0.9), (2, 0.8), (3, 0.5), (5, 0.7), (99, 0.95)]  # 99: deleted since the build
+    groups = facts({40: unit(1, 0)})
+    found = candidate_features("java dev", unit(1, 0), hits, MEMBERS, groups=groups)
+
+    assert sorted(found.groups.tolist()) == [10, 20, 40]
+    assert found.features.shape == (3, len(FEATURES))
+    assert np.isfinite(found.features).all()
+    # A group's similarity is its best member's, of either source; 0 for a description alone.
+    assert dict(zip(found.groups.tolist(), found.similarity.tolist(), strict=True)) == {
+        10: pytest.approx(0.9),
+        20: pytest.approx(0.7),
+        40: 0.0,
+    }
+    assert feature(found, 20, "judged") == pytest.approx(0.7)
+    assert feature(found, 20, "member") == pytest.approx(0.5)
+    assert feature(found, 10, "judged_missing") == 1.0
+    assert feature(found, 40, "description") == pytest.approx(1.0)
+    assert feature(found, 10, "description_missing") == 1.0
+    assert found.members[found.groups.tolist().index(20)] == 5  # the curator's member is nearer
+
+
+def test_excluded_groups_are_never_candidates_by_any_matcher():
+    hits = [(1, 0.9), (3, 0.5), (5, 0.7)]
+    groups = facts({20: unit(1, 0), 30: unit(1, 0.1)})
+    found = candidate_features(
+        "java", unit(1, 0), hits, MEMBERS, groups=groups, excluded=frozenset({20})
+    )
+    assert 20 not in found.groups.tolist()
+    assert 30 in found.groups.tolist()
+
+
+def test_an_exact_member_and_shared_words_are_evidence():
+    found = candidate_features("Java Developer", unit(1, 0), [(1, 1.0), (3, 0.4)], MEMBERS)
+    assert feature(found, 10, "member_exact") == 1.0
+    assert feature(found, 10, "member_words_query") == 1.0
+    assert feature(found, 20, "member_exact") == 0.0
+
+
+def test_a_tie_of_member_scores_is_broken_by_the_descriptions():
+    # Two groups hold the same string: their best members tie, their descriptions do not.
+    members = {1: HitMember(10, "driver"), 2: HitMember(20, "driver")}
+    groups = facts({10: unit(0, 1), 20: unit(1, 0)})
+    found = candidate_features("driver", unit(1, 0), [(1, 1.0), (2, 1.0)], members, groups=groups)
+    assert feature(found, 10, "best") == feature(found, 20, "best")
+
+    scores = prior_for("transformer").scores(found.features)
+    assert found.groups[int(np.argmax(scores))] == 20
+    # Without descriptions the evidence cannot tell them apart.
+    blind = prior_for("ngram_bag").scores(found.features)
+    assert blind[0] == blind[1]
+
+
+def test_the_history_counts_a_groups_verdicts_and_leaves_a_texts_own_out():
+    history = VerdictHistory(
+        confirmed={10: 3, 20: 1},
+        rejected={20: 2},
+        rejected_groups=np.array([20, 20]),
+        rejected_vectors=np.stack([unit(1, 0), unit(0, 1)]),
+        group_count=4,
+    )
+    hits = [(1, 0.9), (3, 0.5)]
+    found = candidate_features("java", unit(1, 0), hits, MEMBERS, history=history)
+    assert feature(found, 10, "verdicts") == pytest.approx(np.log1p(3))
+    assert feature(found, 20, "rejections") == pytest.approx(np.log1p(2))
+    assert feature(found, 20, "rejected_near") == pytest.approx(1.0)
+
+    own = OwnVerdict(10, rejected_rows=(0,))
+    alone = candidate_features("java", unit(1, 0), hits, MEMBERS, history=history, own=own)
+    assert feature(alone, 10, "verdicts") == pytest.approx(np.log1p(2))
+    assert feature(alone, 20, "rejections") == pytest.approx(np.log1p(1))
+    assert feature(alone, 20, "rejected_near") == pytest.approx(0.0, abs=1e-6)
+
+
+def synthetic_examples(count: int, seed: int) -> list[RankingExample]:
+    """Texts with three candidates whose right group is the one curators chose most often,
+    while the member cosine favours another: evidence the prior ignores."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for _ in range(count):
+        features = rng.normal(0, 0.05, size=(3, len(FEATURES))).astype(np.float32)
+        right = int(rng.integers(3))
+        features[:, COLUMN["best"]] = rng.uniform(0.5, 0.9, 3)
+        features[(right + 1) % 3, COLUMN["best"]] = 0.95
+        features[:, COLUMN["verdicts"]] = rng.uniform(0, 1, 3)
+        features[right, COLUMN["verdicts"]] = 3.0
+        candidates = Candidates(
+            groups=np.array([100, 200, 300]),
+            features=features,
+            similarity=features[:, COLUMN["best"]],
+            members=np.array([-1, -1, -1]),
+        )
+        examples.append(RankingExample(candidates, [100, 200, 300][right]))
+    return examples
+
+
+def accuracy(ranker: LinearRanker, examples: list[RankingExample]) -> float:
+    right = [
+        e.candidates.groups[int(np.argmax(ranker.scores(e.candidates.features)))] == e.group_id
+        for e in examples
+    ]
+    return float(np.mean(right))
+
+
+def test_a_fitted_ranker_learns_the_evidence_the_prior_ignores():
+    prior = prior_for("ngram_bag")
+    train, held = synthetic_examples(200, seed=0), synthetic_examples(200, seed=1)
+    ranker = fit_ranker(train, prior=prior)
+
+    assert accuracy(prior, held) < 0.05
+    assert accuracy(ranker, held) > 0.95
+    assert ranker.calibrated and ranker.fitted_on == 200
+
+
+def test_the_probability_leaves_room_for_none_of_these():
+    examples = synthetic_examples(150, seed=2)
+    # A third of the texts' right group is not among their candidates.
+    examples += [RankingExample(e.candidates, 999) for e in synthetic_examples(75, seed=3)]
+    ranker = fit_ranker(examples, prior=prior_for("ngram_bag"))
+    candidates = examples[0].candidates
+    probabilities = ranker.probabilities(ranker.scores(candidates.features), 0.9)
+    assert probabilities is not None
+    assert 0 < probabilities.sum() < 0.95
+    assert (probabilities >= 0).all()
+    assert LinearRanker.prior().probabilities(np.zeros(3), 0.9) is None  # not calibrated
+
+
+def test_too_few_usable_verdicts_are_refused_and_the_prior_stands():
+    prior = prior_for("ngram_bag")
+    with pytest.raises(ConfigError, match=f"at least {MIN_EXAMPLES}"):
+        fit_ranker(synthetic_examples(MIN_EXAMPLES - 1, seed=0), prior=prior)
+    # Verdicts whose group is never among the candidates ("none of these") teach no ranking.
+    missing = [RankingExample(e.candidates, None) for e in synthetic_examples(50, seed=0)]
+    with pytest.raises(ConfigError):
+        fit_ranker(missing, prior=prior)
+
+
+def test_nan_and_infinite_features_give_finite_scores():
+    ranker = fit_ranker(synthetic_examples(60, seed=4), prior=prior_for("ngram_bag"))
+    features = synthetic_examples(1, seed=5)[0].candidates.features.copy()
+    features[0, 0], features[1, 3], features[2, 5] = np.nan, np.inf, -np.inf
+    scores = ranker.scores(features)
+    assert np.isfinite(scores).all()
+    assert np.isfinite(ranker.probabilities(scores, float("nan") if False else 0.5)).all()
+
+
+def test_a_ranker_and_its_history_survive_a_save_and_load(tmp_path):
+    ranker = fit_ranker(synthetic_examples(60, seed=6), prior=prior_for("transformer"))
+    history = VerdictHistory(
+        confirmed={10: 2},
+        rejected={20: 1},
+        rejected_groups=np.array([20]),
+        rejected_vectors=unit(1, 0)[None, :],
+        group_count=4,
+    )
+    save_ranker(tmp_path, ranker, history)
+    loaded, loaded_history = load_ranker(tmp_path)
+
+    features = synthetic_examples(1, seed=7)[0].candidates.features
+    assert np.allclose(loaded.scores(features), ranker.scores(features))
+    assert loaded.temperature == ranker.temperature
+    assert (loaded_history.confirmed, loaded_history.rejected) == ({10: 2}, {20: 1})
+    assert np.allclose(loaded_history.rejected_vectors, history.rejected_vectors)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: d.update(weights=[float("nan")] * len(FEATURES)), "finite"),
+        (lambda d: d.update(features=["best"]), "features"),
+        (lambda d: d.update(scale=[0.0] * len(FEATURES)), "positive"),
+        (lambda d: d.update(temperature=-1.0), "temperature"),
+        (lambda d: d.pop("weights"), "weights"),
+    ],
+)
+def test_a_damaged_ranker_file_is_refused_by_name(tmp_path, damage, message):
+    save_ranker(tmp_path, prior_for("transformer"), VerdictHistory())
+    raw = json.loads((tmp_path / "ranker.json").read_text())
+    damage(raw)
+    (tmp_path / "ranker.json").write_text(json.dumps(raw))
+    with pytest.raises(ArtifactError, match=message):
+        load_ranker(tmp_path)
+
+
+def test_missing_or_unreadable_ranker_files_are_refused(tmp_path):
+    with pytest.raises(ArtifactError):
+        load_ranker(tmp_path)
+    save_ranker(tmp_path, prior_for("transformer"), VerdictHistory())
+    (tmp_path / "history.npz").write_bytes(b"not a numpy file")
+    with pytest.raises(ArtifactError, match="history"):
+        load_ranker(tmp_path)
+    (tmp_path / "ranker.json").write_text("{broken")
+    with pytest.raises(ArtifactError, match="cannot be read"):
+        load_ranker(tmp_path)

@@ -1,0 +1,125 @@
+"""The ranker in the product: fitted on verdicts, gated, served with the model it ranks for, and
+never a 500 when its files are damaged."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from annotations.models import Group
+from annotations.services.review import inputs_submit, judgement_create
+from models_app.models import Deployment, RankerVersion
+from models_app.ranker_training import judged_texts, ranker_fit, rankers_due
+from models_app.serving.engines import artifact_path
+from models_app.serving.normalize import normalize_texts
+from models_app.serving.rankers import forget_loaded_rankers
+from tests.conftest import build_live_model
+from tests.test_match_probability import RIGHT, WRONG, judge_all
+
+
+def live_ranker(taxonomy) -> RankerVersion | None:
+    return Deployment.objects.get(taxonomy=taxonomy).ranker
+
+
+def test_a_fitted_ranker_goes_live_with_its_gate_report_and_history(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    ranker = live_ranker(tiny_taxonomy)
+    assert ranker is not None and ranker.status == RankerVersion.Status.LIVE
+    assert (
+        ranker.model_version
+        == Deployment.objects.get(taxonomy=tiny_taxonomy).index_build.model_version
+    )
+    assert ranker.verdicts == len(RIGHT) + len(WRONG)
+    assert ranker.gate_report["held_out"] >= 1
+    assert (artifact_path(ranker.artifact_path) / "history.npz").is_file()
+    # Reassigned texts rejected the group on top: the history holds them.
+    texts = {j.text: j for j in judged_texts(tiny_taxonomy)}
+    assert any(texts[text].rejected for text in WRONG)
+
+
+def test_a_text_is_never_offered_a_group_rejected_for_it_and_k_groups_come_back(
+    tiny_taxonomy, curator
+):
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
+    rejected = item.top_group
+    judgement_create(review_item=item, user=curator, verdict="false_match")
+    (result,) = normalize_texts(tiny_taxonomy, ["Java Barista"], k=4)
+    assert rejected.id not in [g.group_id for g in result.groups]
+    assert len(result.groups) == 4  # five groups, one ruled out
+
+
+def test_a_damaged_ranker_file_serves_the_models_prior_instead_of_failing(
+    tiny_taxonomy, curator, api_client, caplog
+):
+    judge_all(tiny_taxonomy, curator)
+    ranker = live_ranker(tiny_taxonomy)
+    (artifact_path(ranker.artifact_path) / "ranker.json").write_text("{not json")
+    forget_loaded_rankers()
+
+    response = api_client.post(
+        "/api/v1/taxonomies/jobs/normalize", {"texts": ["Senior Java Engineer"]}, format="json"
+    )
+
+    assert response.status_code == 200
+    (result,) = response.json()["results"]
+    assert result["groups"][0]["code"] == "15-1252"
+    assert result["probability"] is None  # the prior is not calibrated
+    assert "cannot serve" in caplog.text
+
+
+def test_a_missing_ranker_folder_serves_the_prior_too(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    shutil.rmtree(artifact_path(live_ranker(tiny_taxonomy).artifact_path))
+    forget_loaded_rankers()
+    (result,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=2)
+    assert (result.groups[0].code, result.probability) == ("15-1252", None)
+
+
+def test_a_ranker_fitted_for_another_model_is_not_used(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    old = live_ranker(tiny_taxonomy)
+    build_live_model(tiny_taxonomy)  # a new model goes live; the pointer still names the old ranker
+    assert live_ranker(tiny_taxonomy) == old
+    (result,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=2)
+    assert result.probability is None
+    # The new model is due a ranker of its own, and gets one.
+    assert tiny_taxonomy in rankers_due()
+    fitted = ranker_fit(taxonomy=tiny_taxonomy)
+    assert fitted.model_version != old.model_version and live_ranker(tiny_taxonomy) == fitted
+    assert RankerVersion.objects.get(id=old.id).status == RankerVersion.Status.RETIRED
+
+
+def test_a_ranker_is_due_only_once_enough_verdicts_are_new(tiny_taxonomy, curator, settings):
+    settings.SIAMWEB_RANKER_REFIT_VERDICTS = 3
+    assert rankers_due() == []  # no verdicts at all
+    judge_all(tiny_taxonomy, curator)
+    assert rankers_due() == []
+    items = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["Night Nurse", "Java Coder", "Tea Barista"], source="api"
+    )
+    for item in items[:2]:
+        judgement_create(review_item=item, user=curator, verdict="confirm")
+    assert rankers_due() == []
+    judgement_create(review_item=items[2], user=curator, verdict="confirm")
+    assert rankers_due() == [tiny_taxonomy]
+
+
+def test_verdicts_of_none_of_these_only_are_too_few_and_leave_the_prior(tiny_taxonomy, curator):
+    texts = [f"Unrelated title {n}" for n in range(25)]
+    for item in inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api"):
+        judgement_create(review_item=item, user=curator, verdict="none")
+    assert ranker_fit(taxonomy=tiny_taxonomy) is None
+    assert live_ranker(tiny_taxonomy) is None
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_groups_come_back_with_probabilities_best_first(tiny_taxonomy, curator, k):
+    judge_all(tiny_taxonomy, curator)
+    (result,) = normalize_texts(tiny_taxonomy, ["Senior Tax Accountant"], k=k)
+    assert len(result.groups) == k
+    probabilities = [g.probability for g in result.groups]
+    assert all(p is not None for p in probabilities)
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert result.probability == probabilities[0] < 1
+    assert result.groups[0].code == Group.objects.get(taxonomy=tiny_taxonomy, code="13-2011").code
