@@ -228,6 +228,14 @@ def live_engine_and_ranker(taxonomy: Taxonomy) -> tuple[LiveEngine | None, int |
     return _live_engine_load(taxonomy, cached, loading), ranker_id
 
 
+def live_ranker_id(taxonomy: Taxonomy) -> int | None:
+    """The live ranker's id alone: for a caller that pinned its engine (a bulk job)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_POINTER_SQL, [taxonomy.id])
+        row = cursor.fetchone()
+    return row[1] if row is not None else None
+
+
 def _live_engine_load(taxonomy: Taxonomy, cached, loading) -> LiveEngine | None:
     deployment = (
         Deployment.objects.filter(taxonomy=taxonomy)

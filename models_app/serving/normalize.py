@@ -21,9 +21,10 @@ from models_app.serving.engines import (
     LiveEngine,
     NoLiveModel,
     live_engine_and_ranker,
+    live_ranker_id,
 )
 from models_app.serving.groups import engine_group_facts
-from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
+from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.ranker import HitMember, candidate_features
 from models_app.siamese.text import normalize_text
@@ -120,7 +121,8 @@ def normalize_texts(
     if engine is None:
         raise NoLiveModel(taxonomy)
     if ranker is None:
-        ranker = engine_prior(engine)
+        # A pinned engine answers with the live ranker while it ranks for the same model.
+        ranker = serving_ranker(engine, live_ranker_id(taxonomy))
     if not texts:
         return []
     unique = list(dict.fromkeys(texts))
