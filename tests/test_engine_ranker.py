@@ -251,3 +251,29 @@ def test_missing_or_unreadable_ranker_files_are_refused(tmp_path):
     (tmp_path / "ranker.json").write_text("{broken")
     with pytest.raises(ArtifactError, match="cannot be read"):
         load_ranker(tmp_path)
+
+
+def test_an_exact_match_curators_contradicted_for_similar_texts_is_not_sure():
+    """Texts whose exact member match curators had rejected for similar texts were elsewhere;
+    the fitted ranker learns it, and no longer calls such a match likely right."""
+    rng = np.random.default_rng(8)
+
+    def example(contradicted: bool) -> RankingExample:
+        features = rng.normal(0, 0.02, size=(2, len(FEATURES))).astype(np.float32)
+        features[:, COLUMN["best"]] = [1.0, 0.8]
+        features[0, COLUMN["member_exact"]] = 1.0
+        features[:, COLUMN["rejected_near"]] = -1.0
+        if contradicted:
+            features[0, COLUMN["rejected_near"]] = 0.95
+            features[0, COLUMN["rejections"]] = 2.0
+        candidates = Candidates(np.array([1, 2]), features, features[:, 0], np.array([-1, -1]))
+        return RankingExample(candidates, 2 if contradicted else 1)
+
+    examples = [example(contradicted=i % 3 == 0) for i in range(240)]
+    ranker = fit_ranker(examples, prior=prior_for("ngram_bag"))
+    for contradicted, most in ((True, 0.5), (False, 1.0)):
+        candidates = example(contradicted).candidates
+        probabilities = ranker.probabilities(ranker.scores(candidates.features), 1.0)
+        assert probabilities[0] < most
+        if not contradicted:
+            assert probabilities[0] > 0.9
