@@ -31,7 +31,7 @@ from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.artifacts import atomic_directory
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker import (
     MIN_EXAMPLES,
     HitMember,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models_app.siamese.distill import DistillConfig, distill_encoder, distillation_texts
-from models_app.siamese.encoders import ConfigError, encoder_class, parse_config
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.distill import distill_encoder, distillation_texts
+from models_app.siamese.encoders import encoder_class, parse_config
+from models_app.siamese.specs import DistillConfig
 from models_app.siamese.towers import TransformerEncoder
 
 TITLES = [

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
-from models_app.siamese.encoders import ConfigError, fit_encoder, load_encoder, parse_config
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import fit_encoder, load_encoder, parse_config
 
 TITLES = [
     "Java Developer",

@@ -7,16 +7,11 @@ import pytest
 import torch
 
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
-from models_app.siamese.encoders import (
-    ConfigError,
-    as_stored,
-    char_ngrams,
-    encoder_class,
-    load_encoder,
-    parse_config,
-)
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import as_stored, encoder_class, load_encoder, parse_config
 from models_app.siamese.networks import _training_ngram_bag_ids, ngram_bag_ids, stable_hash
 from models_app.siamese.text import normalize_text
+from models_app.siamese.tfidf import char_ngrams
 
 TITLES = [
     "Java Developer",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker import (
     FEATURES,
     MIN_EXAMPLES,

@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models_app.siamese.encoders import ConfigError, fit_encoder
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import fit_encoder
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch, SearchConfig

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import ConfigError, load_encoder, parse_config
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import load_encoder, parse_config
 from models_app.siamese.sampling import prepare_data
 from models_app.siamese.specs import TrainConfig
 from models_app.siamese.towers import BUNDLED_BASE, TransformerEncoder, base_model_path

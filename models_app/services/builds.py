@@ -29,8 +29,9 @@ from models_app.services.training_data import (
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.distill import distill_encoder, distillation_texts
-from models_app.siamese.encoders import ConfigError, Encoder, load_encoder
+from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.sampling import FeedbackExample, prepare_data
 from models_app.siamese.specs import (

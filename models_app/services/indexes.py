@@ -18,7 +18,7 @@ from models_app.services.training_data import Progress, member_rows, no_progress
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.serving.groups import description_vectors, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.index import MemberIndex
 
 logger = logging.getLogger(__name__)

@@ -15,55 +15,18 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from models_app.siamese import augment
-from models_app.siamese.encoders import (
-    ConfigError,
-    Encoder,
-    check_field_types,
-    encoder_class,
-    parse_config,
-)
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.networks import NeuralEncoder
 from models_app.siamese.optim import Optimizer
+from models_app.siamese.specs import DistillConfig
 from models_app.siamese.train import TrainResult, _no_progress, _set_threads, choose_device
-
-
-@dataclass(frozen=True)
-class DistillConfig:
-    batch_size: int = 512
-    learning_rate: float = 1e-3
-    max_steps: int = 100_000
-    max_minutes: float = 30.0
-    # Augmented copies of each taxonomy string added to the texts (their teacher vectors too).
-    augmented_copies: int = 2
-    # Softmax temperature of the in-batch term: 0.05, as the training loss's scale of 20.
-    temperature: float = 0.05
-    ranking_weight: float = 1.0
-    seed: int = 0
-    device: str = "auto"
-    threads: int = 0
-
-    def __post_init__(self) -> None:
-        check_field_types(self)
-        checks = [
-            (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
-            (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
-            (self.max_steps >= 1, "max_steps must be at least 1"),
-            (self.max_minutes > 0, "max_minutes must be positive"),
-            (0 <= self.augmented_copies <= 10, "augmented_copies must be between 0 and 10"),
-            (0 < self.temperature <= 1, "temperature must be in (0, 1]"),
-            (self.ranking_weight >= 0, "ranking_weight must not be negative"),
-            (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
 
 
 def distillation_texts(

@@ -29,7 +29,7 @@ import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.baselines import trigrams
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.text import normalize_text
 
 RANKER_FILE = "ranker.json"

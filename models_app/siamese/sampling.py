@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 
 from models_app.siamese import augment
-from models_app.siamese.encoders import (
-    ConfigError,
-)
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.evaluation import split_members
 from models_app.siamese.specs import PAIRWISE_LOSSES, TRIPLE_LOSSES, TrainConfig
 from models_app.siamese.text import normalize_text

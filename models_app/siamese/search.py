@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models_app.siamese.baselines import TrigramMatcher, _top_k_stable, trigrams
-from models_app.siamese.encoders import ConfigError, check_field_types
+from models_app.siamese.configs import ConfigError, check_field_types
 from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid, true_pairs
 from models_app.siamese.index import MemberIndex
 

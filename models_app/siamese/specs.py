@@ -10,11 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from models_app.siamese.encoders import (
-    ConfigError,
-    check_field_types,
-    parse_config,
-)
+from models_app.siamese.configs import ConfigError, check_field_types
+from models_app.siamese.encoders import parse_config
 from models_app.siamese.losses import LOSSES
 
 PAIRWISE_LOSSES = {"contrastive", "hybrid"}
@@ -123,6 +120,38 @@ class TrainConfig:
             raise ConfigError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class DistillConfig:
+    batch_size: int = 512
+    learning_rate: float = 1e-3
+    max_steps: int = 100_000
+    max_minutes: float = 30.0
+    # Augmented copies of each taxonomy string added to the texts (their teacher vectors too).
+    augmented_copies: int = 2
+    # Softmax temperature of the in-batch term: 0.05, as the training loss's scale of 20.
+    temperature: float = 0.05
+    ranking_weight: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        checks = [
+            (2 <= self.batch_size <= 65_536, "batch_size must be between 2 and 65536"),
+            (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
+            (self.max_steps >= 1, "max_steps must be at least 1"),
+            (self.max_minutes > 0, "max_minutes must be positive"),
+            (0 <= self.augmented_copies <= 10, "augmented_copies must be between 0 and 10"),
+            (0 < self.temperature <= 1, "temperature must be in (0, 1]"),
+            (self.ranking_weight >= 0, "ranking_weight must not be negative"),
+            (self.device in {"auto", "cpu", "cuda"}, "device must be auto, cpu or cuda"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+
 # A model spec is what `manage.py train --config` reads: {"encoder": {...}, "training": {...}}.
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
 # Encoder kinds that know language before any training, so that 0 training steps serve.
@@ -189,12 +218,10 @@ def parse_search_config(raw: dict[str, Any] | None) -> Any:
     return SearchConfig(**raw)
 
 
-def parse_distill_config(raw: dict[str, Any] | None) -> Any:
+def parse_distill_config(raw: dict[str, Any] | None) -> DistillConfig | None:
     """The ``distill`` part of a spec (a ``DistillConfig``), or None: the model is trained on
     the taxonomy's pairs instead. ``teacher`` names where the teacher comes from: ``live``,
     the taxonomy's live model."""
-    from models_app.siamese.distill import DistillConfig
-
     section = (raw or {}).get("distill")
     if section is None:
         return None

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from models_app.siamese.artifacts import ArtifactError, write_manifest
-from models_app.siamese.encoders import ENCODER_ARTIFACT, ConfigError, check_field_types
+from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError, check_field_types
 from models_app.siamese.networks import NeuralEncoder
 
 BUNDLED_BASE = "all-MiniLM-L6-v2"

@@ -21,13 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models_app.siamese.encoders import (
-    CharNgramTfidfEncoder,
-    ConfigError,
-    Encoder,
-    encoder_class,
-    parse_config,
-)
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.losses import build_loss
 from models_app.siamese.networks import NeuralEncoder
 from models_app.siamese.optim import Optimizer
@@ -39,6 +34,7 @@ from models_app.siamese.specs import (
     TRIPLE_LOSSES,
     TrainConfig,
 )
+from models_app.siamese.tfidf import CharNgramTfidfEncoder
 
 # (stage, fraction done in [0, 1], seconds left or None)
 Progress = Callable[[str, float, float | None], None]

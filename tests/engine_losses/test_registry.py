@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses import LOSSES, HybridLoss, S2NetLoss, TripletLoss, build_loss
 
 

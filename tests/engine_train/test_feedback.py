@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from models_app.siamese.encoders import ConfigError, encoder_class, parse_config
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.encoders import encoder_class, parse_config
 from models_app.siamese.losses import SDMLLoss
 from models_app.siamese.sampling import BatchSampler, FeedbackExample, prepare_data
 from models_app.siamese.train import loss_step, train_encoder

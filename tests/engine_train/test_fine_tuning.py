@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.sampling import BatchSampler, FeedbackExample, prepare_data
 from models_app.siamese.train import blend_weights, train_encoder, validation_accuracy
 from tests.engine_train.conftest import ENCODER, MEMBERS, config, weights

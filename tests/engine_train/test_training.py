@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.sampling import BatchSampler, prepare_data
 from models_app.siamese.specs import parse_model_spec
 from models_app.siamese.train import CHECKPOINT, train_encoder

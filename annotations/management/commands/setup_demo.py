@@ -15,7 +15,7 @@ from annotations.services.review import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from models_app.services import taxonomy_ensure_live
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.text import clean_text
 
 DEMO_SLUG = "onet"

@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import nn
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses.common import _positive_int
 from models_app.siamese.losses.contrastive import CosineContrastiveLoss, HybridLoss
 from models_app.siamese.losses.in_batch import SDMLLoss, TripletLoss

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 
 # Floor under squared distances before a square root: keeps the gradient finite (and zero) when
 # two embeddings coincide, instead of the NaN that d/dx sqrt(x) gives at x = 0.

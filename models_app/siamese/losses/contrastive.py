@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses.common import (
     _SQRT_FLOOR,
     _check_labels,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models_app.siamese.encoders import ConfigError
+from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses.common import _check_pairs, _number
 
 

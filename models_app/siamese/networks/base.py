@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError, write_manifest
-from models_app.siamese.encoders import ENCODER_ARTIFACT, ConfigError
+from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WEIGHTS = "weights.pt"

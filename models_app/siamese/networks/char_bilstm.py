@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from models_app.siamese.encoders import check_field_types
+from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import NeuralEncoder, _check
 from models_app.siamese.text import normalize_text
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import check_field_types
+from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import _WORD, NeuralEncoder, _check, stable_hash
 from models_app.siamese.text import normalize_text
 

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from models_app.siamese.encoders import char_ngram_strings, check_field_types
+from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import _WORD, NeuralEncoder, _check, stable_hash
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import char_ngram_strings, normalize_text
 
 
 @dataclass(frozen=True)

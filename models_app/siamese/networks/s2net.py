@@ -9,13 +9,9 @@ import torch
 from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import (
-    CharNgramConfig,
-    CharNgramTfidfEncoder,
-    char_ngrams,
-    check_field_types,
-)
+from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import NeuralEncoder, _check
+from models_app.siamese.tfidf import CharNgramConfig, CharNgramTfidfEncoder, char_ngrams
 
 
 @dataclass(frozen=True)
