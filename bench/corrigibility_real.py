@@ -49,11 +49,11 @@ DEPTH = 40  # nearest members looked at when curator members are dropped from th
 
 def start_model(taxonomy, start: str):
     from models_app.models import TrainingRun
+    from models_app.run_execution import training_run_execute
     from models_app.services import (
         deployment_activate,
         index_build_create,
         model_version_import,
-        training_run_execute,
         training_run_request,
     )
     from models_app.siamese.specs import PRETRAINED_SPEC
@@ -182,7 +182,7 @@ def main() -> None:
     from annotations.services.taxonomy import taxonomy_import
     from models_app import retraining
     from models_app.models import TrainingRun
-    from models_app.services import training_run_execute
+    from models_app.run_execution import training_run_execute
     from models_app.siamese.text import normalize_text
 
     taxonomy = taxonomy_import(slug=SLUG, path=args.data / "esco", fmt="esco").taxonomy

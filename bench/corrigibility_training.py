@@ -25,7 +25,8 @@ TRAINING = {
 def build_starting_model(taxonomy, *, minutes: float, eval_every: int):
     """Train the starting model on the reduced taxonomy through a BUILD run; it goes live."""
     from models_app.models import TrainingRun
-    from models_app.services import training_run_execute, training_run_request
+    from models_app.run_execution import training_run_execute
+    from models_app.services import training_run_request
 
     training = {**TRAINING, "max_minutes": minutes, "eval_every": eval_every}
     spec = {"encoder": ENCODER, "training": training}
@@ -54,7 +55,7 @@ def retrain(taxonomy, admin, *, last_verdict_at: float) -> dict:
     verdict's response."""
     from models_app import retraining
     from models_app.models import TrainingRun
-    from models_app.services import training_run_execute
+    from models_app.run_execution import training_run_execute
 
     queued_seconds = 0.0
     queued_kinds = []

@@ -31,7 +31,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"worker\.tasks", "top"),
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery|gunicorn_config)", "top"),
     (
-        r"models_app\.(services(\.\w+)?|retraining|ranker_training|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk(_\w+)?)",
+        r"models_app\.(services(\.\w+)?|retraining|run_execution|ranker_training|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk(_\w+)?)",
         "jobs",
     ),
     (

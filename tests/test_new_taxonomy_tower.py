@@ -9,12 +9,12 @@ from django.core.management.base import CommandError
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.run_execution import training_run_execute
 from models_app.services import (
     deployment_activate,
     first_training_request,
     index_build_create,
     taxonomy_model_refresh,
-    training_run_execute,
 )
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError

@@ -6,9 +6,9 @@ from django.utils import timezone
 
 from annotations.models import Group, Member
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.run_execution import training_run_execute
 from models_app.services import (
     taxonomy_needs_reindex,
-    training_run_execute,
     training_run_request,
     training_runs_fail_stale,
 )

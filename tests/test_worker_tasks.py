@@ -14,7 +14,8 @@ from annotations.models import Group
 from annotations.services.review import inputs_submit, judgement_create
 from models_app import services
 from models_app.models import Deployment, IndexBuild, TrainingRun
-from models_app.services import training_run_execute, training_run_request
+from models_app.run_execution import training_run_execute
+from models_app.services import training_run_request
 from models_app.serving.normalize import normalize_texts
 from worker import tasks
 

@@ -26,10 +26,10 @@ from annotations.models import Taxonomy
 from annotations.services.review import review_items_repredict
 from models_app import bulk, bulk_run, promotion, ranker_training, retraining
 from models_app.models import TrainingRun
+from models_app.run_execution import training_run_execute
 from models_app.services import (
     first_training_request,
     taxonomy_needs_reindex,
-    training_run_execute,
     training_run_request,
     training_runs_fail_stale,
     training_runs_resend_queued,

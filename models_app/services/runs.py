@@ -4,12 +4,10 @@ a heartbeat, failed cleanly whatever goes wrong, and the first runs of a new tax
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
 from celery import current_app
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db import connection as db_connection
@@ -22,12 +20,10 @@ from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.services.builds import (
     model_version_evaluate,
     model_version_fit,
-    model_version_import,
 )
 from models_app.services.indexes import (
     deployment_activate,
     index_build_create,
-    taxonomy_needs_reindex,
 )
 from models_app.services.training_data import Progress
 from models_app.serving.engines import NoLiveModel, artifact_path
@@ -143,59 +139,6 @@ def training_runs_resend_queued(*, older_than_seconds: int) -> int:
     return len(stale)
 
 
-def training_run_execute(*, run_id: int) -> TrainingRun | None:
-    """Claim a queued run and carry it out; a second call for the same run does nothing.
-
-    Whatever goes wrong, the live model and index keep serving: a deployment only moves at the
-    very end of a successful run, and a failed run is marked FAILED with its error.
-    """
-    now = timezone.now()
-    claimed = TrainingRun.objects.filter(id=run_id, status=TrainingRun.Status.QUEUED).update(
-        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="start"
-    )
-    if claimed != 1:
-        logger.info("training run %s is not queued any more; nothing to do", run_id)
-        return None
-    run = TrainingRun.objects.select_related("taxonomy", "parent_version", "model_version").get(
-        id=run_id
-    )
-
-    progress = training_run_progress_writer(run_id=run_id)
-
-    try:
-        if run.kind in (TrainingRun.Kind.FINETUNE, TrainingRun.Kind.ROLLBACK):
-            # Imported here: the retraining and promotion modules build on this one.
-            from models_app.promotion import rollback_execute
-            from models_app.retraining import finetune_execute
-
-            execute = (
-                finetune_execute if run.kind == TrainingRun.Kind.FINETUNE else rollback_execute
-            )
-            outcome = execute(run=run, progress=progress)
-        else:
-            outcome = _build_or_reindex(run=run, progress=progress)
-    except Exception as exc:
-        logger.exception("training run %s failed", run_id)
-        if isinstance(exc, SoftTimeLimitExceeded):
-            error = (
-                "SoftTimeLimitExceeded: stopped by CELERY_TASK_SOFT_TIME_LIMIT "
-                f"({settings.CELERY_TASK_SOFT_TIME_LIMIT} s); the live model kept serving"
-            )
-        else:
-            error = f"{type(exc).__name__}: {exc}"
-        _run_mark_failed(run_id=run_id, error=error, stopped=isinstance(exc, SoftTimeLimitExceeded))
-        run.refresh_from_db()
-        return run
-    TrainingRun.objects.filter(id=run_id).update(
-        stage="done", progress=1.0, eta_seconds=0.0, finished_at=timezone.now(), **outcome
-    )
-    # A checkpoint (optimizer state included, about half a gigabyte) only serves a retry of a
-    # failed run; a finished one needs it no more.
-    shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
-    run.refresh_from_db()
-    return run
-
-
 # Where each stage sits on a run's one progress bar. Stages report their own fraction and
 # some come twice (a fine-tune trains, measures, trains again); the bar shows the run's share
 # done, which only grows: "train 2 %" is never followed by 0 %.
@@ -237,7 +180,7 @@ def training_run_progress_writer(*, run_id: int) -> Progress:
     return progress
 
 
-def _run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:
+def run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:
     """Mark a run FAILED, on a fresh connection where the old one may be mid-query.
 
     A soft time limit is a signal: it can land while psycopg waits for a reply, leaving the
@@ -278,7 +221,7 @@ def run_checkpoint_dir(run: TrainingRun) -> Path:
     return artifact_path(f"{run.taxonomy.slug}/runs/{run_first_attempt(run).id}")
 
 
-def _build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+def build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     if run.kind == TrainingRun.Kind.BUILD:
         model_version = model_version_fit(
             taxonomy=run.taxonomy,
@@ -328,43 +271,3 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
             finished_at=timezone.now(),
         )
     )
-
-
-def _run_now(*, taxonomy: Taxonomy, kind: str, spec: dict[str, Any] | None) -> TrainingRun | None:
-    run = training_run_request(taxonomy=taxonomy, kind=kind, config=spec or {}, enqueue=False)
-    if run is None:
-        return None
-    executed = training_run_execute(run_id=run.id)
-    if executed is None:  # a fine-tune took its slot before it started (superseded)
-        return None
-    run = executed
-    if run.status != TrainingRun.Status.SUCCEEDED:
-        raise RuntimeError(f"{kind} of {taxonomy.slug} failed: {run.error}")
-    return run
-
-
-def taxonomy_ensure_live(
-    *, taxonomy: Taxonomy, shipped: Path | None = None, spec: dict[str, Any] | None = None
-) -> str:
-    """Give the taxonomy a live model and a current index, doing no more work than needed.
-
-    In order: nothing when both are current; a reindex when members changed or a version exists
-    without a deployment; the shipped model when one is given (and no spec asks otherwise);
-    else a training run. Returns what it did, for the caller to report.
-    """
-    if hasattr(taxonomy, "deployment"):
-        if not taxonomy_needs_reindex(taxonomy):
-            return "live model and index are up to date"
-        run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, spec=None)
-        return f"reindexed: {run.index_build.size} members" if run else "a run is already active"
-    if ModelVersion.objects.filter(taxonomy=taxonomy).exists():
-        # A version that was never deployed (say an interrupted first start): index the newest.
-        version = ModelVersion.objects.filter(taxonomy=taxonomy).order_by("-number").first()
-        deployment_activate(index_build=index_build_create(model_version=version))
-        return f"{version.label} indexed and live"
-    if shipped is not None and shipped.exists() and not spec:
-        version = model_version_import(taxonomy=taxonomy, folder=shipped)
-        deployment_activate(index_build=index_build_create(model_version=version))
-        return f"shipped model {version.label} is live"
-    run = _run_now(taxonomy=taxonomy, kind=TrainingRun.Kind.BUILD, spec=spec)
-    return f"trained {run.model_version.label}" if run else "a run is already active"

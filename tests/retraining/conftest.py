@@ -10,7 +10,7 @@ from annotations.services.review import inputs_submit, judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from models_app.retraining import finetune_run_request
-from models_app.services import training_run_execute
+from models_app.run_execution import training_run_execute
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.

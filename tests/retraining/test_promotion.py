@@ -21,7 +21,8 @@ from models_app.promotion import (
     training_run_promote,
 )
 from models_app.retraining import finetune_run_request, training_run_retry
-from models_app.services import run_checkpoint_dir, training_run_execute
+from models_app.run_execution import training_run_execute
+from models_app.services import run_checkpoint_dir
 from models_app.serving.engines import live_engine
 from models_app.serving.normalize import normalize_texts
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued

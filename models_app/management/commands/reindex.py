@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.selectors import taxonomy_get
 from models_app.models import TrainingRun
-from models_app.services import training_run_execute, training_run_request
+from models_app.run_execution import training_run_execute
+from models_app.services import training_run_request
 
 
 class Command(BaseCommand):
