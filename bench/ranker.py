@@ -48,6 +48,7 @@ from models_app.siamese.calibration import expected_calibration_error  # noqa: E
 from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
 from models_app.siamese.index import MemberIndex  # noqa: E402
 from models_app.siamese.ranker import (  # noqa: E402
+    PRIOR_DESCRIPTION_WEIGHT,
     GroupFacts,
     HitMember,
     LexicalCache,
@@ -315,11 +316,13 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         "minilm", lambda: TransformerEncoder.create([], parse_config({"kind": "transformer"}))
     )
     if taxonomy.name == "esco":
-        served = Served(taxonomy, minilm, SearchConfig(lexical_weight=0.0), 0.3)
+        served = Served(
+            taxonomy, minilm, SearchConfig(lexical_weight=0.0), PRIOR_DESCRIPTION_WEIGHT
+        )
         today = "all-MiniLM-L6-v2 as it comes, as served today (a new taxonomy's model)"
     else:
         shipped = CachedEncoder("onet-shipped", lambda: load_encoder(ROOT / "data/models/onet"))
-        served = Served(taxonomy, shipped, SearchConfig(), 0.0)
+        served = Served(taxonomy, shipped, SearchConfig(), PRIOR_DESCRIPTION_WEIGHT)
         today = "shipped n-gram model + trigram term, as served today (the demo's default)"
     dev_texts = [t for t, _ in taxonomy.dev]
     dev_labels = [g for _, g in taxonomy.dev]
