@@ -137,6 +137,15 @@ class VerdictHistory:
     def total(self) -> int:
         return sum(self.confirmed.values())
 
+    def by_group(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rejected rows in order of their group, and those groups: worked out once."""
+        found = getattr(self, "_by_group", None)
+        if found is None:
+            order = np.argsort(self.rejected_groups, kind="stable")
+            found = (order, self.rejected_groups[order])
+            self._by_group = found
+        return found
+
 
 @dataclass(frozen=True)
 class OwnVerdict:
@@ -207,6 +216,16 @@ class _View:
         self.floor = score
 
 
+# The per-candidate values ``candidate_features`` computes in one pass, in this order.
+_ROW = (
+    "best", "member", "member_gap", "member_second", "member_count", "member_rank",
+    "member_missing", "member_dice", "member_words_query", "member_words_member", "member_exact",
+    "judged", "judged_gap", "judged_count", "judged_rank", "judged_missing", "judged_dice",
+    "judged_vote", "description", "description_gap", "description_missing", "name_dice",
+    "name_words", "query_words",
+)  # fmt: skip
+
+
 def candidate_features(
     text: str,
     vector: np.ndarray,
@@ -266,78 +285,72 @@ def candidate_features(
     count = len(candidates)
     query_words, query_grams, query_key = lexical(text)
     query_size = max(len(query_words), 1)
-    columns: dict[str, np.ndarray] = {}
-
-    def column(values) -> np.ndarray:
-        return np.fromiter(values, dtype=np.float32, count=count)
-
-    def fold(name: str, view: _View) -> np.ndarray:
-        best, rank = view.best, {g: i for i, g in enumerate(view.best)}
-        value = column(best.get(g, view.floor) for g in candidates)
-        columns[name] = value
-        columns[f"{name}_gap"] = view.top - value
-        columns[f"{name}_count"] = np.log1p(column(view.count.get(g, 0) for g in candidates))
-        columns[f"{name}_rank"] = np.log1p(column(rank.get(g, len(best)) for g in candidates))
-        missing = column(g not in best for g in candidates)
-        columns[f"{name}_missing"] = missing
-        infos = [lexical(members[view.member[g]].text) if g in best else None for g in candidates]
-        columns[f"{name}_dice"] = column(
-            dice(query_grams, info[1]) if info else 0.0 for info in infos
-        )
-        return np.where(missing > 0, -1.0, value), infos
-
-    member_best, infos = fold("member", taxonomy)
-    columns["member_second"] = column(
-        taxonomy.second.get(g, min(taxonomy.best.get(g, taxonomy.floor), taxonomy.floor))
-        for g in candidates
-    )
-    shared = [len(query_words & info[0]) if info else 0 for info in infos]
-    columns["member_words_query"] = column(n / query_size for n in shared)
-    columns["member_words_member"] = column(
-        n / max(len(info[0]), 1) if info else 0.0 for n, info in zip(shared, infos, strict=True)
-    )
-    columns["member_exact"] = column(bool(info) and info[2] == query_key for info in infos)
-    judged_best, _ = fold("judged", judged)
-    total_votes = sum(votes.values()) or 1.0
-    columns["judged_vote"] = column(votes.get(g, 0.0) / total_votes for g in candidates)
-    best_any = np.maximum(member_best, judged_best)
-    columns["best"] = best_any
-    chosen = [
-        judged.member[g]
-        if judged.best.get(g, -2.0) > taxonomy.best.get(g, -2.0)
-        else taxonomy.member.get(g, -1)
-        for g in candidates
-    ]
-
+    rows = [-1] * count
     if groups is not None:
-        rows = np.array([groups.row_of.get(g, -1) for g in candidates], np.int64)
-        known = rows >= 0
-        safe = np.maximum(rows, 0)
-        with_description = known & groups.has_description[safe]
-        if description is not None:
-            value = description[safe].astype(np.float32)
-            top = float(description[groups.has_description].max(initial=-1.0))
-            columns["description"] = np.where(with_description, value, 0.0).astype(np.float32)
-            columns["description_gap"] = np.where(with_description, top - value, 0.0).astype(
-                np.float32
+        rows = [groups.row_of.get(g, -1) for g in candidates]
+        name_grams, name_words = groups._name_grams, groups._name_words
+    description_top = (
+        float(description[groups.has_description].max(initial=-1.0))
+        if description is not None
+        else 0.0
+    )
+    total_votes = sum(votes.values()) or 1.0
+    rank_member = {g: i for i, g in enumerate(taxonomy.best)}
+    rank_judged = {g: i for i, g in enumerate(judged.best)}
+    values, chosen = [], []
+    # One pass a candidate, in the order of ``_ROW`` below; ``FEATURES`` orders the columns.
+    for g, row in zip(candidates, rows, strict=True):
+        in_member, in_judged = g in taxonomy.best, g in judged.best
+        member = taxonomy.best.get(g, taxonomy.floor)
+        judged_score = judged.best.get(g, judged.floor)
+        if in_member:
+            words_m, grams_m, key_m = lexical(members[taxonomy.member[g]].text)
+            shared = len(query_words & words_m)
+            member_lexical = (
+                dice(query_grams, grams_m),
+                shared / query_size,
+                shared / max(len(words_m), 1),
+                float(key_m == query_key),
             )
         else:
-            with_description = np.zeros(count, bool)
-        grams, name_words = groups._name_grams, groups._name_words
-        columns["name_dice"] = column(
-            dice(query_grams, grams[r]) if r >= 0 else 0.0 for r in rows.tolist()
+            member_lexical = (0.0, 0.0, 0.0, 0.0)
+        judged_dice = (
+            dice(query_grams, lexical(members[judged.member[g]].text)[1]) if in_judged else 0.0
         )
-        columns["name_words"] = column(
-            len(query_words & name_words[r]) / max(len(name_words[r]), 1) if r >= 0 else 0.0
-            for r in rows.tolist()
+        best = max(member if in_member else -1.0, judged_score if in_judged else -1.0)
+        described = row >= 0 and description is not None and groups.has_description[row]
+        description_value = float(description[row]) if described else 0.0
+        values.append((
+            best,
+            member,
+            taxonomy.top - member,
+            taxonomy.second.get(g, min(member, taxonomy.floor)),
+            math.log1p(taxonomy.count.get(g, 0)),
+            math.log1p(rank_member.get(g, len(taxonomy.best))),
+            float(not in_member),
+            *member_lexical,
+            judged_score,
+            judged.top - judged_score,
+            math.log1p(judged.count.get(g, 0)),
+            math.log1p(rank_judged.get(g, len(judged.best))),
+            float(not in_judged),
+            judged_dice,
+            votes.get(g, 0.0) / total_votes,
+            description_value,
+            description_top - description_value if described else 0.0,
+            float(not described),
+            dice(query_grams, name_grams[row]) if row >= 0 else 0.0,
+            len(query_words & name_words[row]) / max(len(name_words[row]), 1) if row >= 0 else 0.0,
+            float(len(query_words)),
+        ))  # fmt: skip
+        chosen.append(
+            judged.member[g]
+            if judged.best.get(g, -2.0) > taxonomy.best.get(g, -2.0)
+            else taxonomy.member.get(g, -1)
         )
-    else:
-        with_description = np.zeros(count, bool)
-        columns["name_dice"] = columns["name_words"] = np.zeros(count, np.float32)
-    if "description" not in columns:
-        columns["description"] = columns["description_gap"] = np.zeros(count, np.float32)
-    columns["description_missing"] = (~with_description).astype(np.float32)
-    columns["query_words"] = np.full(count, len(query_words), np.float32)
+    table = np.array(values, dtype=np.float32).reshape(count, len(_ROW))
+    columns = {name: table[:, i] for i, name in enumerate(_ROW)}
+    best_any = columns["best"]
     group_array = np.array(candidates, dtype=np.int64)
     _history_columns(columns, group_array, vector, history, own)
     features = (
@@ -375,11 +388,13 @@ def _history_columns(columns, candidates, vector, history, own) -> None:
             for group in history.rejected_groups[rows].tolist():
                 rejected -= (candidates == group).astype(np.float32)
             cosine[rows] = -1.0
-        position = {g: i for i, g in enumerate(candidates.tolist())}
-        for group, value in zip(history.rejected_groups.tolist(), cosine.tolist(), strict=True):
-            i = position.get(group)
-            if i is not None and value > near[i]:
-                near[i] = value
+        # The candidates' rejected texts: each group's rows are one slice of the history's
+        # rows sorted by group.
+        order, groups_sorted = history.by_group()
+        starts = np.searchsorted(groups_sorted, candidates, side="left")
+        ends = np.searchsorted(groups_sorted, candidates, side="right")
+        for i in np.flatnonzero(ends > starts):
+            near[i] = cosine[order[starts[i] : ends[i]]].max()
     columns["verdicts"] = np.log1p(np.maximum(confirmed, 0))
     columns["verdict_share"] = np.log(
         (np.maximum(confirmed, 0) + 1) / (max(total, 0) + max(history.group_count, 1))
