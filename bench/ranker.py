@@ -57,6 +57,7 @@ from models_app.siamese.ranker import (  # noqa: E402
     RankingExample,
     VerdictHistory,
     candidate_features,
+    candidates_of_texts,
     fit_ranker,
 )
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402
@@ -223,25 +224,22 @@ class Served:
         for start in range(0, len(texts), 512):
             chunk = texts[start : start + 512]
             hits = search.search(chunk, vectors[start : start + 512], DEPTH + 20)
-            for offset, row in enumerate(hits):
-                i = start + offset
-                leave = own[i] if own is not None else None
+            leaves = own[start : start + 512] if own is not None else [None] * len(chunk)
+            for offset, leave in enumerate(leaves):
                 if leave is not None:
                     skip = {base + j for j in leave[0]}
-                    row = [(m, s) for m, s in row if m not in skip]
-                found.append(
-                    candidate_features(
-                        texts[i],
-                        vectors[i],
-                        row[:DEPTH],
-                        members,
-                        groups=self.groups,
-                        history=history,
-                        own=leave[1] if leave is not None else None,
-                        lexical=self.lexical,
-                        **options,
-                    )
-                )
+                    hits[offset] = [(m, s) for m, s in hits[offset] if m not in skip]
+            found += candidates_of_texts(
+                chunk,
+                vectors[start : start + 512],
+                [row[:DEPTH] for row in hits],
+                members,
+                groups=self.groups,
+                history=history,
+                lexical=self.lexical,
+                own=[leave[1] if leave is not None else None for leave in leaves],
+                **options,
+            )
         return found
 
 
@@ -557,7 +555,9 @@ def speed(served: Served, texts: list[str], ranker: LinearRanker) -> dict:
         vector = unit(np.asarray(encoder.encode([text + " "]), dtype=np.float32))
         hits = served.search.search([text], vector, DEPTH)
         middle = time.perf_counter()
-        c = candidate_features(text, vector[0], hits[0], served.members, groups=served.groups)
+        c = candidate_features(
+            text, vector[0], hits[0], served.members, groups=served.groups, lexical=served.lexical
+        )
         ranker.scores(c.features)
         done = time.perf_counter()
         latencies.append((done - started) * 1000)
@@ -566,8 +566,8 @@ def speed(served: Served, texts: list[str], ranker: LinearRanker) -> dict:
     started = time.perf_counter()
     vectors = unit(np.asarray(encoder.encode(batch), dtype=np.float32))
     found = served.search.search(batch, vectors, DEPTH)
-    for text, vector, hits in zip(batch, vectors, found, strict=True):
-        c = candidate_features(text, vector, hits, served.members, groups=served.groups)
+    for c in candidates_of_texts(batch, vectors, found, served.members, groups=served.groups,
+                                 lexical=served.lexical):  # fmt: skip
         ranker.scores(c.features)
     seconds = time.perf_counter() - started
     return {

@@ -38,7 +38,7 @@ from models_app.siamese.ranker import (
     OwnVerdict,
     RankingExample,
     VerdictHistory,
-    candidate_features,
+    candidates_of_texts,
     fit_ranker,
     save_ranker,
 )
@@ -150,22 +150,27 @@ def _examples(
     """The judged texts at ``rows`` as ranking examples, each without its own verdict, and
     without the curator members of the texts in ``hidden``."""
     depth = settings.SIAMWEB_RANKER_DEPTH
-    examples = []
+    rows = list(rows)
+    hits, owns = [], []
     for row in rows:
         judged = prepared.judged[row]
         left_out = hidden | {judged.key}
-        hits = [
+        hits.append([
             (member_id, score)
             for member_id, score in prepared.hits[row]
             if prepared.member_keys.get(member_id) not in left_out
-        ][:depth]
-        own = OwnVerdict(judged.group_id, tuple(rows_of.get(row, ()))) if row in rows_of else None
-        candidates = candidate_features(
-            judged.text, prepared.vectors[row], hits, prepared.members,
-            groups=groups, history=history, own=own, lexical=lexical,
-        )  # fmt: skip
-        examples.append(RankingExample(candidates, judged.group_id))
-    return examples
+        ][:depth])  # fmt: skip
+        owns.append(
+            OwnVerdict(judged.group_id, tuple(rows_of.get(row, ()))) if row in rows_of else None
+        )
+    candidates = candidates_of_texts(
+        [prepared.judged[row].text for row in rows], prepared.vectors[rows], hits,
+        prepared.members, groups=groups, history=history, own=owns, lexical=lexical,
+    )  # fmt: skip
+    return [
+        RankingExample(found, prepared.judged[row].group_id)
+        for row, found in zip(rows, candidates, strict=True)
+    ]
 
 
 def _top_hits(examples: list[RankingExample], ranker) -> list[bool]:

@@ -26,7 +26,7 @@ from models_app.serving.engines import (
 from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import normalization_rows
-from models_app.siamese.ranker import HitMember, candidate_features
+from models_app.siamese.ranker import HitMember, candidates_of_texts
 from models_app.siamese.text import normalize_text
 
 # Answers below this probability are flagged for a closer look.
@@ -140,16 +140,20 @@ def normalize_texts(
     }
     groups = engine_group_facts(engine, taxonomy.slug)
 
-    answers = []
-    for text, key, row, vector in zip(unique, keys, hits, vectors, strict=True):
-        confirmed = read.verdict_groups.get(key, [])
-        # Confirmed groups are already first; rejected ones are never offered for this text.
-        excluded = frozenset(read.rejected.get(key, set()) | {g for g, _ in confirmed})
-        candidates = candidate_features(
-            text, vector, row, hit_members,
-            groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
-        )  # fmt: skip
-        answers.append(_answer(text, confirmed, candidates, ranker, k))
+    confirmed = [read.verdict_groups.get(key, []) for key in keys]
+    # Confirmed groups are already first; rejected ones are never offered for this text.
+    excluded = [
+        frozenset(read.rejected.get(key, set()) | {g for g, _ in groups_said})
+        for key, groups_said in zip(keys, confirmed, strict=True)
+    ]
+    candidates = candidates_of_texts(
+        unique, vectors, hits, hit_members,
+        groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
+    )  # fmt: skip
+    answers = [
+        _answer(text, said, found, ranker, k)
+        for text, said, found in zip(unique, confirmed, candidates, strict=True)
+    ]
 
     names = _group_names(members, answers)
     by_text = {}

@@ -194,211 +194,306 @@ class LexicalCache:
         return found
 
 
-@dataclass
-class _View:
-    """One source's hits folded into groups, best group first."""
-
-    best: dict[int, float] = field(default_factory=dict)
-    member: dict[int, int] = field(default_factory=dict)
-    second: dict[int, float] = field(default_factory=dict)
-    count: dict[int, int] = field(default_factory=dict)
-    top: float = 0.0
-    floor: float = 0.0
-
-    def add(self, group: int, member_id: int, score: float) -> None:
-        if group not in self.best:
-            if not self.best:
-                self.top = score
-            self.best[group], self.member[group], self.count[group] = score, member_id, 1
-        else:
-            self.count[group] += 1
-            self.second.setdefault(group, score)
-        self.floor = score
-
-
-# The per-candidate values ``candidate_features`` computes in one pass, in this order.
-_ROW = (
-    "best", "member", "member_gap", "member_second", "member_count", "member_rank",
-    "member_missing", "member_dice", "member_words_query", "member_words_member", "member_exact",
-    "judged", "judged_gap", "judged_count", "judged_rank", "judged_missing", "judged_dice",
-    "judged_vote", "description", "description_gap", "description_missing", "name_dice",
-    "name_words", "query_words",
-)  # fmt: skip
-
-
 def candidate_features(
     text: str,
     vector: np.ndarray,
     hits: Sequence[tuple[int, float]],
     members: Mapping[int, HitMember],
     *,
+    excluded: frozenset[int] | set[int] = frozenset(),
+    own: OwnVerdict | None = None,
+    **options,
+) -> Candidates:
+    """``candidates_of_texts`` for one text."""
+    (found,) = candidates_of_texts(
+        [text], np.asarray(vector)[None, :], [hits], members,
+        excluded=[excluded], own=[own], **options,
+    )  # fmt: skip
+    return found
+
+
+@dataclass
+class _Source:
+    """One source's hits of a batch of texts folded into (text, group) pairs: each pair's best
+    score and member, second score, hit count and rank among the text's groups; per text its
+    first and last score and how many groups it has."""
+
+    keys: np.ndarray  # (U,) text * width + group, sorted
+    best: np.ndarray
+    member: np.ndarray
+    second: np.ndarray  # nan: a single hit
+    count: np.ndarray
+    rank: np.ndarray
+    vote: np.ndarray  # the pair's share of its text's votes (curators' members)
+    top: np.ndarray  # (Q,) 0 where a text has no hit of this source
+    floor: np.ndarray
+    groups_of_text: np.ndarray  # (Q,)
+    ranked: list[list[int]]  # per text its groups, best first
+
+    @classmethod
+    def fold(cls, q, group, score, member, width: int, texts: int) -> _Source:
+        key = q * width + group
+        keys, first, inverse, count = np.unique(
+            key, return_index=True, return_inverse=True, return_counts=True
+        )
+        order = np.argsort(key, kind="stable")  # each pair's hits in their order
+        starts = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+        second = np.full(len(keys), np.nan)
+        twice = count > 1
+        second[twice] = score[order[starts[twice] + 1]]
+        top, floor = np.zeros(texts), np.zeros(texts)
+        if len(q):
+            # Hits come best first: a text's first hit is its top, its last its floor.
+            text_first = np.unique(q, return_index=True)[1]
+            text_last = len(q) - 1 - np.unique(q[::-1], return_index=True)[1]
+            top[q[text_first]] = score[text_first]
+            floor[q[text_last]] = score[text_last]
+        weight = np.exp((score - top[q]) / _VOTE_TEMPERATURE)
+        totals = np.bincount(q, weights=weight, minlength=texts)
+        totals[totals == 0] = 1.0
+        vote = np.bincount(inverse, weights=weight, minlength=len(keys)) / totals[keys // width]
+        # Rank: a text's groups in the order of their best (first) hit.
+        text_of = keys // width
+        by_rank = np.lexsort((first, text_of))
+        groups_of_text = np.bincount(text_of, minlength=texts)
+        block = np.concatenate([[0], np.cumsum(groups_of_text)[:-1]])
+        rank = np.empty(len(keys), np.int64)
+        rank[by_rank] = np.arange(len(keys)) - block[text_of[by_rank]]
+        ranked_groups = (keys[by_rank] % width).tolist()
+        bounds = np.concatenate([[0], np.cumsum(groups_of_text)]).tolist()
+        ranked = [ranked_groups[bounds[i] : bounds[i + 1]] for i in range(texts)]
+        best, chosen = score[first], member[first]
+        if not len(keys):
+            # One pair no key matches (keys are never negative), so lookups need no special case.
+            keys, best, chosen, second = (
+                np.array([-1]),
+                np.zeros(1),
+                np.array([-1]),
+                np.full(1, np.nan),
+            )
+            count, rank, vote = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1)
+        return cls(keys, best, chosen, second, count, rank, vote, top, floor, groups_of_text,
+                   ranked)  # fmt: skip
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each key sits among this source's pairs, and whether it is one of them."""
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return at, self.keys[at] == keys
+
+
+def candidates_of_texts(
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    hits: Sequence[Sequence[tuple[int, float]]],
+    members: Mapping[int, HitMember],
+    *,
     groups: GroupFacts | None = None,
     history: VerdictHistory | None = None,
-    excluded: frozenset[int] | set[int] = frozenset(),
+    excluded: Sequence[frozenset[int] | set[int]] | None = None,
     per_matcher: int = 15,
     by_description: int = 5,
-    own: OwnVerdict | None = None,
+    own: Sequence[OwnVerdict | None] | None = None,
     lexical: LexicalCache | None = None,
-) -> Candidates:
-    """The candidates of one text and their features.
+) -> list[Candidates]:
+    """The candidates of each text and their features, for a batch of texts at once.
 
-    ``vector``: the text in the served embedding (unit length); ``hits``: its nearest members
-    (id, score), best first, of every source; ``members``: what each hit member is (hits not
-    in it are members deleted since the index was built, and are dropped). ``excluded``: groups
-    never to offer (rejected for this very text). ``own``: for a training example, its own
-    verdict, left out of ``history``. ``lexical``: a cache kept across calls.
+    ``vectors``: the texts in the served embedding (Q, D), unit length; ``hits``: per text its
+    nearest members (id, score), best first, of every source; ``members``: what each hit member
+    is (hits not in it are members deleted since the index was built, and are dropped).
+    ``excluded``: per text the groups never to offer (rejected for that very text). ``own``:
+    per training example its own verdict, left out of ``history``. A text's candidates are its
+    ``per_matcher`` best groups by taxonomy members and by curators' members, then its
+    ``by_description`` nearest descriptions, in that order (equal scores keep it).
     """
+    count = len(texts)
     lexical = lexical or LexicalCache()
-    taxonomy, judged = _View(), _View()
-    votes: dict[int, float] = {}
-    for member_id, score in hits:
-        found = members.get(member_id)
-        if found is None or found.group_id in excluded:
-            continue
-        if found.curator:
-            judged.add(found.group_id, member_id, score)
-            votes[found.group_id] = votes.get(found.group_id, 0.0) + math.exp(
-                (score - judged.top) / _VOTE_TEMPERATURE
-            )
-        else:
-            taxonomy.add(found.group_id, member_id, score)
-    order: dict[int, None] = {}
-    for view in (taxonomy, judged):
-        for group in list(view.best)[:per_matcher]:
-            order[group] = None
+    excluded = list(excluded) if excluded is not None else [frozenset()] * count
+    own = list(own) if own is not None else [None] * count
+    vectors = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
+    lengths = [len(row) for row in hits]
+    total = sum(lengths)
+    q = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    ids = np.fromiter((m for row in hits for m, _ in row), np.int64, count=total)
+    scores = np.fromiter((s for row in hits for _, s in row), np.float64, count=total)
+    unique_ids, inverse = np.unique(ids, return_inverse=True)
+    found = [members.get(int(m)) for m in unique_ids.tolist()]
+    group = np.array([f.group_id if f else -1 for f in found], np.int64)[inverse]
+    known = np.array([f is not None for f in found], bool)[inverse]
+    curator = np.array([bool(f and f.curator) for f in found], bool)[inverse]
+    width = 1 + max(
+        int(group.max(initial=0)),
+        int(groups.ids.max(initial=0)) if groups is not None and len(groups.ids) else 0,
+        max((g for ex in excluded for g in ex), default=0),
+    )
+    if any(excluded):
+        ruled_out = np.array([i * width + g for i, ex in enumerate(excluded) for g in ex])
+        known &= ~np.isin(q * width + group, ruled_out)
+    sources = []
+    for kept in (known & ~curator, known & curator):
+        at = np.flatnonzero(kept)
+        sources.append(_Source.fold(q[at], group[at], scores[at], ids[at], width, count))
+    taxonomy, judged = sources
+
     description = None
-    if groups is not None and len(groups.ids) and groups.vectors.shape[1] == len(vector):
-        description = groups.vectors @ vector  # (G,)
-        description[~groups.has_description] = -1.0
+    if groups is not None and len(groups.ids) and groups.vectors.shape[1] == vectors.shape[1]:
+        description = vectors @ groups.vectors.T  # (Q, G)
+        description[:, ~groups.has_description] = -1.0
+    candidate_lists = []
+    take = 0
+    if description is not None:
         take = min(by_description, int(groups.has_description.sum()))
+    for i in range(count):
+        order = dict.fromkeys(taxonomy.ranked[i][:per_matcher])
+        order.update(dict.fromkeys(judged.ranked[i][:per_matcher]))
         if take:
-            allowed = description.copy()
-            for group in excluded:
-                row = groups.row_of.get(group)
+            allowed = description[i].copy()
+            for g in excluded[i]:
+                row = groups.row_of.get(g)
                 if row is not None:
                     allowed[row] = -np.inf
             rows = np.argpartition(-allowed, take - 1)[:take]
             for row in rows[np.argsort(-allowed[rows], kind="stable")]:
                 if np.isfinite(allowed[row]):
-                    order[int(groups.ids[row])] = None
-    candidates = list(order)
-    count = len(candidates)
-    query_words, query_grams, query_key = lexical(text)
-    query_size = max(len(query_words), 1)
-    rows = [-1] * count
-    if groups is not None:
-        rows = [groups.row_of.get(g, -1) for g in candidates]
-        name_grams, name_words = groups._name_grams, groups._name_words
-    description_top = (
-        float(description[groups.has_description].max(initial=-1.0))
-        if description is not None
-        else 0.0
-    )
-    total_votes = sum(votes.values()) or 1.0
-    rank_member = {g: i for i, g in enumerate(taxonomy.best)}
-    rank_judged = {g: i for i, g in enumerate(judged.best)}
-    values, chosen = [], []
-    # One pass a candidate, in the order of ``_ROW`` below; ``FEATURES`` orders the columns.
-    for g, row in zip(candidates, rows, strict=True):
-        in_member, in_judged = g in taxonomy.best, g in judged.best
-        member = taxonomy.best.get(g, taxonomy.floor)
-        judged_score = judged.best.get(g, judged.floor)
-        if in_member:
-            words_m, grams_m, key_m = lexical(members[taxonomy.member[g]].text)
-            shared = len(query_words & words_m)
-            member_lexical = (
-                dice(query_grams, grams_m),
-                shared / query_size,
-                shared / max(len(words_m), 1),
-                float(key_m == query_key),
+                    order.setdefault(int(groups.ids[row]), None)
+        candidate_lists.append(list(order))
+
+    sizes = [len(c) for c in candidate_lists]
+    pq = np.repeat(np.arange(count, dtype=np.int64), sizes)  # each candidate's text
+    pg = np.fromiter((g for c in candidate_lists for g in c), np.int64, count=sum(sizes))
+    keys = pq * width + pg
+    columns: dict[str, np.ndarray] = {}
+    chosen_best = []
+    for name, source in (("member", taxonomy), ("judged", judged)):
+        at, present = source.lookup(keys)
+        floor, top = source.floor[pq], source.top[pq]
+        value = np.where(present, source.best[at], floor)
+        columns[name] = value
+        columns[f"{name}_gap"] = top - value
+        columns[f"{name}_count"] = np.log1p(np.where(present, source.count[at], 0))
+        columns[f"{name}_rank"] = np.log1p(
+            np.where(present, source.rank[at], source.groups_of_text[pq])
+        )
+        columns[f"{name}_missing"] = (~present).astype(np.float64)
+        member_ids = np.where(present, source.member[at], -1)
+        chosen_best.append((np.where(present, value, -2.0), member_ids))
+        if name == "member":
+            second = source.second[at]
+            columns["member_second"] = np.where(
+                present & ~np.isnan(second), second, np.minimum(value, floor)
             )
         else:
-            member_lexical = (0.0, 0.0, 0.0, 0.0)
-        judged_dice = (
-            dice(query_grams, lexical(members[judged.member[g]].text)[1]) if in_judged else 0.0
+            columns["judged_vote"] = np.where(present, source.vote[at], 0.0)
+    (member_best, member_ids), (judged_best, judged_ids) = chosen_best
+    columns["best"] = np.maximum(np.where(member_ids >= 0, member_best, -1.0),
+                                 np.where(judged_ids >= 0, judged_best, -1.0))  # fmt: skip
+    chosen = np.where(judged_best > member_best, judged_ids, member_ids)
+
+    # String evidence, from each text's and member's words and trigrams (cached).
+    queries = [lexical(text) for text in texts]
+    member_text = {m: lexical(members[m].text) for m in set(member_ids.tolist()) - {-1}}
+    judged_text = {m: lexical(members[m].text) for m in set(judged_ids.tolist()) - {-1}}
+    dice_m, words_q, words_m, exact, dice_j = [], [], [], [], []
+    for i, m, j in zip(pq.tolist(), member_ids.tolist(), judged_ids.tolist(), strict=True):
+        query_words, query_grams, query_key = queries[i]
+        if m >= 0:
+            words_, grams_, key_ = member_text[m]
+            shared = len(query_words & words_)
+            dice_m.append(dice(query_grams, grams_))
+            words_q.append(shared / max(len(query_words), 1))
+            words_m.append(shared / max(len(words_), 1))
+            exact.append(float(key_ == query_key))
+        else:
+            dice_m.append(0.0)
+            words_q.append(0.0)
+            words_m.append(0.0)
+            exact.append(0.0)
+        dice_j.append(dice(query_grams, judged_text[j][1]) if j >= 0 else 0.0)
+    columns["member_dice"] = np.array(dice_m)
+    columns["member_words_query"] = np.array(words_q)
+    columns["member_words_member"] = np.array(words_m)
+    columns["member_exact"] = np.array(exact)
+    columns["judged_dice"] = np.array(dice_j)
+    columns["query_words"] = np.array([len(queries[i][0]) for i in pq.tolist()], np.float64)
+
+    rows = np.full(len(keys), -1, np.int64)
+    if groups is not None:
+        rows = np.array([groups.row_of.get(g, -1) for g in pg.tolist()], np.int64)
+    safe = np.maximum(rows, 0)
+    described = (rows >= 0) & (description is not None)
+    if description is not None:
+        described &= groups.has_description[safe]
+        value = description[pq, safe].astype(np.float64)
+        masked = np.where(groups.has_description[None, :], description, -np.inf)
+        top = np.maximum(masked.max(axis=1, initial=-1.0), -1.0).astype(np.float64)
+        columns["description"] = np.where(described, value, 0.0)
+        columns["description_gap"] = np.where(described, top[pq] - value, 0.0)
+    else:
+        columns["description"] = columns["description_gap"] = np.zeros(len(keys))
+    columns["description_missing"] = (~described).astype(np.float64)
+    if groups is not None:
+        grams, name_words = groups._name_grams, groups._name_words
+        columns["name_dice"] = np.array([
+            dice(queries[i][1], grams[r]) if r >= 0 else 0.0
+            for i, r in zip(pq.tolist(), rows.tolist(), strict=True)
+        ])  # fmt: skip
+        columns["name_words"] = np.array([
+            len(queries[i][0] & name_words[r]) / max(len(name_words[r]), 1) if r >= 0 else 0.0
+            for i, r in zip(pq.tolist(), rows.tolist(), strict=True)
+        ])  # fmt: skip
+    else:
+        columns["name_dice"] = columns["name_words"] = np.zeros(len(keys))
+    _history_columns(columns, pq, pg, vectors, history, own)
+
+    features = np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
+    features = features.reshape(len(keys), len(FEATURES))
+    similarity = np.maximum(columns["best"], 0.0).astype(np.float32)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    return [
+        Candidates(
+            groups=pg[bounds[i] : bounds[i + 1]],
+            features=features[bounds[i] : bounds[i + 1]],
+            similarity=similarity[bounds[i] : bounds[i + 1]],
+            members=chosen[bounds[i] : bounds[i + 1]].astype(np.int64),
         )
-        best = max(member if in_member else -1.0, judged_score if in_judged else -1.0)
-        described = row >= 0 and description is not None and groups.has_description[row]
-        description_value = float(description[row]) if described else 0.0
-        values.append((
-            best,
-            member,
-            taxonomy.top - member,
-            taxonomy.second.get(g, min(member, taxonomy.floor)),
-            math.log1p(taxonomy.count.get(g, 0)),
-            math.log1p(rank_member.get(g, len(taxonomy.best))),
-            float(not in_member),
-            *member_lexical,
-            judged_score,
-            judged.top - judged_score,
-            math.log1p(judged.count.get(g, 0)),
-            math.log1p(rank_judged.get(g, len(judged.best))),
-            float(not in_judged),
-            judged_dice,
-            votes.get(g, 0.0) / total_votes,
-            description_value,
-            description_top - description_value if described else 0.0,
-            float(not described),
-            dice(query_grams, name_grams[row]) if row >= 0 else 0.0,
-            len(query_words & name_words[row]) / max(len(name_words[row]), 1) if row >= 0 else 0.0,
-            float(len(query_words)),
-        ))  # fmt: skip
-        chosen.append(
-            judged.member[g]
-            if judged.best.get(g, -2.0) > taxonomy.best.get(g, -2.0)
-            else taxonomy.member.get(g, -1)
-        )
-    table = np.array(values, dtype=np.float32).reshape(count, len(_ROW))
-    columns = {name: table[:, i] for i, name in enumerate(_ROW)}
-    best_any = columns["best"]
-    group_array = np.array(candidates, dtype=np.int64)
-    _history_columns(columns, group_array, vector, history, own)
-    features = (
-        np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
-        if count
-        else np.zeros((0, len(FEATURES)), np.float32)
-    )
-    return Candidates(
-        groups=group_array,
-        features=features,
-        similarity=np.maximum(best_any, 0.0).astype(np.float32),
-        members=np.array(chosen, np.int64),
-    )
+        for i in range(count)
+    ]
 
 
-def _history_columns(columns, candidates, vector, history, own) -> None:
-    count = len(candidates)
+def _history_columns(columns, pq, pg, vectors, history, own) -> None:
+    """What verdicts said of each candidate's group, less each training example's own."""
+    size = len(pq)
     if history is None:
         for name in ("verdicts", "verdict_share", "rejections"):
-            columns[name] = np.zeros(count, np.float32)
-        columns["rejected_near"] = np.full(count, -1.0, np.float32)
+            columns[name] = np.zeros(size)
+        columns["rejected_near"] = np.full(size, -1.0)
         return
-    own = own or OwnVerdict(None)
-    confirmed = np.array([history.confirmed.get(g, 0) for g in candidates.tolist()], np.float32)
-    total = history.total
-    if own.group_id is not None:
-        confirmed -= (candidates == own.group_id).astype(np.float32)
-        total -= 1
-    rejected = np.array([history.rejected.get(g, 0) for g in candidates.tolist()], np.float32)
-    near = np.full(count, -1.0, np.float32)
-    if len(history.rejected_groups) and history.rejected_vectors.shape[1] == len(vector):
-        cosine = history.rejected_vectors @ vector  # (R,)
-        if own.rejected_rows:
-            rows = np.asarray(own.rejected_rows, np.int64)
-            for group in history.rejected_groups[rows].tolist():
-                rejected -= (candidates == group).astype(np.float32)
-            cosine[rows] = -1.0
-        # The candidates' rejected texts: each group's rows are one slice of the history's
-        # rows sorted by group.
-        order, groups_sorted = history.by_group()
-        starts = np.searchsorted(groups_sorted, candidates, side="left")
-        ends = np.searchsorted(groups_sorted, candidates, side="right")
-        for i in np.flatnonzero(ends > starts):
-            near[i] = cosine[order[starts[i] : ends[i]]].max()
-    columns["verdicts"] = np.log1p(np.maximum(confirmed, 0))
+    own_group = np.array([o.group_id if o and o.group_id is not None else -1 for o in own])
+    confirmed = np.array([history.confirmed.get(g, 0) for g in pg.tolist()], np.float64)
+    confirmed -= (own_group[pq] == pg) & (pg >= 0)
+    totals = np.full(len(own), float(history.total)) - (own_group >= 0)
+    rejected = np.array([history.rejected.get(g, 0) for g in pg.tolist()], np.float64)
+    near = np.full(size, -1.0)
+    if len(history.rejected_groups) and history.rejected_vectors.shape[1] == vectors.shape[1]:
+        cosine = vectors @ history.rejected_vectors.T  # (Q, R)
+        for i, o in enumerate(own):
+            if o is not None and o.rejected_rows:
+                rows = np.asarray(o.rejected_rows, np.int64)
+                mine = np.flatnonzero(pq == i)
+                for group in history.rejected_groups[rows].tolist():
+                    rejected[mine] -= pg[mine] == group
+                cosine[i, rows] = -1.0
+        # Each rejected group's nearest text: its rows are one slice of the rows by group.
+        order, sorted_groups = history.by_group()
+        names, starts = np.unique(sorted_groups, return_index=True)
+        nearest = np.maximum.reduceat(cosine[:, order], starts, axis=1)  # (Q, groups)
+        at = np.minimum(np.searchsorted(names, pg), len(names) - 1)
+        hit = names[at] == pg
+        near[hit] = nearest[pq[hit], at[hit]]
+    confirmed = np.maximum(confirmed, 0)
+    columns["verdicts"] = np.log1p(confirmed)
     columns["verdict_share"] = np.log(
-        (np.maximum(confirmed, 0) + 1) / (max(total, 0) + max(history.group_count, 1))
-    ).astype(np.float32)
+        (confirmed + 1) / (np.maximum(totals[pq], 0) + max(history.group_count, 1))
+    )
     columns["rejections"] = np.log1p(np.maximum(rejected, 0))
     columns["rejected_near"] = near
 
