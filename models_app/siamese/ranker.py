@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -86,9 +87,9 @@ def dice(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
     return 2 * len(a & b) / (len(a) + len(b)) if a or b else 0.0
 
 
-@dataclass(frozen=True)
-class HitMember:
-    """What a hit member is: its group, its text, and whether a curator's verdict put it there."""
+class HitMember(NamedTuple):
+    """What a hit member is: its group, its text, and whether a curator's verdict put it there.
+    A tuple: a batch's hits make tens of thousands."""
 
     group_id: int
     text: str
