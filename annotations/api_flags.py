@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api import (
+from annotations.api.base import (
     BAD_REQUEST,
     CONFLICT,
     FORBIDDEN,

@@ -35,12 +35,9 @@ from annotations.selectors import (
     review_items_probability,
 )
 from annotations.services.flags import FlagError, review_flag_create
-from annotations.services.review import (
-    VerdictError,
-    judgement_create,
-    judgement_undo,
-    review_item_claim,
-)
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.undo import judgement_undo
+from annotations.services.review.verdicts import VerdictError, judgement_create
 from annotations.text_match import matched_parts, words
 from models_app.serving.normalize import LOW_CONFIDENCE
 

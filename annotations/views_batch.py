@@ -23,12 +23,10 @@ from annotations.selectors import (
     review_groups_pending,
     review_items_probability,
 )
-from annotations.services.review import (
-    VerdictError,
-    judgements_create_for_group,
-    judgements_undo,
-    review_items_claim_for_group,
-)
+from annotations.services.review.batch import judgements_create_for_group
+from annotations.services.review.leases import review_items_claim_for_group
+from annotations.services.review.undo import judgements_undo
+from annotations.services.review.verdicts import VerdictError
 from annotations.views import _form_errors, _verdict_error, _with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker import MIN_EXAMPLES

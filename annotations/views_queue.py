@@ -20,10 +20,8 @@ from annotations.selectors import (
     review_conflicts,
     review_queue_page,
 )
-from annotations.services.review import (
-    VerdictError,
-    review_conflict_resolve,
-)
+from annotations.services.review.undo import review_conflict_resolve
+from annotations.services.review.verdicts import VerdictError
 from annotations.views import _form_errors, _verdict_error
 
 QUEUE_PAGE_SIZE = 50

@@ -35,7 +35,7 @@ from annotations.selectors_taxonomy import (
 )
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from models_app.models import TrainingRun
-from models_app.services import taxonomy_model_refresh
+from models_app.services.runs import taxonomy_model_refresh
 
 # An upload larger than this is refused before it is read: O*NET's zip is a few MB and ESCO's
 # occupations file about 20 MB; the command line imports anything bigger.

@@ -22,15 +22,9 @@ from annotations.selectors_taxonomy import (
     taxonomy_counts,
     taxonomy_group_search,
 )
-from annotations.services.taxonomy_edit import (
-    TaxonomyEditError,
-    group_create,
-    group_merge,
-    group_rename,
-    member_add,
-    member_move,
-    member_remove,
-)
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
+from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.views_taxonomy import _search_query, _taxonomy
 
 TYPEAHEAD_RESULTS = 10

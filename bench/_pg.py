@@ -128,18 +128,19 @@ def demo_inputs() -> list[str]:
 def realistic_inputs(count: int, *, seed: int = 11) -> list[str]:
     """The demo inputs, then O*NET alternate titles as job ads write them, a third with typos."""
     from bench.onet_data import onet_members
-    from models_app.siamese import augment
+    from models_app.siamese.augment.extra_words import ExtraWords
+    from models_app.siamese.augment.typos import add_typos_exact
 
     rng = random.Random(seed)
     texts = list(dict.fromkeys(demo_inputs()))[:count]
     members, _codes = onet_members()
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
     seen = {text.casefold() for text in texts}
     while len(texts) < count:
         _group, title = rng.choice(members)
         text = words.decorate(title, rng) if rng.random() < 0.8 else title
         if rng.random() < 0.33:
-            text = augment.add_typos_exact(text, rng)
+            text = add_typos_exact(text, rng)
         text = text[:200]
         if text.casefold() not in seen:
             seen.add(text.casefold())

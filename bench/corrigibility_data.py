@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from models_app.siamese import augment
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.typos import add_typos_exact
 from models_app.siamese.text import normalize_text
 
 ONET = Path(__file__).resolve().parent.parent / "data" / "onet"
@@ -107,7 +108,7 @@ def realistic_examples(
     """One input per held-out title, made like ``bench/_pg.realistic_inputs``; every input's
     normalized text distinct (the API would fold two equal ones into one review item)."""
     rng = random.Random(seed)
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
     seen: set[str] = set()
     examples = []
     for code, title in held_out:
@@ -134,7 +135,7 @@ def _noisy_input(
         decorate = always_decorate or rng.random() < 0.8
         text = words.decorate(title, rng) if decorate else title
         if rng.random() < 0.33:
-            text = augment.add_typos_exact(text, rng)
+            text = add_typos_exact(text, rng)
         text = " ".join(text.split())
         if len(text) <= max_length and normalize_text(text) not in seen:
             seen.add(normalize_text(text))
@@ -148,7 +149,7 @@ def realistic_variants(
     """Another input around each example's title, with fresh noise: same title and group,
     a normalized text unlike any input's."""
     rng = random.Random(seed)
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
     seen = {normalize_text(e.text) for e in avoid}
     variants = []
     for example in examples:

@@ -183,7 +183,7 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
     from django.conf import settings
 
     from annotations.models import Member
-    from models_app.services import model_version_evaluate
+    from models_app.services.builds import model_version_evaluate
     from models_app.serving.engines import encoder_for
     from models_app.siamese.evaluation import build_test_suite, evaluate
     from models_app.siamese.hybrid_matcher import HybridMatcher

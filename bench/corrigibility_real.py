@@ -50,12 +50,9 @@ DEPTH = 40  # nearest members looked at when curator members are dropped from th
 def start_model(taxonomy, start: str):
     from models_app.models import TrainingRun
     from models_app.run_execution import training_run_execute
-    from models_app.services import (
-        deployment_activate,
-        index_build_create,
-        model_version_import,
-        training_run_request,
-    )
+    from models_app.services.builds import model_version_import
+    from models_app.services.indexes import deployment_activate, index_build_create
+    from models_app.services.runs import training_run_request
     from models_app.siamese.specs import PRETRAINED_SPEC
 
     if start == "pretrained":

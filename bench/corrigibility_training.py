@@ -26,7 +26,7 @@ def build_starting_model(taxonomy, *, minutes: float, eval_every: int):
     """Train the starting model on the reduced taxonomy through a BUILD run; it goes live."""
     from models_app.models import TrainingRun
     from models_app.run_execution import training_run_execute
-    from models_app.services import training_run_request
+    from models_app.services.runs import training_run_request
 
     training = {**TRAINING, "max_minutes": minutes, "eval_every": eval_every}
     spec = {"encoder": ENCODER, "training": training}

@@ -35,8 +35,8 @@ import torch  # noqa: E402
 from bench._pg import load_average, machine, print_table, write_results  # noqa: E402
 from bench.corrigibility_training import ENCODER, TRAINING  # noqa: E402  (its starting model's recipe)
 from bench.onet_data import onet_members, simulated_feedback  # noqa: E402
-from models_app.siamese import networks  # noqa: E402
 from models_app.siamese.encoders import encoder_class, parse_config  # noqa: E402
+from models_app.siamese.networks import ngram_bag  # noqa: E402
 from models_app.siamese.sampling import prepare_data  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
 from models_app.siamese.train import train_encoder  # noqa: E402
@@ -54,7 +54,7 @@ TIMED_FROM_STEP = 20  # the loop reports progress every 20 steps
 
 def clear_kept_ngram_ids() -> None:
     # Absent in a checkout from before the ids were kept (to measure it with this script).
-    kept = getattr(networks, "_training_ngram_bag_ids", None)
+    kept = getattr(ngram_bag, "training_ngram_bag_ids", None)
     if kept is not None:
         kept.cache_clear()
 

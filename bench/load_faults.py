@@ -109,7 +109,7 @@ def users_and_inputs(api_curators: int, inputs: int) -> dict[str, object]:
 
     from annotations.models import Taxonomy
     from annotations.services.accounts import user_ensure
-    from annotations.services.review import inputs_submit
+    from annotations.services.review.inputs import inputs_submit
     from bench._pg import realistic_inputs
 
     admin, _ = user_ensure(username="bench-admin", password=PASSWORD, admin=True)

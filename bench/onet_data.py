@@ -6,7 +6,8 @@ import csv
 import random
 from pathlib import Path
 
-from models_app.siamese import augment
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.typos import add_typos_exact
 from models_app.siamese.sampling import FeedbackExample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +43,13 @@ def simulated_feedback(
     become training feedback, one third the Annotations test.
     """
     rng = random.Random(seed)
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
     chosen = rng.sample(members, size)
     inputs = []
     for group, title in chosen:
         text = words.decorate(title, rng)
         if rng.random() < 0.3:
-            text = augment.add_typos_exact(text, rng)
+            text = add_typos_exact(text, rng)
         inputs.append((group, text, title))
     cut = size * 2 // 3
     feedback = [

@@ -22,7 +22,8 @@ from annotations.models import (
 from bench import _pg
 from models_app.models import ModelVersion
 from models_app.serving.normalize import normalize_texts
-from models_app.siamese import augment
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.typos import add_typos_exact
 from models_app.siamese.text import normalize_text
 
 
@@ -66,7 +67,7 @@ def seed_queue(
     rng.shuffle(order)
     weights = [1 / (rank + 1) for rank in range(len(order))]
     tops = rng.choices(order, weights=weights, k=count)
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
 
     seen: set[str] = set()
     inputs, plans = [], []
@@ -74,7 +75,7 @@ def seed_queue(
         _member_id, title = rng.choice(members[top.id])
         text = words.decorate(title, rng)
         if rng.random() < 0.3:
-            text = augment.add_typos_exact(text, rng)
+            text = add_typos_exact(text, rng)
         text = text[:190]
         key = normalize_text(text)
         if key in seen:

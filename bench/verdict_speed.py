@@ -43,7 +43,8 @@ from rest_framework.authtoken.models import Token  # noqa: E402
 from annotations.models import Group, Judgement, ReviewItem  # noqa: E402
 from annotations.selectors import QueueFilters, review_queue  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
-from annotations.services.review import inputs_submit, judgement_create  # noqa: E402
+from annotations.services.review.inputs import inputs_submit  # noqa: E402
+from annotations.services.review.verdicts import judgement_create  # noqa: E402
 
 API_PATH = "/api/v1/judgements"
 

@@ -18,17 +18,17 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api import (
+from annotations.api.base import (
     BAD_REQUEST,
     CONFLICT,
     NOT_FOUND,
     CuratorApi,
     PagePagination,
-    TaxonomySlugField,
     named_choice_field,
     object_or_404,
     paginated,
 )
+from annotations.api.serializers import TaxonomySlugField
 from models_app.bulk import (
     CONTENT_TYPES,
     BulkStateError,

@@ -21,7 +21,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import Input
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from models_app.bulk import worker_lost
 from models_app.bulk_files import (
     INPUT_FILE,

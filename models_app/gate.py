@@ -24,7 +24,7 @@ from django.conf import settings
 
 from annotations.models import Group, Input, Judgement, Member, Taxonomy
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
-from models_app.services import member_vectors
+from models_app.services.indexes import member_vectors
 from models_app.serving.engines import encoder_for
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.hybrid_matcher import HybridMatcher

@@ -20,8 +20,9 @@ from annotations.models import Taxonomy
 from annotations.services.audit import audit_record
 from models_app.gate import Comparison
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.selectors import model_version_was_live
-from models_app.services import deployment_activate, index_build_create, training_run_request
+from models_app.selectors.versions import model_version_was_live
+from models_app.services.indexes import deployment_activate, index_build_create
+from models_app.services.runs import training_run_request
 
 Progress = Callable[[str, float, "float | None"], None]
 

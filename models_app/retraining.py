@@ -27,18 +27,10 @@ from models_app.finetune_recipe import (
 from models_app.gate import Comparison, gate_reference
 from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, go_live, live_build, live_version
-from models_app.services import (
-    encoder_fit,
-    feedback_examples,
-    feedback_last_id,
-    held_out_texts,
-    index_build_create,
-    model_version_store,
-    run_checkpoint_dir,
-    run_first_attempt,
-    training_run_request,
-    version_config,
-)
+from models_app.services.builds import encoder_fit, model_version_store, version_config
+from models_app.services.indexes import index_build_create
+from models_app.services.runs import run_checkpoint_dir, run_first_attempt, training_run_request
+from models_app.services.training_data import feedback_examples, feedback_last_id, held_out_texts
 from models_app.serving.engines import NoLiveModel, encoder_for
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.sampling import FeedbackExample

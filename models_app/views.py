@@ -24,22 +24,20 @@ from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
 from models_app.retraining import finetune_run_request, training_run_retry
-from models_app.selectors import (
+from models_app.selectors.charts import run_training_chart, taxonomy_history_chart
+from models_app.selectors.reports import flip_report_of, gate_report_of, suite_primary, suite_rows
+from models_app.selectors.runs import (
     RunRow,
-    flip_report_of,
-    gate_report_of,
-    live_version_get,
-    model_version_get,
-    model_versions_page,
     run_is_active,
-    run_training_chart,
-    suite_primary,
-    suite_rows,
-    taxonomies_for_models,
-    taxonomy_history_chart,
     training_run_active,
     training_run_get,
     training_runs_recent,
+)
+from models_app.selectors.versions import (
+    live_version_get,
+    model_version_get,
+    model_versions_page,
+    taxonomies_for_models,
 )
 from models_app.serving.engines import NoLiveModel
 

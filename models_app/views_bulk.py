@@ -33,7 +33,7 @@ from models_app.bulk import (
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
 from models_app.models import BulkJob
-from models_app.selectors import duration_text
+from models_app.selectors.runs import duration_text
 from models_app.serving.engines import NoLiveModel
 
 JOBS_LISTED = 20

@@ -6,36 +6,68 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
-from annotations import api, api_flags
-from models_app import api as models_api
+from annotations import api_flags
+from annotations.api.base import ApiNotFoundApi
+from annotations.api.inputs import InputListSubmitApi, NormalizeApi
+from annotations.api.review import (
+    FeedbackPairListApi,
+    JudgementDetailApi,
+    JudgementListCreateApi,
+    JudgementUndoApi,
+    ReviewItemClaimApi,
+    ReviewItemDetailApi,
+    ReviewItemListApi,
+    ReviewItemReleaseApi,
+)
+from annotations.api.taxonomies import (
+    GroupDetailApi,
+    GroupListCreateApi,
+    GroupMergeApi,
+    MemberDetailApi,
+    MemberListCreateApi,
+    TaxonomyDetailApi,
+    TaxonomyListApi,
+)
 from models_app import api_bulk as bulk_api
+from models_app.api.runs import (
+    TrainingRunDetailApi,
+    TrainingRunListRequestApi,
+    TrainingRunPromoteApi,
+    TrainingRunRetryApi,
+)
+from models_app.api.versions import (
+    ModelVersionActivateApi,
+    ModelVersionDetailApi,
+    ModelVersionListApi,
+    ModelVersionRollbackApi,
+)
 
 urlpatterns = [
     # taxonomies, their groups and member strings
-    path("taxonomies", api.TaxonomyListApi.as_view(), name="api-taxonomies"),
-    path("taxonomies/<slug:slug>", api.TaxonomyDetailApi.as_view(), name="api-taxonomy"),
-    path("taxonomies/<slug:slug>/groups", api.GroupListCreateApi.as_view(), name="api-groups"),
-    path("taxonomies/<slug:slug>/members", api.MemberListCreateApi.as_view(), name="api-members"),
-    path("groups/<int:group_id>", api.GroupDetailApi.as_view(), name="api-group"),
-    path("groups/<int:group_id>/merge", api.GroupMergeApi.as_view(), name="api-group-merge"),
-    path("members/<int:member_id>", api.MemberDetailApi.as_view(), name="api-member"),
+    path("taxonomies", TaxonomyListApi.as_view(), name="api-taxonomies"),
+    path("taxonomies/<slug:slug>", TaxonomyDetailApi.as_view(), name="api-taxonomy"),
+    path("taxonomies/<slug:slug>/groups", GroupListCreateApi.as_view(), name="api-groups"),
+    path("taxonomies/<slug:slug>/members", MemberListCreateApi.as_view(), name="api-members"),
+    path("groups/<int:group_id>", GroupDetailApi.as_view(), name="api-group"),
+    path("groups/<int:group_id>/merge", GroupMergeApi.as_view(), name="api-group-merge"),
+    path("members/<int:member_id>", MemberDetailApi.as_view(), name="api-member"),
     # inputs in, predictions out
-    path("taxonomies/<slug:slug>/normalize", api.NormalizeApi.as_view(), name="api-normalize"),
-    path("taxonomies/<slug:slug>/inputs", api.InputListSubmitApi.as_view(), name="api-inputs"),
+    path("taxonomies/<slug:slug>/normalize", NormalizeApi.as_view(), name="api-normalize"),
+    path("taxonomies/<slug:slug>/inputs", InputListSubmitApi.as_view(), name="api-inputs"),
     # the review queue and verdicts
-    path("review-items", api.ReviewItemListApi.as_view(), name="api-review-items"),
-    path("review-items/claim", api.ReviewItemClaimApi.as_view(), name="api-review-item-claim"),
-    path("review-items/<int:item_id>", api.ReviewItemDetailApi.as_view(), name="api-review-item"),
+    path("review-items", ReviewItemListApi.as_view(), name="api-review-items"),
+    path("review-items/claim", ReviewItemClaimApi.as_view(), name="api-review-item-claim"),
+    path("review-items/<int:item_id>", ReviewItemDetailApi.as_view(), name="api-review-item"),
     path(
         "review-items/<int:item_id>/release",
-        api.ReviewItemReleaseApi.as_view(),
+        ReviewItemReleaseApi.as_view(),
         name="api-review-item-release",
     ),
-    path("judgements", api.JudgementListCreateApi.as_view(), name="api-judgements"),
-    path("judgements/<int:judgement_id>", api.JudgementDetailApi.as_view(), name="api-judgement"),
+    path("judgements", JudgementListCreateApi.as_view(), name="api-judgements"),
+    path("judgements/<int:judgement_id>", JudgementDetailApi.as_view(), name="api-judgement"),
     path(
         "judgements/<int:judgement_id>/undo",
-        api.JudgementUndoApi.as_view(),
+        JudgementUndoApi.as_view(),
         name="api-judgement-undo",
     ),
     path(
@@ -49,42 +81,42 @@ urlpatterns = [
         api_flags.ReviewFlagResolveApi.as_view(),
         name="api-review-flag-resolve",
     ),
-    path("feedback-pairs", api.FeedbackPairListApi.as_view(), name="api-feedback-pairs"),
+    path("feedback-pairs", FeedbackPairListApi.as_view(), name="api-feedback-pairs"),
     # models
-    path("model-versions", models_api.ModelVersionListApi.as_view(), name="api-model-versions"),
+    path("model-versions", ModelVersionListApi.as_view(), name="api-model-versions"),
     path(
         "model-versions/<int:version_id>",
-        models_api.ModelVersionDetailApi.as_view(),
+        ModelVersionDetailApi.as_view(),
         name="api-model-version",
     ),
     path(
         "model-versions/<int:version_id>/activate",
-        models_api.ModelVersionActivateApi.as_view(),
+        ModelVersionActivateApi.as_view(),
         name="api-model-version-activate",
     ),
     path(
         "model-versions/<int:version_id>/rollback",
-        models_api.ModelVersionRollbackApi.as_view(),
+        ModelVersionRollbackApi.as_view(),
         name="api-model-version-rollback",
     ),
     path(
         "training-runs",
-        models_api.TrainingRunListRequestApi.as_view(),
+        TrainingRunListRequestApi.as_view(),
         name="api-training-runs",
     ),
     path(
         "training-runs/<int:run_id>",
-        models_api.TrainingRunDetailApi.as_view(),
+        TrainingRunDetailApi.as_view(),
         name="api-training-run",
     ),
     path(
         "training-runs/<int:run_id>/promote",
-        models_api.TrainingRunPromoteApi.as_view(),
+        TrainingRunPromoteApi.as_view(),
         name="api-training-run-promote",
     ),
     path(
         "training-runs/<int:run_id>/retry",
-        models_api.TrainingRunRetryApi.as_view(),
+        TrainingRunRetryApi.as_view(),
         name="api-training-run-retry",
     ),
     # bulk normalization jobs
@@ -127,5 +159,5 @@ urlpatterns = [
         name="api-docs",
     ),
     # Last: any other path under the API is a JSON 404, not Django's HTML page.
-    re_path(r"", api.ApiNotFoundApi.as_view(), name="api-not-found"),
+    re_path(r"", ApiNotFoundApi.as_view(), name="api-not-found"),
 ]

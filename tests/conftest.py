@@ -12,7 +12,7 @@ from annotations.services.accounts import user_ensure
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import training_run_request
+from models_app.services.runs import training_run_request
 from models_app.serving.engines import forget_loaded_engines
 from models_app.serving.groups import forget_group_facts
 from models_app.serving.rankers import forget_loaded_rankers

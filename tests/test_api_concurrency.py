@@ -13,9 +13,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotations.models import FeedbackPair, Judgement, ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from models_app.models import TrainingRun
-from models_app.services import training_run_request
+from models_app.services.runs import training_run_request
 
 API = "/api/v1"
 TEXTS = [

@@ -24,7 +24,9 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from annotations.models import Input
-from annotations.services.review import inputs_submit, judgement_create, review_item_claim
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.verdicts import judgement_create
 
 pytestmark = pytest.mark.fuzz
 

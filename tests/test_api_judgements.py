@@ -8,12 +8,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem, Taxonomy
-from annotations.services.review import (
-    inputs_submit,
-    judgement_create,
-    review_item_claim,
-    review_item_release,
-)
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim, review_item_release
+from annotations.services.review.verdicts import judgement_create
 
 API = "/api/v1"
 URL = f"{API}/judgements"

@@ -8,9 +8,10 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotations import api
+from annotations.api.base import CursorNewestFirst, CursorQueueOrder
 from annotations.models import Group, Input, Prediction, ReviewItem, Taxonomy
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 
 API = "/api/v1"
 TEXTS = ["Senior Java Engineer", "icu nurse practitioner", "Java Barista", "cdl driver"]
@@ -122,7 +123,7 @@ def test_inputs_for_a_taxonomy_without_a_model_are_a_409(api_client):
 
 
 def test_inputs_are_listed_newest_first_with_a_cursor(api_client, items, monkeypatch):
-    monkeypatch.setattr(api.CursorNewestFirst, "page_size", 3)
+    monkeypatch.setattr(CursorNewestFirst, "page_size", 3)
     first = api_client.get(f"{API}/taxonomies/jobs/inputs")
     assert first.status_code == 200
     body = first.json()
@@ -150,7 +151,7 @@ def test_the_queue_lists_open_items_most_worth_a_look_first(api_client, items, c
 
 
 def test_the_queue_pages_with_a_keyset_cursor(api_client, items, monkeypatch):
-    monkeypatch.setattr(api.CursorQueueOrder, "page_size", 3)
+    monkeypatch.setattr(CursorQueueOrder, "page_size", 3)
     first = api_client.get(f"{API}/review-items").json()
     assert set(first) == {"next", "previous", "results"}
     assert len(first["results"]) == 3

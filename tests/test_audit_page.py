@@ -9,9 +9,11 @@ import pytest
 
 from annotations.models import AuditEvent, Group
 from annotations.selectors_taxonomy import AUDIT_PAGE_SIZE
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from annotations.services.taxonomy_edit import group_rename, member_add, member_move
+from annotations.services.taxonomy_edit.groups import group_rename
+from annotations.services.taxonomy_edit.members import member_add, member_move
 from tests.conftest import TINY_CSV
 
 

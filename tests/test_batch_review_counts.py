@@ -16,13 +16,10 @@ from annotations.selectors import (
     review_groups_pending,
     review_items_probability,
 )
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
-    judgements_create_for_group,
-    judgements_undo,
-)
+from annotations.services.review.batch import judgements_create_for_group
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.undo import judgements_undo
+from annotations.services.review.verdicts import VerdictError, judgement_create
 from tests.test_match_probability import judge_all
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

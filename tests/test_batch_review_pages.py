@@ -6,7 +6,8 @@ import pytest
 from django.test import Client
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, Prediction, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import build_live_model
 

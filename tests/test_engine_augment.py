@@ -5,23 +5,24 @@ import re
 
 import pytest
 
-from models_app.siamese.augment import (
+from models_app.siamese.augment.extra_words import (
     EXTRA_WORD_PATTERNS,
     EXTRA_WORD_POOLS,
-    MANUAL_SYNONYMS_PATH,
     ExtraWords,
+    noise_tokens,
+)
+from models_app.siamese.augment.synonyms import (
+    MANUAL_SYNONYMS_PATH,
     GroupSynonyms,
     SynonymReplacer,
-    add_typos,
-    add_typos_exact,
+    _group_candidates,
     apply_synonym,
     induce_synonyms,
     induce_synonyms_by_group,
     load_synonym_groups,
     load_synonyms,
-    noise_tokens,
 )
-from models_app.siamese.augment.synonyms import _group_candidates
+from models_app.siamese.augment.typos import add_typos, add_typos_exact
 
 LONG_TEXT = "Senior Java Developer for the Berlin office" * 3  # 129 characters
 

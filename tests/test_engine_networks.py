@@ -9,7 +9,8 @@ import torch
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import as_stored, encoder_class, load_encoder, parse_config
-from models_app.siamese.networks import _training_ngram_bag_ids, ngram_bag_ids, stable_hash
+from models_app.siamese.networks.base import stable_hash
+from models_app.siamese.networks.ngram_bag import training_ngram_bag_ids, ngram_bag_ids
 from models_app.siamese.text import normalize_text
 from models_app.siamese.tfidf import char_ngrams
 
@@ -146,12 +147,12 @@ def test_ngram_bag_ids_are_the_distinct_char_ngrams_then_the_words_hashed(text):
 def test_ngram_bag_featurizes_the_same_while_training_from_the_kept_ids_and_cold():
     encoder = build("ngram_bag")
     texts = ["Java Developer", "Barista", "", "Java Developer"]
-    _training_ngram_bag_ids.cache_clear()
+    training_ngram_bag_ids.cache_clear()
     cold = encoder.featurize(texts)  # inference keeps nothing
-    assert _training_ngram_bag_ids.cache_info().currsize == 0
+    assert training_ngram_bag_ids.cache_info().currsize == 0
     first = encoder.featurize(texts, train=True)
     kept = encoder.featurize(texts, train=True)
-    assert _training_ngram_bag_ids.cache_info().hits >= len(texts)
+    assert training_ngram_bag_ids.cache_info().hits >= len(texts)
     for name in ("ids", "offsets"):
         assert torch.equal(cold[name], first[name])
         assert torch.equal(cold[name], kept[name])
@@ -181,7 +182,7 @@ def test_ngram_bag_keeps_only_rows_some_training_string_reaches_and_frees_the_ke
     }
     nonzero = set(encoder.bag.weight.abs().sum(dim=1).nonzero().squeeze(1).tolist())
     assert nonzero == reached
-    assert _training_ngram_bag_ids.cache_info().currsize == 0
+    assert training_ngram_bag_ids.cache_info().currsize == 0
 
 
 @pytest.mark.parametrize(

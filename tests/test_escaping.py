@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Input, Member
-from annotations.services.review import inputs_submit, judgement_create, review_item_claim
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from annotations.services.taxonomy_edit import group_rename, member_add
+from annotations.services.taxonomy_edit.groups import group_rename
+from annotations.services.taxonomy_edit.members import member_add
 from tests.conftest import build_live_model
 
 SCRIPT = "<script>alert(1)</script>"

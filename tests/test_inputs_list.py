@@ -5,7 +5,7 @@ import re
 import pytest
 
 from annotations.models import Input
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
-    judgements_create_for_group,
-)
+from annotations.services.review.batch import judgements_create_for_group
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import VerdictError, judgement_create
 
 
 def group(code: str) -> Group:

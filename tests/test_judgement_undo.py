@@ -5,13 +5,10 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, Member, ReviewItem
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
-    judgement_undo,
-    review_item_claim,
-)
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.undo import judgement_undo
+from annotations.services.review.verdicts import VerdictError, judgement_create
 from models_app.serving.normalize import normalize_texts
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from annotations.models import Group
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import RankerVersion
 from models_app.ranker_training import ranker_fit
 from models_app.serving.normalize import normalize_texts

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback
-from models_app.selectors import never_live_version_ids
-from models_app.services import run_progress_overall, training_run_progress_writer
+from models_app.selectors.versions import never_live_version_ids
+from models_app.services.runs import run_progress_overall, training_run_progress_writer
 from tests.models_pages.conftest import GATE_REPORT, make_run
 
 

@@ -10,12 +10,8 @@ from django.core.management.base import CommandError
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import (
-    deployment_activate,
-    first_training_request,
-    index_build_create,
-    taxonomy_model_refresh,
-)
+from models_app.services.indexes import deployment_activate, index_build_create
+from models_app.services.runs import first_training_request, taxonomy_model_refresh
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
@@ -116,7 +112,7 @@ def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
 
 
 def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
-    from models_app.services import model_version_import
+    from models_app.services.builds import model_version_import
     from models_app.siamese.encoders import parse_config
     from models_app.siamese.towers import TransformerEncoder
 
@@ -129,7 +125,7 @@ def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
 
 
 def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxonomy):
-    from models_app import services
+    from models_app.services.builds import model_version_evaluate
     from models_app.siamese.specs import PRETRAINED_SPEC as SPEC
 
     run = training_run_execute(
@@ -138,7 +134,7 @@ def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxo
     version = run.model_version
     # Evaluated again, without the index: the same figures, so the vectors were the same.
     stored = version.metrics["suite"]
-    again = services.model_version_evaluate(model_version=version)
+    again = model_version_evaluate(model_version=version)
     assert again == pytest.approx(stored)
     assert "validation_accuracy" not in version.metrics  # 0 steps: nothing validated
 
@@ -189,7 +185,8 @@ def test_a_bad_distill_section_is_refused_before_any_work(distill, message):
 
 
 def test_a_students_fine_tune_learns_the_verdicts_without_distilling_again(new_taxonomy, curator):
-    from annotations.services.review import inputs_submit, judgement_create
+    from annotations.services.review.inputs import inputs_submit
+    from annotations.services.review.verdicts import judgement_create
     from models_app import finetune_recipe, retraining
 
     training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotations.models import Group, Member
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.serving.engines import HitsCache, live_engine
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.baselines import TrigramMatcher

@@ -5,7 +5,8 @@ import re
 import pytest
 
 from annotations.models import AuditEvent, Group, Input, Prediction, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
 

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from annotations.models import Group
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, RankerVersion
 from models_app.ranker_training import judged_texts, ranker_fit, rankers_due
 from models_app.serving.engines import artifact_path

@@ -12,13 +12,10 @@ from annotations.selectors import (
     review_conflicts,
     review_counts,
 )
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
-    review_conflict_resolve,
-    review_item_claim,
-)
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.undo import review_conflict_resolve
+from annotations.services.review.verdicts import VerdictError, judgement_create
 
 
 @pytest.fixture

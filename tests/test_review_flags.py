@@ -10,7 +10,8 @@ from rest_framework.test import APIClient
 
 from annotations.models import AuditEvent, Judgement, ReviewFlag, ReviewItem
 from annotations.services.flags import FlagError, review_flag_create, review_flag_resolve
-from annotations.services.review import inputs_submit, review_item_claim
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
 
 API = "/api/v1"
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -9,14 +9,13 @@ from django.utils import timezone
 
 from annotations.models import Group, ReviewItem
 from annotations.selectors import QueueFilters, review_counts, review_queue_page
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import (
     review_item_claim,
     review_item_release,
     review_items_claim_for_group,
 )
+from annotations.services.review.verdicts import VerdictError, judgement_create
 
 TEXTS = ["Senior Java Engineer", "ICU Staff Nurse", "Long haul truck driver", "Java Barista"]
 

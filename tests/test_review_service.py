@@ -3,14 +3,11 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import FeedbackPair, Group, Input, Judgement, Member, ReviewItem
-from annotations.services.review import (
-    VerdictError,
-    inputs_submit,
-    judgement_create,
-    review_item_claim,
-)
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.verdicts import VerdictError, judgement_create
 from models_app.models import TrainingRun
-from models_app.services import taxonomy_needs_reindex
+from models_app.services.indexes import taxonomy_needs_reindex
 from models_app.serving.normalize import normalize_texts
 from worker import tasks
 

@@ -8,9 +8,11 @@ import io
 from pathlib import Path
 
 from annotations.models import Group, Member
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from annotations.services.taxonomy_edit import group_create, group_rename, member_add, member_move
+from annotations.services.taxonomy_edit.groups import group_create, group_rename
+from annotations.services.taxonomy_edit.members import member_add, member_move
 
 
 def group(code: str, slug: str = "jobs") -> Group:

@@ -7,11 +7,8 @@ from django.utils import timezone
 from annotations.models import Group, Member
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import (
-    taxonomy_needs_reindex,
-    training_run_request,
-    training_runs_fail_stale,
-)
+from models_app.services.indexes import taxonomy_needs_reindex
+from models_app.services.runs import training_run_request, training_runs_fail_stale
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.index import MemberIndex

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 
 from annotations.models import Judgement, ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,11 +11,12 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from annotations.models import Group
-from annotations.services.review import inputs_submit, judgement_create
-from models_app import services
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, IndexBuild, TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import training_run_request
+from models_app.services import runs
+from models_app.services.runs import training_run_request
 from models_app.serving.normalize import normalize_texts
 from worker import tasks
 
@@ -127,7 +128,7 @@ def test_a_run_stopped_by_its_soft_time_limit_fails_and_the_live_model_keeps_ser
         # What the worker's pool raises in the task when CELERY_TASK_SOFT_TIME_LIMIT passes.
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(services.runs, "index_build_create", index_build_create)
+    monkeypatch.setattr(runs, "index_build_create", index_build_create)
 
     result = tasks.execute_training_run.apply(args=[run.id])
 
@@ -221,7 +222,7 @@ def test_a_soft_time_limit_landing_mid_query_still_marks_the_run_failed(tiny_tax
         connection.connection.pgconn.send_query(b"select pg_sleep(0.2)")
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(services.runs, "index_build_create", index_build_create)
+    monkeypatch.setattr(runs, "index_build_create", index_build_create)
 
     result = tasks.execute_training_run.apply(args=[run.id])
 

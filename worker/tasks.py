@@ -23,13 +23,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
-from annotations.services.review import review_items_repredict
+from annotations.services.review.inputs import review_items_repredict
 from models_app import bulk, bulk_run, promotion, ranker_training, retraining
 from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import (
+from models_app.services.indexes import taxonomy_needs_reindex
+from models_app.services.runs import (
     first_training_request,
-    taxonomy_needs_reindex,
     training_run_request,
     training_runs_fail_stale,
     training_runs_resend_queued,

@@ -33,12 +33,8 @@ from annotations.permissions import CuratorReadsAdminWrites, IsAdmin, IsCurator
 from annotations.selectors import (
     taxonomy_get,
 )
-from annotations.services.review import (
-    VerdictError,
-)
-from annotations.services.taxonomy_edit import (
-    TaxonomyEditError,
-)
+from annotations.services.review.verdicts import VerdictError
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.parsers import SafeJSONParser
 

@@ -33,9 +33,7 @@ from annotations.api.serializers import (
 from annotations.models import (
     Input,
 )
-from annotations.services.review import (
-    inputs_submit,
-)
+from annotations.services.review.inputs import inputs_submit
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.artifacts import ArtifactError

@@ -52,13 +52,9 @@ from annotations.models import (
 from annotations.selectors import (
     review_queue,
 )
-from annotations.services.review import (
-    VerdictError,
-    judgement_create,
-    judgement_undo,
-    review_item_claim,
-    review_item_release,
-)
+from annotations.services.review.leases import review_item_claim, review_item_release
+from annotations.services.review.undo import judgement_undo
+from annotations.services.review.verdicts import VerdictError, judgement_create
 
 
 class ReviewItemListApi(CuratorApi):

@@ -40,15 +40,9 @@ from annotations.selectors import (
     QueueFilters,
     review_counts,
 )
-from annotations.services.taxonomy_edit import (
-    TaxonomyEditError,
-    group_create,
-    group_merge,
-    group_rename,
-    member_add,
-    member_move,
-    member_remove,
-)
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
+from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 
 
 class TaxonomySerializer(serializers.Serializer):

@@ -22,7 +22,7 @@ from django.db.models import QuerySet
 from annotations.importers import csv_error_text
 from annotations.models import Input, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, normalize_text
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request.

@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from rest_framework import status
 from rest_framework.response import Response
 
-from annotations.api import named_choice_field
+from annotations.api.base import named_choice_field
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.promotion import RunStateError

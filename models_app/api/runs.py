@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api import (
+from annotations.api.base import (
     BAD_REQUEST,
     CONFLICT,
     FORBIDDEN,
@@ -17,11 +17,11 @@ from annotations.api import (
     CuratorApi,
     CuratorReadsAdminWritesApi,
     PagePagination,
-    TaxonomySlugField,
     filters_of,
     object_or_404,
     paginated,
 )
+from annotations.api.serializers import TaxonomySlugField
 from models_app.api.base import (
     TrainingRunKindField,
     TrainingRunRequestKindField,
@@ -35,7 +35,8 @@ from models_app.api.reports import FlipReportSerializer, GateReportSerializer
 from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, training_run_promote
 from models_app.retraining import finetune_run_request, training_run_retry
-from models_app.services import NoLiveModel, training_run_request
+from models_app.services.runs import training_run_request
+from models_app.serving.engines import NoLiveModel
 
 
 class TrainingRunSerializer(serializers.Serializer):

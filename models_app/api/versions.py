@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api import (
+from annotations.api.base import (
     BAD_REQUEST,
     CONFLICT,
     FORBIDDEN,
@@ -15,11 +15,11 @@ from annotations.api import (
     AdminApi,
     CuratorApi,
     PagePagination,
-    TaxonomySlugField,
     filters_of,
     object_or_404,
     paginated,
 )
+from annotations.api.serializers import TaxonomySlugField
 from models_app.api.base import (
     _active_run_conflict,
     _live_version_ids,
@@ -31,7 +31,7 @@ from models_app.api.base import (
 from models_app.api.runs import TrainingRunDetailSerializer
 from models_app.models import ModelVersion
 from models_app.promotion import RunStateError, model_version_rollback
-from models_app.services import deployment_activate
+from models_app.services.indexes import deployment_activate
 
 
 class ModelVersionSerializer(serializers.Serializer):

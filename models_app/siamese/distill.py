@@ -20,10 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models_app.siamese import augment
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.typos import add_typos
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import Encoder, encoder_class, parse_config
-from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
 from models_app.siamese.specs import DistillConfig
 from models_app.siamese.train import TrainResult, _no_progress, _set_threads, choose_device
@@ -34,7 +35,7 @@ def distillation_texts(
 ) -> list[str]:
     """The taxonomy's strings, ``copies`` augmented copies of each, and the inputs; distinct."""
     rng = random.Random(seed)
-    words = augment.ExtraWords("train")
+    words = ExtraWords("train")
     texts = list(members) + list(inputs)
     for member in members:
         for copy_number in range(copies):
@@ -42,7 +43,7 @@ def distillation_texts(
             if copy_number % 2 == 0:
                 texts.append(words.decorate(member, rng))
             else:
-                texts.append(augment.add_typos(member, rng))
+                texts.append(add_typos(member, rng))
     return list(dict.fromkeys(text for text in texts if text.strip()))
 
 

@@ -17,7 +17,10 @@ import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError, read_manifest
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
-from models_app.siamese.networks import NEURAL_ENCODERS
+from models_app.siamese.networks.char_bilstm import CharBiLSTMConfig, CharBiLSTMEncoder
+from models_app.siamese.networks.conv_words import ConvWordsConfig, ConvWordsEncoder
+from models_app.siamese.networks.ngram_bag import NgramBagConfig, NgramBagEncoder
+from models_app.siamese.networks.s2net import S2NetConfig, S2NetEncoder
 from models_app.siamese.tfidf import CharNgramConfig, CharNgramTfidfEncoder
 from models_app.siamese.towers import TransformerConfig, TransformerEncoder
 
@@ -36,7 +39,10 @@ class Encoder(Protocol):
 def _registry() -> dict[str, tuple[type, type]]:
     return {
         CharNgramTfidfEncoder.kind: (CharNgramTfidfEncoder, CharNgramConfig),
-        **NEURAL_ENCODERS,
+        CharBiLSTMEncoder.kind: (CharBiLSTMEncoder, CharBiLSTMConfig),
+        NgramBagEncoder.kind: (NgramBagEncoder, NgramBagConfig),
+        ConvWordsEncoder.kind: (ConvWordsEncoder, ConvWordsConfig),
+        S2NetEncoder.kind: (S2NetEncoder, S2NetConfig),
         TransformerEncoder.kind: (TransformerEncoder, TransformerConfig),
     }
 

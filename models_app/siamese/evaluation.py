@@ -15,12 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models_app.siamese.augment import (
-    ExtraWords,
-    GroupSynonyms,
-    add_typos_exact,
-    load_synonyms,
-)
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.synonyms import GroupSynonyms, load_synonyms
+from models_app.siamese.augment.typos import add_typos_exact
 from models_app.siamese.text import normalize_text
 
 if TYPE_CHECKING:  # the matchers need FAISS; the suite and its metrics do not

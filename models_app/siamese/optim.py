@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.networks.base import NeuralEncoder
 
 
 class RowSparseAdam(torch.optim.SparseAdam):

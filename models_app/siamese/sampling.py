@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from models_app.siamese import augment
+from models_app.siamese.augment.extra_words import ExtraWords
+from models_app.siamese.augment.synonyms import MANUAL_SYNONYMS_PATH, GroupSynonyms, load_synonyms
+from models_app.siamese.augment.typos import add_typos
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.evaluation import split_members
 from models_app.siamese.specs import PAIRWISE_LOSSES, TRIPLE_LOSSES, TrainConfig
@@ -102,10 +104,10 @@ class BatchSampler:
         )
         self.groups = sorted(data.by_group)
         # The split's seed is fixed: another seed would put the test half's noise in training.
-        self.extra_words = augment.ExtraWords("train")
+        self.extra_words = ExtraWords("train")
         # Induced synonyms apply only inside the group that induced them, as in the paper.
-        self.synonyms = augment.GroupSynonyms.from_taxonomy(
-            data.by_group, augment.load_synonyms(augment.MANUAL_SYNONYMS_PATH)
+        self.synonyms = GroupSynonyms.from_taxonomy(
+            data.by_group, load_synonyms(MANUAL_SYNONYMS_PATH)
         )
         self.confusable: dict[int, list[int]] = dict(data.related)
         self.positive_feedback = [
@@ -143,7 +145,7 @@ class BatchSampler:
         if rng.random() < c.extra_words_share:
             text = self.extra_words.decorate(text, rng)
         if rng.random() < c.typo_share:
-            text = augment.add_typos(text, rng)
+            text = add_typos(text, rng)
         return text
 
     def _positive_pair(self, group: int | None = None) -> tuple[tuple[int, str, str], str | None]:

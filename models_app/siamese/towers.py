@@ -22,7 +22,7 @@ import torch
 
 from models_app.siamese.artifacts import ArtifactError, write_manifest
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError, check_field_types
-from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.networks.base import NeuralEncoder
 
 BUNDLED_BASE = "all-MiniLM-L6-v2"
 # Files that make a folder a sentence-transformers model (or a plain transformers one).

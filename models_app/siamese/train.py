@@ -24,7 +24,7 @@ import torch
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.losses import build_loss
-from models_app.siamese.networks import NeuralEncoder
+from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
 from models_app.siamese.sampling import BatchSampler, TrainingData
 from models_app.siamese.specs import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import AuditEvent, Group
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from tests.api_taxonomy.conftest import API, db_state, group, member
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from tests.api_taxonomy.conftest import API
 
 

@@ -7,8 +7,9 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import Group
-from annotations.services.review import inputs_submit, judgement_create
-from annotations.services.taxonomy_edit import member_add, member_move
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
+from annotations.services.taxonomy_edit.members import member_add, member_move
 from tests.browser.test_models_page_in_browser import log_in_at
 
 pytestmark = pytest.mark.browser

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import Judgement, Member, ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from tests.browser.test_batch_review_in_browser import tile
 from tests.browser.test_review_in_browser import log_in
 from tests.test_batch_review_counts import make_unavailable, submit_calibrated

@@ -8,8 +8,8 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import Member, ReviewFlag
-from annotations.services.review import inputs_submit
-from annotations.services.taxonomy_edit import member_add
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.taxonomy_edit.members import member_add
 from tests.browser.conftest import settled
 from tests.browser.test_review_in_browser import log_in
 from tests.browser.test_review_keyboard import shown_item, verdicts_today

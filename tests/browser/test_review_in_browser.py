@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import Judgement, Member, ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from tests.browser.conftest import settled
 
 pytestmark = pytest.mark.browser

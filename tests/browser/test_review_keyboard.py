@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotations.models import Judgement, ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from tests.browser.test_review_in_browser import log_in
 
 pytestmark = pytest.mark.browser

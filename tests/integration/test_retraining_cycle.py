@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Member, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import ModelVersion
 from models_app.retraining import finetune_run_request, live_version
 from models_app.serving.engines import encoder_for

@@ -9,7 +9,7 @@ import torch
 
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.retraining import finetune_run_request, live_version, training_run_retry
-from models_app.services import run_checkpoint_dir, training_run_request
+from models_app.services.runs import run_checkpoint_dir, training_run_request
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.train import CHECKPOINT
 from tests.integration.conftest import wait_for, wait_until_finished

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Member
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, IndexBuild, TrainingRun
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.serving.normalize import normalize_texts

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Taxonomy
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from models_app.retraining import finetune_run_request

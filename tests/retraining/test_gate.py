@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from annotations.models import Member
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app import gate
 from models_app.models import TrainingRun
 from models_app.promotion import live_version, model_version_rollback, training_run_promote
 from models_app.run_execution import training_run_execute
-from models_app.services import member_vectors
+from models_app.services.indexes import member_vectors
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
 from models_app.serving.normalize import normalize_texts
 from models_app.siamese.encoders import fit_encoder, load_encoder

@@ -10,7 +10,8 @@ import redis
 from celery import current_app
 
 from annotations.models import AuditEvent, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app import retraining
 from models_app.promotion import (
     RunStateError,
@@ -22,7 +23,7 @@ from models_app.promotion import (
 )
 from models_app.retraining import finetune_run_request, training_run_retry
 from models_app.run_execution import training_run_execute
-from models_app.services import run_checkpoint_dir
+from models_app.services.runs import run_checkpoint_dir
 from models_app.serving.engines import live_engine
 from models_app.serving.normalize import normalize_texts
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued

@@ -10,10 +10,12 @@ import pytest
 import torch
 
 from annotations.models import FeedbackPair, Member
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app import finetune_recipe, retraining
 from models_app.finetune_recipe import finetune_minutes, finetune_spec, half_fresh
-from models_app.services import feedback_is_held_out, model_version_fit
+from models_app.services.builds import model_version_fit
+from models_app.services.training_data import feedback_is_held_out
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec
 from models_app.siamese.text import normalize_text

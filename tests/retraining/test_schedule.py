@@ -3,11 +3,12 @@ runs share with a waiting reindex."""
 
 from __future__ import annotations
 
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import ModelVersion, TrainingRun
 from models_app.retraining import finetune_run_request, retrain_due_taxonomies
 from models_app.run_execution import training_run_execute
-from models_app.services import training_run_request
+from models_app.services.runs import training_run_request
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
 
 

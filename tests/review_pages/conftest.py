@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from annotations.models import ReviewItem
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

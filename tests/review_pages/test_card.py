@@ -8,7 +8,8 @@ import re
 import pytest
 
 from annotations.models import Group, Judgement, Member, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id, head, login
 
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from annotations.models import ReviewItem
-from annotations.services.review import judgement_create, review_item_claim
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id
 
 

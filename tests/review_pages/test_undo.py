@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from annotations.models import Judgement, Member, ReviewItem
-from annotations.services.review import judgement_create
+from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id
 
 

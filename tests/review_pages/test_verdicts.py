@@ -7,7 +7,9 @@ import pytest
 from django.test import Client
 
 from annotations.models import Judgement, ReviewItem
-from annotations.services.review import inputs_submit, judgement_create, review_item_claim
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
+from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id, head
 
 

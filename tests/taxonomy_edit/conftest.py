@@ -16,7 +16,8 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from models_app.models import TrainingRun
 from models_app.serving.normalize import normalize_texts
 

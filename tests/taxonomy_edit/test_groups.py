@@ -6,16 +6,13 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import FeedbackPair, Group, GroupRelation, Member, Prediction
-from annotations.services.review import inputs_submit, judgement_create
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from annotations.services.taxonomy_edit import (
-    TaxonomyEditError,
-    group_create,
-    group_merge,
-    group_rename,
-    member_add,
-)
-from models_app.services import taxonomy_needs_reindex
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
+from annotations.services.taxonomy_edit.members import member_add
+from models_app.services.indexes import taxonomy_needs_reindex
 from tests.conftest import TINY_CSV
 from tests.taxonomy_edit.conftest import (
     BARISTAS,

@@ -6,16 +6,12 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import FeedbackPair, Group, Member
-from annotations.services.review import judgement_undo
+from annotations.services.review.undo import judgement_undo
 from annotations.services.taxonomy import taxonomy_import
-from annotations.services.taxonomy_edit import (
-    TaxonomyEditError,
-    group_create,
-    member_add,
-    member_move,
-    member_remove,
-)
-from models_app.services import taxonomy_needs_reindex
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from annotations.services.taxonomy_edit.groups import group_create
+from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
+from models_app.services.indexes import taxonomy_needs_reindex
 from tests.conftest import TINY_CSV
 from tests.taxonomy_edit.conftest import (
     BARISTAS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import AuditEvent, Group, Member
-from annotations.services.taxonomy_edit import group_create
+from annotations.services.taxonomy_edit.groups import group_create
 from tests.taxonomy_pages.conftest import BARISTAS, DEVS, HTMX, NURSES, group, member, snapshot
 
 

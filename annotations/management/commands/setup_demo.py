@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotations.importers import ImportFileError
 from annotations.models import Input, Taxonomy
 from annotations.services.accounts import user_ensure
-from annotations.services.review import inputs_submit
+from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from models_app.run_execution import taxonomy_ensure_live
 from models_app.siamese.artifacts import ArtifactError

@@ -10,21 +10,5 @@ Every function raises ``TaxonomyEditError`` for bad input, naming the field, and
 when it does.
 
 By subject: ``groups``, ``members``, and ``checks`` (the error and the input checks they
-share). Callers import from here.
+share). Callers import from the module that defines what they need.
 """
-
-from __future__ import annotations
-
-from annotations.services.taxonomy_edit.checks import TaxonomyEditError
-from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
-from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-
-__all__ = [
-    "TaxonomyEditError",
-    "group_create",
-    "group_merge",
-    "group_rename",
-    "member_add",
-    "member_move",
-    "member_remove",
-]

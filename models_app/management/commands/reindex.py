@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotations.selectors import taxonomy_get
 from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
-from models_app.services import training_run_request
+from models_app.services.runs import training_run_request
 
 
 class Command(BaseCommand):

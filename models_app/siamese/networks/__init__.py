@@ -7,44 +7,5 @@ raw embeddings ``(B, D)``, and ``encode`` gives the L2-normalised numpy vectors 
 and every matcher use.
 
 One module an encoder (``char_bilstm``, ``ngram_bag``, ``conv_words``, ``s2net``) beside what
-they share (``base``). Callers import from here.
+they share (``base``). Callers import from the module that defines what they need.
 """
-
-from __future__ import annotations
-
-from models_app.siamese.networks.base import NeuralEncoder, stable_hash
-from models_app.siamese.networks.char_bilstm import CharBiLSTMConfig, CharBiLSTMEncoder, char_ids
-from models_app.siamese.networks.conv_words import ConvWordsConfig, ConvWordsEncoder
-from models_app.siamese.networks.ngram_bag import (
-    NGRAM_IDS_KEPT_WHILE_TRAINING,
-    NgramBagConfig,
-    NgramBagEncoder,
-    _training_ngram_bag_ids,
-    ngram_bag_ids,
-)
-from models_app.siamese.networks.s2net import S2NetConfig, S2NetEncoder
-
-NEURAL_ENCODERS: dict[str, tuple[type[NeuralEncoder], type]] = {
-    CharBiLSTMEncoder.kind: (CharBiLSTMEncoder, CharBiLSTMConfig),
-    NgramBagEncoder.kind: (NgramBagEncoder, NgramBagConfig),
-    ConvWordsEncoder.kind: (ConvWordsEncoder, ConvWordsConfig),
-    S2NetEncoder.kind: (S2NetEncoder, S2NetConfig),
-}
-
-__all__ = [
-    "NEURAL_ENCODERS",
-    "NGRAM_IDS_KEPT_WHILE_TRAINING",
-    "CharBiLSTMConfig",
-    "CharBiLSTMEncoder",
-    "ConvWordsConfig",
-    "ConvWordsEncoder",
-    "NeuralEncoder",
-    "NgramBagConfig",
-    "NgramBagEncoder",
-    "S2NetConfig",
-    "S2NetEncoder",
-    "_training_ngram_bag_ids",
-    "char_ids",
-    "ngram_bag_ids",
-    "stable_hash",
-]

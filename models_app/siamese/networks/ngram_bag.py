@@ -68,7 +68,7 @@ def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
 # (``after_training``). Inference does not keep them: a web process would fill the cache with
 # queries it sees once.
 NGRAM_IDS_KEPT_WHILE_TRAINING = 2**17
-_training_ngram_bag_ids = functools.lru_cache(maxsize=NGRAM_IDS_KEPT_WHILE_TRAINING)(ngram_bag_ids)
+training_ngram_bag_ids = functools.lru_cache(maxsize=NGRAM_IDS_KEPT_WHILE_TRAINING)(ngram_bag_ids)
 
 
 class NgramBagEncoder(NeuralEncoder):
@@ -109,7 +109,7 @@ class NgramBagEncoder(NeuralEncoder):
         return {**state, "bag.weight": table}
 
     def featurize(self, texts, *, train=False, rng=None):
-        ids_of = _training_ngram_bag_ids if train else ngram_bag_ids
+        ids_of = training_ngram_bag_ids if train else ngram_bag_ids
         ids = [ids_of(text, self.config) for text in texts]
         offsets = np.cumsum([0] + [len(row) for row in ids[:-1]], dtype=np.int64)
         flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
@@ -125,7 +125,7 @@ class NgramBagEncoder(NeuralEncoder):
             used[torch.from_numpy(rows.astype(np.int64))] = True
         with torch.no_grad():
             self.bag.weight[~used.to(self.bag.weight.device)] = 0.0
-        _training_ngram_bag_ids.cache_clear()  # training is over: the kept ids are not needed
+        training_ngram_bag_ids.cache_clear()  # training is over: the kept ids are not needed
 
     def forward(self, features):
         bag = self.bag(features["ids"], features["offsets"])  # (B, E)
