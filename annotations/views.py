@@ -45,15 +45,15 @@ REVIEW_PAGE = "annotations/review.html"
 REVIEW_PANEL = "annotations/_review_panel.html"
 
 
-def _with_query(url: str, query: str) -> str:
+def with_query(url: str, query: str) -> str:
     return f"{url}?{query}" if query else url
 
 
-def _verdict_error(exc: VerdictError) -> tuple[str, int]:
+def verdict_error(exc: VerdictError) -> tuple[str, int]:
     return f"{exc.field}: {exc}", 409 if exc.conflict else 400
 
 
-def _form_errors(form) -> str:
+def form_errors(form) -> str:
     return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
 
 
@@ -111,7 +111,7 @@ def _card_context(
         "rejected_names": rejected_group_names(item, user=request.user) if awaiting else [],
         "blind": filters_form.is_blind,
         "filters_query": query,
-        "judge_url": _with_query(reverse("review-item-judge", args=[item.id]), query)
+        "judge_url": with_query(reverse("review-item-judge", args=[item.id]), query)
         if item
         else "",
         # A fresh key per card shown: a double click replays the first verdict, no error.
@@ -143,7 +143,7 @@ def _filters_refused(request: HttpRequest, filters_form: ReviewFiltersForm) -> H
     context = {
         "filter_form": filters_form,
         "taxonomies": Taxonomy.objects.only("slug", "name"),
-        "error": _form_errors(filters_form),
+        "error": form_errors(filters_form),
         "refused": True,
     }
     template = REVIEW_PANEL if request.htmx else REVIEW_PAGE
@@ -169,7 +169,7 @@ def review_progress(request: HttpRequest) -> HttpResponse:
     """The counter above the card: open and done within the filters, the curator's day."""
     filters_form = ReviewFiltersForm(request.GET)
     if not filters_form.is_valid():
-        return HttpResponse(_form_errors(filters_form), status=400, content_type="text/plain")
+        return HttpResponse(form_errors(filters_form), status=400, content_type="text/plain")
     context = {
         "progress": _progress(request, filters_form.queue_filters()),
         "filters_query": filters_form.query_string(),
@@ -198,14 +198,14 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
             )
         except VerdictError as exc:
             # The card says why in words, without the field name the API answers with.
-            error, status = _verdict_error(exc)
+            error, status = verdict_error(exc)
             error = f"Not stored: {exc}."
     else:
-        error, status = _form_errors(form), 400
+        error, status = form_errors(form), 400
     if not request.htmx:
         if error:
             messages.error(request, error)
-        return redirect(_with_query(reverse("review"), filters_form.query_string()))
+        return redirect(with_query(reverse("review"), filters_form.query_string()))
     # A refused verdict keeps the curator on the card they were judging, if it is still theirs.
     shown = review_item_held(user=request.user, item_id=item.id) if error else None
     context = _card_context(request, filters_form, item=shown, error=error)
@@ -223,7 +223,7 @@ def review_judgement_undo(request: HttpRequest, judgement_id: int) -> HttpRespon
     try:
         item = judgement_undo(judgement=judgement, user=request.user)
     except VerdictError as exc:
-        error, status = _verdict_error(exc)
+        error, status = verdict_error(exc)
     else:
         notice = "Verdict undone: judge this card again."
         # The undone card comes back to this curator, ahead of the one they were on.
@@ -231,7 +231,7 @@ def review_judgement_undo(request: HttpRequest, judgement_id: int) -> HttpRespon
     if not request.htmx:
         if error:
             messages.error(request, error)
-        return redirect(_with_query(reverse("review"), filters_form.query_string()))
+        return redirect(with_query(reverse("review"), filters_form.query_string()))
     context = _card_context(request, filters_form, item=shown, error=error, notice=notice)
     return render(request, REVIEW_PANEL, context, status=status)
 
@@ -259,13 +259,13 @@ def review_item_flag(request: HttpRequest, item_id: int) -> HttpResponse:
         else:
             notice = f"Flagged for the admins: {flag.get_kind_display().lower()}."
     else:
-        error, status = f"Not flagged: {_form_errors(form)}", 400
+        error, status = f"Not flagged: {form_errors(form)}", 400
     if not request.htmx:
         if error:
             messages.error(request, error)
         elif notice:
             messages.success(request, notice)
-        return redirect(_with_query(reverse("review"), filters_form.query_string()))
+        return redirect(with_query(reverse("review"), filters_form.query_string()))
     shown = review_item_held(user=request.user, item_id=item.id)
     context = _card_context(
         request, filters_form, item=shown, error=error, notice=notice, with_progress=True
@@ -299,7 +299,7 @@ def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse
         )
         filters_form = ReviewFiltersForm(request.GET)
         filters_query = filters_form.query_string() if filters_form.is_valid() else ""
-        action = _with_query(reverse("review-item-judge", args=[item.id]), filters_query)
+        action = with_query(reverse("review-item-judge", args=[item.id]), filters_query)
         verdict, target = "reassign", "#review-panel"
     for group in groups:
         # One key per button: a retried pick replays, a different pick is a new verdict.

@@ -11,7 +11,7 @@ from annotations.decorators import admin_required
 from annotations.models import Taxonomy
 from annotations.selectors_audit import audit_rows
 from annotations.selectors_taxonomy import AUDIT_ACTIONS, audit_events_page
-from annotations.views_taxonomy import _form_errors
+from annotations.views_taxonomy import form_errors
 
 
 class AuditFilterForm(forms.Form):
@@ -31,7 +31,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         context = {
             "form": form,
             "events": [],
-            "error": _form_errors(form),
+            "error": form_errors(form),
             "actions": AUDIT_ACTIONS,
         }
         return render(request, "taxonomy/audit.html", context, status=400)

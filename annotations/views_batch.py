@@ -27,7 +27,7 @@ from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.leases import review_items_claim_for_group
 from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdicts import VerdictError
-from annotations.views import _form_errors, _verdict_error, _with_query
+from annotations.views import form_errors, verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker import MIN_EXAMPLES
 
@@ -44,7 +44,7 @@ def review_batch_groups(request: HttpRequest, slug: str) -> HttpResponse:
     taxonomy = get_object_or_404(Taxonomy, slug=slug)
     options = BlindModeForm(request.GET)
     if not options.is_valid():
-        context = {"taxonomy": taxonomy, "error": _form_errors(options), "groups": []}
+        context = {"taxonomy": taxonomy, "error": form_errors(options), "groups": []}
         return render(request, "annotations/batch_groups.html", context, status=400)
     context = {
         "taxonomy": taxonomy,
@@ -61,7 +61,7 @@ def _batch_group(slug: str, code: str) -> Group:
 
 
 def _batch_refused(request: HttpRequest, group: Group, options: BlindModeForm) -> HttpResponse:
-    context = {"group": group, "error": _form_errors(options), "tiles": [], "refused": True}
+    context = {"group": group, "error": form_errors(options), "tiles": [], "refused": True}
     template = "annotations/_batch_panel.html" if request.htmx else "annotations/batch.html"
     return render(request, template, context, status=400)
 
@@ -92,13 +92,13 @@ def review_batch(request: HttpRequest, slug: str, code: str) -> HttpResponse:
                         reject_item_ids=reject,
                     )
                 except VerdictError as exc:
-                    error, status = _verdict_error(exc)
+                    error, status = verdict_error(exc)
             else:
                 status = 400
             if error:
                 kept_rejected = set(reject)
         else:
-            error, status = _form_errors(form), 400
+            error, status = form_errors(form), 400
         if not request.htmx:
             if error:
                 messages.error(request, error)
@@ -110,7 +110,7 @@ def review_batch(request: HttpRequest, slug: str, code: str) -> HttpResponse:
                     f"Just done: {len(done.confirmed)} confirmed · {len(done.rejected)} false "
                     f"match{'es' if len(done.rejected) != 1 else ''}.",
                 )
-            return redirect(_with_query(request.path, options.query_string()))
+            return redirect(with_query(request.path, options.query_string()))
     return _batch_panel(
         request, group, options, done=done, error=error, status=status, rejected=kept_rejected
     )
@@ -147,18 +147,18 @@ def review_batch_undo(request: HttpRequest, slug: str, code: str) -> HttpRespons
         try:
             items = judgements_undo(judgement_ids=form.cleaned_data["judgement"], user=request.user)
         except VerdictError as exc:
-            error, status = _verdict_error(exc)
+            error, status = verdict_error(exc)
         else:
             notice = f"Batch undone: {len(items)} verdict{pluralize(len(items))} taken back."
     else:
-        error, status = _form_errors(form), 400
+        error, status = form_errors(form), 400
     if not request.htmx:
         if error:
             messages.error(request, error)
         else:
             messages.success(request, notice)
         page = reverse("review-batch", args=[group.taxonomy.slug, group.code])
-        return redirect(_with_query(page, options.query_string()))
+        return redirect(with_query(page, options.query_string()))
     return _batch_panel(request, group, options, error=error, status=status, notice=notice)
 
 
@@ -187,13 +187,11 @@ def _batch_panel(
             for item in items
         ],
         "blind": options.is_blind,
-        "page_url": _with_query(page, query),
-        "undo_url": _with_query(
+        "page_url": with_query(page, query),
+        "undo_url": with_query(
             reverse("review-batch-undo", args=[group.taxonomy.slug, group.code]), query
         ),
-        "groups_url": _with_query(
-            reverse("review-batch-groups", args=[group.taxonomy.slug]), query
-        ),
+        "groups_url": with_query(reverse("review-batch-groups", args=[group.taxonomy.slug]), query),
         "members": group_members_sample(group=group),
         # Counted by the selector that leased the tiles: the two cannot disagree.
         "available": review_batch_queue(

@@ -22,7 +22,7 @@ from annotations.selectors import (
 )
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdicts import VerdictError
-from annotations.views import _form_errors, _verdict_error
+from annotations.views import form_errors, verdict_error
 
 QUEUE_PAGE_SIZE = 50
 
@@ -36,7 +36,7 @@ def review_queue_list(request: HttpRequest) -> HttpResponse:
     form = QueuePageForm(request.GET)
     context = {"filter_form": form, "taxonomies": Taxonomy.objects.only("slug", "name")}
     if not form.is_valid():
-        context["error"] = _form_errors(form)
+        context["error"] = form_errors(form)
         return render(request, "annotations/review_queue.html", context, status=400)
     # One row more than shown says whether a next page exists.
     rows = review_queue_page(
@@ -115,12 +115,12 @@ def review_conflict_resolve_view(request: HttpRequest, item_id: int) -> HttpResp
         try:
             review_conflict_resolve(item=item, user=request.user, group=group)
         except VerdictError as exc:
-            error, status = _verdict_error(exc)
+            error, status = verdict_error(exc)
         else:
             where = f"{group.code} {group.name}" if group else "none of the groups"
             notice = f"Settled “{item.input.text}”: {where}."
     else:
-        error, status = _form_errors(form), 400
+        error, status = form_errors(form), 400
     if not request.htmx:
         if error:
             messages.error(request, error)

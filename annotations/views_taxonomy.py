@@ -98,7 +98,7 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
         return _list_page(request, ImportForm(), error=f"file: {_too_large(declared)}", status=400)
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
-        return _list_page(request, form, error=_form_errors(form), status=400)
+        return _list_page(request, form, error=form_errors(form), status=400)
     data = form.cleaned_data
     try:
         with tempfile.TemporaryDirectory(prefix="siamweb-import-") as folder:
@@ -192,11 +192,11 @@ def _copy_bounded(source, out, budget: int) -> int:
 # --- one taxonomy: group search, export -----------------------------------------------------
 
 
-def _taxonomy(slug: str) -> Taxonomy:
+def taxonomy_or_404(slug: str) -> Taxonomy:
     return get_object_or_404(Taxonomy, slug=slug)
 
 
-def _search_query(request: HttpRequest) -> str:
+def search_query(request: HttpRequest) -> str:
     # Search words only: control characters (NUL included) can't be in a group name anyway.
     return "".join(ch for ch in request.GET.get("q", "")[:100] if ch.isprintable())
 
@@ -204,8 +204,8 @@ def _search_query(request: HttpRequest) -> str:
 @admin_required
 @require_GET
 def taxonomy_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    taxonomy = _taxonomy(slug)
-    query = _search_query(request)
+    taxonomy = taxonomy_or_404(slug)
+    query = search_query(request)
     matches = taxonomy_group_search(taxonomy=taxonomy, query=query, limit=SEARCH_RESULTS)
     context = {"taxonomy": taxonomy, "q": query, "matches": matches}
     if request.htmx:
@@ -219,7 +219,7 @@ def taxonomy_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def taxonomy_export(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     """Every member as the csv importer reads it: export, then import, gives the same groups.
     A cell that starts like a formula is escaped for spreadsheets (annotations/csv_cells.py)."""
-    taxonomy = _taxonomy(slug)
+    taxonomy = taxonomy_or_404(slug)
     writer = csv.writer(_Echo(), lineterminator="\n")
 
     def lines():
@@ -239,5 +239,5 @@ class _Echo:
         return value
 
 
-def _form_errors(form: forms.Form) -> str:
+def form_errors(form: forms.Form) -> str:
     return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())

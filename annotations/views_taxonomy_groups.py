@@ -25,7 +25,7 @@ from annotations.selectors_taxonomy import (
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-from annotations.views_taxonomy import _search_query, _taxonomy
+from annotations.views_taxonomy import search_query, taxonomy_or_404
 
 TYPEAHEAD_RESULTS = 10
 
@@ -33,7 +33,7 @@ TYPEAHEAD_RESULTS = 10
 @admin_required
 @require_POST
 def taxonomy_group_create(request: HttpRequest, slug: str) -> HttpResponse:
-    taxonomy = _taxonomy(slug)
+    taxonomy = taxonomy_or_404(slug)
     code, name = request.POST.get("code", ""), request.POST.get("name", "")
     try:
         group = group_create(taxonomy=taxonomy, code=code, name=name, user=request.user)
@@ -55,7 +55,7 @@ def taxonomy_group_create(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _group(slug: str, code: str) -> Group:
-    group = group_get(taxonomy=_taxonomy(slug), code=code)
+    group = group_get(taxonomy=taxonomy_or_404(slug), code=code)
     if group is None:
         raise Http404(f"no group {code!r} in {slug}")
     return group
@@ -169,7 +169,7 @@ def taxonomy_member_remove(request: HttpRequest, slug: str, code: str, member_id
 def taxonomy_group_targets(request: HttpRequest, slug: str, code: str) -> HttpResponse:
     """Type-ahead: the groups a member could move to, or this group could merge into."""
     group = _group(slug, code)
-    query = _search_query(request)
+    query = search_query(request)
     purpose = "merge" if request.GET.get("purpose") == "merge" else "move"
     moving = None
     if purpose == "move":

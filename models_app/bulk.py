@@ -43,10 +43,10 @@ from models_app.bulk_files import (
     RESULT_FILES,
     TEXT_COLUMN,
     BulkFileError,
-    _remove_partial,
     column_position,
     read_header,
     read_records,
+    remove_partial,
 )
 from models_app.models import BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
@@ -220,7 +220,7 @@ def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
     if now_cancelled.update(
         status=BulkJob.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
     ):
-        _remove_partial(job)
+        remove_partial(job)
     elif not BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).update(
         cancel_requested=True
     ):

@@ -259,7 +259,7 @@ def row_problem(record: Record, width: int) -> str:
 # --- writing the results --------------------------------------------------------------------
 
 
-class _resumed:
+class result_resumed:
     """A result file opened for appending after cutting it back to the checkpoint's length:
     rows a dead worker wrote after its last checkpoint are written again, not twice."""
 
@@ -283,7 +283,7 @@ class _resumed:
         self.handle.close()
 
 
-def _result_row(answer: Normalization | None, error: str) -> dict:
+def result_row(answer: Normalization | None, error: str) -> dict:
     top = answer.groups[0] if answer is not None and answer.groups else None
     runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
     if answer is not None and top is None:
@@ -306,7 +306,7 @@ def _result_row(answer: Normalization | None, error: str) -> dict:
     }
 
 
-def _cell(value) -> str:
+def csv_cell(value) -> str:
     """A CSV cell a spreadsheet shows as text: one starting like a formula gets a quote mark
     in front (OWASP's advice for CSV injection); numbers are left as they are."""
     if value is None:
@@ -317,7 +317,7 @@ def _cell(value) -> str:
     return text
 
 
-def _remove_partial(job: BulkJob) -> None:
+def remove_partial(job: BulkJob) -> None:
     folder = artifact_path(job.folder)
     for name in RESULT_FILES.values():
         for path in (folder / name, folder / f"{name}.part"):

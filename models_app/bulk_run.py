@@ -29,14 +29,14 @@ from models_app.bulk_files import (
     RESULT_FILES,
     TEXT_COLUMN,
     BulkFileError,
-    _cell,
-    _remove_partial,
-    _result_row,
-    _resumed,
     column_position,
+    csv_cell,
     input_keys,
     read_header,
     read_records,
+    remove_partial,
+    result_resumed,
+    result_row,
     row_problem,
 )
 from models_app.models import BulkJob, Deployment
@@ -136,13 +136,13 @@ def _run(
     started, offset_at_start = time.monotonic(), job.input_offset
     with (
         source.open("rb") as handle,
-        _resumed(parts["csv"], job.csv_bytes) as csv_out,
-        _resumed(parts["jsonl"], job.jsonl_bytes) as jsonl_out,
+        result_resumed(parts["csv"], job.csv_bytes) as csv_out,
+        result_resumed(parts["jsonl"], job.jsonl_bytes) as jsonl_out,
     ):
         csv_text = io.TextIOWrapper(csv_out, encoding="utf-8", newline="", write_through=True)
         writer = csv.writer(csv_text)
         if job.csv_bytes == 0:
-            writer.writerow([_cell(name) for name in [*columns, *RESULT_COLUMNS]])
+            writer.writerow([csv_cell(name) for name in [*columns, *RESULT_COLUMNS]])
         records = read_records(
             handle,
             fmt=job.input_format,
@@ -223,10 +223,10 @@ def _write_chunk(
         # As many cells as the header names: extra ones are quoted in the row's error.
         fields = record.fields[: len(keys)] + [""] * (len(keys) - len(record.fields))
         answer = next(answers) if text is not None else None
-        result = _result_row(answer, error)
+        result = result_row(answer, error)
         if _needs_review(job, answer):
             review.append(text)
-        writer.writerow([_cell(value) for value in [*fields, *result.values()]])
+        writer.writerow([csv_cell(value) for value in [*fields, *result.values()]])
         named = dict(zip(keys, fields, strict=True))
         lines.append(json.dumps({"input": named, **result}, ensure_ascii=False) + "\n")
     jsonl_out.write("".join(lines).encode("utf-8"))
@@ -271,7 +271,7 @@ def _stopped(job: BulkJob, attempt: int) -> BulkJob | None:
     if cancelled or current.status == BulkJob.Status.CANCELLED:
         # Also when the job was cancelled as stale while this worker was still at it: what it
         # wrote or renamed since must not stay behind.
-        _remove_partial(current)
+        remove_partial(current)
         return current
     return None
 

@@ -15,8 +15,8 @@ from models_app.siamese.augment.synonyms import (
     MANUAL_SYNONYMS_PATH,
     GroupSynonyms,
     SynonymReplacer,
-    _group_candidates,
     apply_synonym,
+    group_candidates,
     induce_synonyms,
     induce_synonyms_by_group,
     load_synonym_groups,
@@ -145,7 +145,7 @@ def test_induction_kept_per_group_answers_as_a_fresh_one_when_the_taxonomy_chang
         "machines": [*TAXONOMY["machines"], "Programmer"],
     }
     warm = induce_synonyms_by_group(changed)
-    _group_candidates.cache_clear()
+    group_candidates.cache_clear()
     assert warm == induce_synonyms_by_group(changed)
     assert "software" not in warm
     assert ("coordinator", "manager") in warm["sales"]

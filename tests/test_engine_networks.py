@@ -10,7 +10,7 @@ from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import as_stored, encoder_class, load_encoder, parse_config
 from models_app.siamese.networks.base import stable_hash
-from models_app.siamese.networks.ngram_bag import training_ngram_bag_ids, ngram_bag_ids
+from models_app.siamese.networks.ngram_bag import ngram_bag_ids, training_ngram_bag_ids
 from models_app.siamese.text import normalize_text
 from models_app.siamese.tfidf import char_ngrams
 

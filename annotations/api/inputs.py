@@ -24,7 +24,7 @@ from annotations.api.base import (
     serving_error_response,
     taxonomy_or_404,
 )
-from annotations.api.reads import _review_item_cards
+from annotations.api.reads import review_item_cards
 from annotations.api.serializers import (
     RankedGroupSerializer,
     ReviewItemPredictionSerializer,
@@ -148,7 +148,7 @@ class InputListSubmitApi(CuratorApi):
             )
         except (NoLiveModel, ArtifactError) as exc:
             return serving_error_response(exc, slug)
-        cards = _review_item_cards([item.id for item in items])
+        cards = review_item_cards([item.id for item in items])
         return Response(
             self.SubmitOutputSerializer({"results": cards}).data, status=status.HTTP_201_CREATED
         )

@@ -33,7 +33,7 @@ def _member_count() -> Coalesce:
     return Coalesce(Subquery(members, output_field=IntegerField()), Value(0))
 
 
-def _groups(taxonomy: Taxonomy, query: str = "") -> QuerySet[Group]:
+def groups_queryset(taxonomy: Taxonomy, query: str = "") -> QuerySet[Group]:
     """The taxonomy's groups by code; with ``query`` those whose name or code has every word
     (as ``group_search`` matches them), shortest names first."""
     groups = Group.objects.filter(taxonomy=taxonomy).select_related("taxonomy")
@@ -45,7 +45,7 @@ def _groups(taxonomy: Taxonomy, query: str = "") -> QuerySet[Group]:
     return groups.annotate(member_count=_member_count()).order_by(Length("name"), "name", "id")
 
 
-def _group(pk: int) -> Group:
+def group_or_404(pk: int) -> Group:
     groups = Group.objects.select_related("taxonomy").annotate(member_count=_member_count())
     return object_or_404(groups, pk, "group")
 
@@ -62,40 +62,40 @@ def _taxonomy_counts(taxonomy: Taxonomy) -> dict[str, int]:
     }
 
 
-def _taxonomies() -> QuerySet[Taxonomy]:
+def taxonomies() -> QuerySet[Taxonomy]:
     return Taxonomy.objects.select_related("deployment__index_build__model_version__taxonomy")
 
 
-def _taxonomy_with_counts(slug: str) -> Taxonomy:
-    taxonomy = _taxonomies().filter(slug=slug).first()
+def taxonomy_with_counts(slug: str) -> Taxonomy:
+    taxonomy = taxonomies().filter(slug=slug).first()
     if taxonomy is None:
         raise NotFound(f"no taxonomy {slug!r}")
     taxonomy.counts = _taxonomy_counts(taxonomy)
     return taxonomy
 
 
-def _members() -> QuerySet[Member]:
+def members_queryset() -> QuerySet[Member]:
     return Member.objects.select_related("taxonomy", "group", "added_by")
 
 
-def _review_items() -> QuerySet[ReviewItem]:
+def review_items() -> QuerySet[ReviewItem]:
     return ReviewItem.objects.select_related("taxonomy", "input", "top_group", "leased_by")
 
 
-def _review_item_cards(ids: list[int]) -> list[ReviewItem]:
+def review_item_cards(ids: list[int]) -> list[ReviewItem]:
     """The items with their predictions, in the order of ``ids``."""
-    items = _review_items().select_related("prediction__model_version__taxonomy").in_bulk(ids)
+    items = review_items().select_related("prediction__model_version__taxonomy").in_bulk(ids)
     return [items[item_id] for item_id in ids]
 
 
-def _review_item_card(pk: int) -> ReviewItem:
-    items = _review_items().select_related("prediction__model_version__taxonomy")
+def review_item_card(pk: int) -> ReviewItem:
+    items = review_items().select_related("prediction__model_version__taxonomy")
     return object_or_404(items, pk, "review item")
 
 
-def _judgements() -> QuerySet[Judgement]:
+def judgements_queryset() -> QuerySet[Judgement]:
     return Judgement.objects.select_related("user", "group", "rejected_group")
 
 
-def _item_judgements(item: ReviewItem) -> list[Judgement]:
-    return list(_judgements().filter(review_item=item).order_by("created_at", "id"))
+def item_judgements(item: ReviewItem) -> list[Judgement]:
+    return list(judgements_queryset().filter(review_item=item).order_by("created_at", "id"))

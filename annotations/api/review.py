@@ -32,7 +32,7 @@ from annotations.api.base import (
     paginated,
     verdict_error_response,
 )
-from annotations.api.reads import _judgements, _review_item_card, _review_items
+from annotations.api.reads import judgements_queryset, review_item_card, review_items
 from annotations.api.serializers import (
     GroupRefSerializer,
     JudgementSerializer,
@@ -89,7 +89,7 @@ class ReviewItemDetailApi(CuratorApi):
         responses={200: OutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, item_id: int) -> Response:
-        return Response(review_item_detail(_review_item_card(item_id)))
+        return Response(review_item_detail(review_item_card(item_id)))
 
 
 class ReviewItemClaimApi(CuratorApi):
@@ -121,7 +121,7 @@ class ReviewItemClaimApi(CuratorApi):
         item = review_item_claim(user=request.user, filters=filters)
         if item is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(review_item_detail(_review_item_card(item.id)))
+        return Response(review_item_detail(review_item_card(item.id)))
 
 
 class ReviewItemReleaseApi(CuratorApi):
@@ -136,7 +136,7 @@ class ReviewItemReleaseApi(CuratorApi):
     def post(self, request: Request, item_id: int) -> Response:
         item = object_or_404(ReviewItem.objects.all(), item_id, "review item")
         review_item_release(item=item, user=request.user)
-        released = object_or_404(_review_items(), item_id, "review item")
+        released = object_or_404(review_items(), item_id, "review item")
         return Response(self.OutputSerializer(released).data)
 
 
@@ -182,7 +182,7 @@ class JudgementListCreateApi(CuratorApi):
     )
     def get(self, request: Request) -> Response:
         filters = filters_of(self.FilterSerializer, request)
-        judgements = _judgements()
+        judgements = judgements_queryset()
         if not filters["include_undone"]:
             judgements = judgements.filter(undone_at__isnull=True)
         if "review_item" in filters:
@@ -238,7 +238,7 @@ class JudgementListCreateApi(CuratorApi):
         except VerdictError as exc:
             return verdict_error_response(exc)
         code = status.HTTP_200_OK if judgement.replayed else status.HTTP_201_CREATED
-        stored = object_or_404(_judgements(), judgement.id, "judgement")
+        stored = object_or_404(judgements_queryset(), judgement.id, "judgement")
         return Response(self.OutputSerializer(stored).data, status=code)
 
 
@@ -248,7 +248,7 @@ class JudgementDetailApi(CuratorApi):
 
     @extend_schema(summary="One verdict", responses={200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, judgement_id: int) -> Response:
-        judgement = object_or_404(_judgements(), judgement_id, "judgement")
+        judgement = object_or_404(judgements_queryset(), judgement_id, "judgement")
         return Response(self.OutputSerializer(judgement).data)
 
 
@@ -271,7 +271,7 @@ class JudgementUndoApi(CuratorApi):
         except VerdictError as exc:
             return verdict_error_response(exc)
         undone = object_or_404(
-            _judgements().select_related("review_item"), judgement_id, "judgement"
+            judgements_queryset().select_related("review_item"), judgement_id, "judgement"
         )
         return Response(self.OutputSerializer(undone).data)
 

@@ -13,7 +13,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from annotations.api.base import QUEUE_OPEN, QueueStatusField, ReviewItemStatusField, VerdictField
-from annotations.api.reads import _item_judgements
+from annotations.api.reads import item_judgements
 from annotations.api_schema import SLUG_PATTERN
 from annotations.models import (
     Group,
@@ -206,7 +206,7 @@ class ReviewItemDetailSerializer(ReviewItemPredictionSerializer):
 
 
 def review_item_detail(item: ReviewItem) -> dict:
-    item.api_judgements = _item_judgements(item)
+    item.api_judgements = item_judgements(item)
     return ReviewItemDetailSerializer(item).data
 
 

@@ -26,7 +26,13 @@ from annotations.api.base import (
     paginated,
     taxonomy_or_404,
 )
-from annotations.api.reads import _group, _groups, _members, _taxonomies, _taxonomy_with_counts
+from annotations.api.reads import (
+    group_or_404,
+    groups_queryset,
+    members_queryset,
+    taxonomies,
+    taxonomy_with_counts,
+)
 from annotations.api.serializers import (
     CleanTextField,
     GroupRefSerializer,
@@ -65,7 +71,7 @@ class TaxonomyListApi(CuratorApi):
 
     @extend_schema(summary="Taxonomies", responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        return paginated(self, request, _taxonomies().order_by("slug"), self.OutputSerializer)
+        return paginated(self, request, taxonomies().order_by("slug"), self.OutputSerializer)
 
 
 class TaxonomyCountsSerializer(serializers.Serializer):
@@ -86,7 +92,7 @@ class TaxonomyDetailApi(CuratorApi):
         responses={200: OutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, slug: str) -> Response:
-        return Response(self.OutputSerializer(_taxonomy_with_counts(slug)).data)
+        return Response(self.OutputSerializer(taxonomy_with_counts(slug)).data)
 
 
 class GroupSerializer(serializers.Serializer):
@@ -121,7 +127,7 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
     def get(self, request: Request, slug: str) -> Response:
         taxonomy = taxonomy_or_404(slug)
         filters = filters_of(self.FilterSerializer, request)
-        groups = _groups(taxonomy, filters.get("q", ""))
+        groups = groups_queryset(taxonomy, filters.get("q", ""))
         return paginated(self, request, groups, self.OutputSerializer)
 
     @extend_schema(
@@ -138,7 +144,7 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
         except TaxonomyEditError as exc:
             return edit_error_response(exc)
         return Response(
-            self.OutputSerializer(_group(group.id)).data, status=status.HTTP_201_CREATED
+            self.OutputSerializer(group_or_404(group.id)).data, status=status.HTTP_201_CREATED
         )
 
 
@@ -150,7 +156,7 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
         name = CleanTextField(max_length=MAX_NAME_LENGTH)
 
     def _detail(self, pk: int) -> dict:
-        group = _group(pk)
+        group = group_or_404(pk)
         group.pending_items = review_counts(filters=QueueFilters(group=group))["open"]
         return self.OutputSerializer(group).data
 
@@ -164,7 +170,7 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
         responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def patch(self, request: Request, group_id: int) -> Response:
-        group = _group(group_id)
+        group = group_or_404(group_id)
         serializer = self.RenameInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
@@ -189,7 +195,7 @@ class GroupMergeApi(AdminApi):
         responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def post(self, request: Request, group_id: int) -> Response:
-        source = _group(group_id)
+        source = group_or_404(group_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
@@ -198,7 +204,7 @@ class GroupMergeApi(AdminApi):
             )
         except TaxonomyEditError as exc:
             return edit_error_response(exc, fields={"target": "into", "source": "group"})
-        return Response(self.OutputSerializer(_group(target.id)).data)
+        return Response(self.OutputSerializer(group_or_404(target.id)).data)
 
 
 class MemberSerializer(serializers.Serializer):
@@ -242,7 +248,7 @@ class MemberListCreateApi(CuratorReadsAdminWritesApi):
         group = filters.get("group")
         if group is not None and group.taxonomy_id != taxonomy.id:
             return field_error("group", f"group {group.id} is not in taxonomy {slug}")
-        members = _members().filter(taxonomy=taxonomy)
+        members = members_queryset().filter(taxonomy=taxonomy)
         if group is not None:
             members = members.filter(group=group)
         if "source" in filters:
@@ -267,7 +273,7 @@ class MemberListCreateApi(CuratorReadsAdminWritesApi):
             )
         except TaxonomyEditError as exc:
             return edit_error_response(exc)
-        created = object_or_404(_members(), member.id, "member")
+        created = object_or_404(members_queryset(), member.id, "member")
         created.also_in = member.also_in
         return Response(self.CreateOutputSerializer(created).data, status=status.HTTP_201_CREATED)
 
@@ -283,7 +289,9 @@ class MemberDetailApi(CuratorReadsAdminWritesApi):
 
     @extend_schema(summary="One member string", responses={200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, member_id: int) -> Response:
-        return Response(self.OutputSerializer(object_or_404(_members(), member_id, "member")).data)
+        return Response(
+            self.OutputSerializer(object_or_404(members_queryset(), member_id, "member")).data
+        )
 
     @extend_schema(
         summary="Move a member string to another group (admins)",
@@ -291,21 +299,23 @@ class MemberDetailApi(CuratorReadsAdminWritesApi):
         responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def patch(self, request: Request, member_id: int) -> Response:
-        member = object_or_404(_members(), member_id, "member")
+        member = object_or_404(members_queryset(), member_id, "member")
         serializer = self.MoveInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
             member_move(member=member, group=serializer.validated_data["group"], user=request.user)
         except TaxonomyEditError as exc:
             return edit_error_response(exc)
-        return Response(self.OutputSerializer(object_or_404(_members(), member_id, "member")).data)
+        return Response(
+            self.OutputSerializer(object_or_404(members_queryset(), member_id, "member")).data
+        )
 
     @extend_schema(
         summary="Remove a member string (admins)",
         responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def delete(self, request: Request, member_id: int) -> Response:
-        member = object_or_404(_members(), member_id, "member")
+        member = object_or_404(members_queryset(), member_id, "member")
         try:
             member_remove(member=member, user=request.user)
         except TaxonomyEditError as exc:

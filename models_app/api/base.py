@@ -28,31 +28,31 @@ TrainingRunTriggerField = named_choice_field("TrainingRunTrigger", TrainingRun.T
 # --- reads ---------------------------------------------------------------------------------
 
 
-def _model_versions() -> QuerySet[ModelVersion]:
+def model_versions() -> QuerySet[ModelVersion]:
     return ModelVersion.objects.select_related("taxonomy")
 
 
-def _live_version_ids() -> set[int]:
+def live_version_ids() -> set[int]:
     """One small query: a taxonomy has at most one deployment."""
     return set(Deployment.objects.values_list("index_build__model_version_id", flat=True))
 
 
-def _newest_index_build(version: ModelVersion) -> IndexBuild | None:
+def newest_index_build(version: ModelVersion) -> IndexBuild | None:
     return IndexBuild.objects.filter(model_version=version).order_by("-created_at", "-id").first()
 
 
-def _training_runs() -> QuerySet[TrainingRun]:
+def training_runs() -> QuerySet[TrainingRun]:
     return TrainingRun.objects.select_related(
         "taxonomy", "requested_by", "model_version__taxonomy"
     ).order_by("-created_at", "-id")
 
 
-def _active_run_conflict(taxonomy: Taxonomy) -> Response:
+def active_run_conflict(taxonomy: Taxonomy) -> Response:
     return Response(
         {"taxonomy": [f"{taxonomy.slug} already has a queued or running training run"]},
         status=status.HTTP_409_CONFLICT,
     )
 
 
-def _state_conflict(field: str, exc: RunStateError) -> Response:
+def state_conflict(field: str, exc: RunStateError) -> Response:
     return Response({field: [str(exc)]}, status=status.HTTP_409_CONFLICT)

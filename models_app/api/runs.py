@@ -27,9 +27,9 @@ from models_app.api.base import (
     TrainingRunRequestKindField,
     TrainingRunStatusField,
     TrainingRunTriggerField,
-    _active_run_conflict,
-    _state_conflict,
-    _training_runs,
+    active_run_conflict,
+    state_conflict,
+    training_runs,
 )
 from models_app.api.reports import FlipReportSerializer, GateReportSerializer
 from models_app.models import TrainingRun
@@ -107,7 +107,7 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
     )
     def get(self, request: Request) -> Response:
         filters = filters_of(self.FilterSerializer, request)
-        runs = _training_runs()
+        runs = training_runs()
         if "taxonomy" in filters:
             runs = runs.filter(taxonomy=filters["taxonomy"])
         if "status" in filters:
@@ -147,8 +147,8 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
         except (NoLiveModel, RunStateError) as exc:
             return Response({"taxonomy": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         if run is None:
-            return _active_run_conflict(taxonomy)
-        created = object_or_404(_training_runs(), run.id, "training run")
+            return active_run_conflict(taxonomy)
+        created = object_or_404(training_runs(), run.id, "training run")
         return Response(self.OutputSerializer(created).data, status=status.HTTP_201_CREATED)
 
 
@@ -161,7 +161,7 @@ class TrainingRunDetailApi(CuratorApi):
         responses={200: OutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = object_or_404(_training_runs(), run_id, "training run")
+        run = object_or_404(training_runs(), run_id, "training run")
         return Response(self.OutputSerializer(run).data)
 
 
@@ -183,12 +183,12 @@ class TrainingRunPromoteApi(AdminApi):
         },
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = object_or_404(_training_runs(), run_id, "training run")
+        run = object_or_404(training_runs(), run_id, "training run")
         try:
             run = training_run_promote(run=run, actor=request.user)
         except RunStateError as exc:
-            return _state_conflict("training_run", exc)
-        promoted = object_or_404(_training_runs(), run.id, "training run")
+            return state_conflict("training_run", exc)
+        promoted = object_or_404(training_runs(), run.id, "training run")
         return Response(self.OutputSerializer(promoted).data)
 
 
@@ -209,12 +209,12 @@ class TrainingRunRetryApi(AdminApi):
         },
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = object_or_404(_training_runs(), run_id, "training run")
+        run = object_or_404(training_runs(), run_id, "training run")
         try:
             retry = training_run_retry(run=run, actor=request.user)
         except RunStateError as exc:
-            return _state_conflict("training_run", exc)
+            return state_conflict("training_run", exc)
         if retry is None:
-            return _active_run_conflict(run.taxonomy)
-        queued = object_or_404(_training_runs(), retry.id, "training run")
+            return active_run_conflict(run.taxonomy)
+        queued = object_or_404(training_runs(), retry.id, "training run")
         return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)

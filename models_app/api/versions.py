@@ -21,12 +21,12 @@ from annotations.api.base import (
 )
 from annotations.api.serializers import TaxonomySlugField
 from models_app.api.base import (
-    _active_run_conflict,
-    _live_version_ids,
-    _model_versions,
-    _newest_index_build,
-    _state_conflict,
-    _training_runs,
+    active_run_conflict,
+    live_version_ids,
+    model_versions,
+    newest_index_build,
+    state_conflict,
+    training_runs,
 )
 from models_app.api.runs import TrainingRunDetailSerializer
 from models_app.models import ModelVersion
@@ -66,11 +66,11 @@ class ModelVersionListApi(CuratorApi):
     )
     def get(self, request: Request) -> Response:
         filters = filters_of(self.FilterSerializer, request)
-        versions = _model_versions().order_by("taxonomy__slug", "-number")
+        versions = model_versions().order_by("taxonomy__slug", "-number")
         if "taxonomy" in filters:
             versions = versions.filter(taxonomy=filters["taxonomy"])
         return paginated(
-            self, request, versions, self.OutputSerializer, live_ids=_live_version_ids()
+            self, request, versions, self.OutputSerializer, live_ids=live_version_ids()
         )
 
 
@@ -81,8 +81,8 @@ class ModelVersionDetailApi(CuratorApi):
 
     @extend_schema(summary="One model version", responses={200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, version_id: int) -> Response:
-        version = object_or_404(_model_versions(), version_id, "model version")
-        context = {"live_ids": _live_version_ids()}
+        version = object_or_404(model_versions(), version_id, "model version")
+        context = {"live_ids": live_version_ids()}
         return Response(self.OutputSerializer(version, context=context).data)
 
 
@@ -101,8 +101,8 @@ class ModelVersionActivateApi(AdminApi):
         },
     )
     def post(self, request: Request, version_id: int) -> Response:
-        version = object_or_404(_model_versions(), version_id, "model version")
-        build = _newest_index_build(version)
+        version = object_or_404(model_versions(), version_id, "model version")
+        build = newest_index_build(version)
         if build is None:
             return Response(
                 {
@@ -114,7 +114,7 @@ class ModelVersionActivateApi(AdminApi):
             )
         deployment_activate(index_build=build, actor=request.user)
         version.index_build = build.id
-        context = {"live_ids": _live_version_ids()}
+        context = {"live_ids": live_version_ids()}
         return Response(self.OutputSerializer(version, context=context).data)
 
 
@@ -138,12 +138,12 @@ class ModelVersionRollbackApi(AdminApi):
         },
     )
     def post(self, request: Request, version_id: int) -> Response:
-        version = object_or_404(_model_versions(), version_id, "model version")
+        version = object_or_404(model_versions(), version_id, "model version")
         try:
             run = model_version_rollback(model_version=version, actor=request.user)
         except RunStateError as exc:
-            return _state_conflict("model_version", exc)
+            return state_conflict("model_version", exc)
         if run is None:
-            return _active_run_conflict(version.taxonomy)
-        queued = object_or_404(_training_runs(), run.id, "training run")
+            return active_run_conflict(version.taxonomy)
+        queued = object_or_404(training_runs(), run.id, "training run")
         return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)

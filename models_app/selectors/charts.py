@@ -11,7 +11,7 @@ from models_app.selectors.reports import suite_primary
 HISTORY_RUNS = 60  # the newest runs a taxonomy's history chart shows
 
 
-def _mean_or_none(values: list[float]) -> float | None:
+def mean_or_none(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
@@ -36,7 +36,7 @@ def taxonomy_history_chart(*, taxonomy: Taxonomy) -> Chart:
         rows = report.get("metrics", [])
         mean = suite_primary(run.model_version)
         if mean is None:
-            mean = _mean_or_none(
+            mean = mean_or_none(
                 [r["candidate"] for r in rows if r.get("suite") == "frozen" and "candidate" in r]
             )
         if mean is not None:

@@ -9,7 +9,7 @@ from django.core.paginator import Page, Paginator
 
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.selectors.charts import _mean_or_none
+from models_app.selectors.charts import mean_or_none
 from models_app.selectors.reports import SUITE_SETS, suite_key_metrics, suite_primary
 
 VERSIONS_PER_PAGE = 50
@@ -97,7 +97,7 @@ def model_versions_page(
             gate = gate_candidate_metrics(version)
             if gate:
                 accuracy = {name: gate.get(name) for name in SUITE_SETS}
-                primary, measured_by = _mean_or_none(list(gate.values())), "gate"
+                primary, measured_by = mean_or_none(list(gate.values())), "gate"
         rows.append(
             VersionRow(
                 version=version,

@@ -150,11 +150,11 @@ class TrigramMatcher:
         ranked: list[list[int]] = []
         for query in queries:
             best = np.maximum.reduceat(self.scores(query)[self._by_label], self._label_starts)
-            ranked.append(self._labels[_top_k_stable(best, k)].tolist())
+            ranked.append(self._labels[top_k_stable(best, k)].tolist())
         return ranked
 
 
-def _top_k_stable(values: np.ndarray, k: int) -> np.ndarray:
+def top_k_stable(values: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest values, ties by lower index, without sorting everything."""
     if k < len(values):
         threshold = np.partition(values, len(values) - k)[len(values) - k]

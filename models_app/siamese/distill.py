@@ -27,7 +27,7 @@ from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
 from models_app.siamese.specs import DistillConfig
-from models_app.siamese.train import TrainResult, _no_progress, _set_threads, choose_device
+from models_app.siamese.train import TrainResult, choose_device, no_progress, set_threads
 
 
 def distillation_texts(
@@ -54,7 +54,7 @@ def distill_encoder(
     config: DistillConfig,
     *,
     teacher_vectors: np.ndarray | None = None,
-    progress=_no_progress,
+    progress=no_progress,
 ) -> TrainResult:
     """Train a student of ``student_config`` to reproduce ``teacher``'s vectors of ``texts``.
 
@@ -85,7 +85,7 @@ def distill_encoder(
     torch.manual_seed(config.seed)
     device = choose_device(config.device)
     if device.type == "cpu":
-        _set_threads(config.threads)
+        set_threads(config.threads)
     student = kind.create(texts, parsed).to(device)
     targets = torch.from_numpy(np.ascontiguousarray(teacher_vectors, dtype=np.float32)).to(device)
     targets = F.normalize(targets, dim=1)

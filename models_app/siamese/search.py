@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models_app.siamese.baselines import TrigramMatcher, _top_k_stable, trigrams
+from models_app.siamese.baselines import TrigramMatcher, top_k_stable, trigrams
 from models_app.siamese.configs import ConfigError, check_field_types
 from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid, true_pairs
 from models_app.siamese.index import MemberIndex
@@ -344,7 +344,7 @@ class MemberSearch:
             # Every member may be lifted: the best lexical ones join the proposals (ties:
             # lower position first), without a full sort over every member.
             every = self.trigrams.scores(query).astype(np.float32)  # (N,)
-            lexical_top = _top_k_stable(every, depth * 4)
+            lexical_top = top_k_stable(every, depth * 4)
             candidates = np.unique(np.concatenate([proposed, lexical_top])).astype(np.int64)
             lexical = every[candidates]
         cosine = self.index.vectors_of(self.ids[candidates]) @ vector

@@ -41,7 +41,7 @@ Progress = Callable[[str, float, float | None], None]
 CHECKPOINT = "checkpoint.pt"
 
 
-def _no_progress(stage: str, fraction: float, eta: float | None) -> None:
+def no_progress(stage: str, fraction: float, eta: float | None) -> None:
     return None
 
 
@@ -127,7 +127,7 @@ def choose_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _set_threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
     torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
 
 
@@ -161,7 +161,7 @@ def train_encoder(
     anchor: Encoder | None = None,
     checkpoint_dir: Path | None = None,
     discard_stale_checkpoint: bool = False,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
 ) -> TrainResult:
     """Train (or, with ``parent``, fine-tune) an encoder; returns the best one seen.
 
@@ -193,7 +193,7 @@ def train_encoder(
 
     device = choose_device(config.device)
     if device.type == "cpu":
-        _set_threads(config.threads)
+        set_threads(config.threads)
     if anchor is not None and parent is None:
         raise ConfigError("an anchor to blend toward needs a parent to fine-tune")
     if parent is not None:

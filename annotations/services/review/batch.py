@@ -16,7 +16,12 @@ from annotations.models import (
     Member,
     ReviewItem,
 )
-from annotations.services.review.verdicts import VerdictError, _evidence, _judgement_summary, _pair
+from annotations.services.review.verdicts import (
+    VerdictError,
+    feedback_pair,
+    judgement_summary,
+    prediction_evidence,
+)
 
 
 @dataclass(frozen=True)
@@ -99,10 +104,10 @@ def judgements_create_for_group(
     for judgement in judgements:
         item = judgement.review_item
         confirm = judgement.verdict == Judgement.Verdict.CONFIRM
-        pair = _pair(
+        pair = feedback_pair(
             group.taxonomy,
             item.input.text,
-            _evidence(item.prediction, group),
+            prediction_evidence(item.prediction, group),
             confirm,
             "confirm" if confirm else "false_match",
         )
@@ -163,7 +168,7 @@ def judgements_create_for_group(
                 action="judgement.create",
                 object_type="judgement",
                 object_id=str(judgement.id),
-                after=_judgement_summary(judgement),
+                after=judgement_summary(judgement),
             )
             for judgement in judgements
         ]

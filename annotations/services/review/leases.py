@@ -21,7 +21,7 @@ from annotations.selectors import (
 )
 
 
-def _lease_expiry():
+def lease_expiry():
     return timezone.now() + timedelta(seconds=settings.SIAMWEB_REVIEW_LEASE_SECONDS)
 
 
@@ -42,7 +42,7 @@ def review_item_claim(*, user, filters: QueueFilters | None = None) -> ReviewIte
         .first()
     )
     if held is not None:
-        ReviewItem.objects.filter(id=held.id).update(lease_expires_at=_lease_expiry())
+        ReviewItem.objects.filter(id=held.id).update(lease_expires_at=lease_expiry())
         return _card(held.id)
     for status in filters.statuses_in_order():
         item = _claim_first(
@@ -62,7 +62,7 @@ def _claim_first(*, user, queue) -> ReviewItem | None:
         claimed = (
             ReviewItem.objects.filter(id=candidate)
             .filter(_free_for(user, timezone.now()))
-            .update(leased_by=user, lease_expires_at=_lease_expiry())
+            .update(leased_by=user, lease_expires_at=lease_expiry())
         )
         if claimed:
             return _card(candidate)
@@ -82,7 +82,7 @@ def review_items_claim_for_group(
     queue = review_batch_queue(user=user, taxonomy=taxonomy, group=group)
     ids = list(queue.values_list("id", flat=True)[:limit])
     ReviewItem.objects.filter(id__in=ids).filter(_free_for(user, now)).update(
-        leased_by=user, lease_expires_at=_lease_expiry()
+        leased_by=user, lease_expires_at=lease_expiry()
     )
     return list(
         ReviewItem.objects.filter(id__in=ids, leased_by=user)

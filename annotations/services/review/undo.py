@@ -15,12 +15,12 @@ from annotations.models import (
     ReviewItem,
 )
 from annotations.services.audit import audit_record
-from annotations.services.review.leases import _lease_expiry
+from annotations.services.review.leases import lease_expiry
 from annotations.services.review.verdicts import (
     VerdictError,
-    _final_outcomes,
-    _judge,
-    _judgement_summary,
+    final_outcomes,
+    judgement_record,
+    judgement_summary,
 )
 
 
@@ -52,15 +52,15 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
     Member.objects.filter(id__in=[m.id for m in removed]).delete()
 
     item.status = judgement.previous_status or ReviewItem.Status.PENDING
-    item.conflict = len(set(_final_outcomes(item).values())) > 1
-    item.leased_by, item.lease_expires_at = user, _lease_expiry()
+    item.conflict = len(set(final_outcomes(item).values())) > 1
+    item.leased_by, item.lease_expires_at = user, lease_expiry()
     item.save(update_fields=["status", "conflict", "leased_by", "lease_expires_at", "updated_at"])
     audit_record(
         actor=user,
         action="judgement.undo",
         obj=judgement,
         taxonomy=item.taxonomy,
-        before=_judgement_summary(judgement),
+        before=judgement_summary(judgement),
         after={"review_item": item.id, "status": item.status},
     )
     return item
@@ -107,13 +107,13 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         judgement.save(update_fields=["undone_at"])
         judgement.feedback_pairs.all().delete()
         judgement.members.filter(source=Member.Source.CURATOR).delete()
-    kept = set(_final_outcomes(item).values())
+    kept = set(final_outcomes(item).values())
     if wanted not in kept:
         item.status = ReviewItem.Status.PENDING
         item.reviews_required = 1
         item.save(update_fields=["status", "reviews_required"])
         verdict = Judgement.Verdict.NONE if group is None else Judgement.Verdict.REASSIGN
-        _judge(
+        judgement_record(
             item_id=item.id,
             user=user,
             verdict=verdict,

@@ -39,17 +39,17 @@ class VerdictError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Evidence:
+class Evidence:
     group: Group
     member_text: str
 
 
-def _evidence(prediction: Prediction, group: Group) -> _Evidence:
+def prediction_evidence(prediction: Prediction, group: Group) -> Evidence:
     """The member string the prediction matched for ``group``, else the group's own name."""
     for ranked in prediction.ranked_groups:
         if ranked["group_id"] == group.id and ranked.get("member"):
-            return _Evidence(group, ranked["member"])
-    return _Evidence(group, group.name)
+            return Evidence(group, ranked["member"])
+    return Evidence(group, group.name)
 
 
 def judgement_create(
@@ -72,7 +72,7 @@ def judgement_create(
     (``judgement.replayed`` is True) instead of recording a second one.
     """
     with transaction.atomic():
-        judgement, _ = _judge(
+        judgement, _ = judgement_record(
             item_id=review_item.id,
             user=user,
             verdict=verdict,
@@ -83,7 +83,7 @@ def judgement_create(
     return judgement
 
 
-def _judge(
+def judgement_record(
     *,
     item_id: int,
     user,
@@ -150,7 +150,11 @@ def _judge(
                 "group",
                 f"{chosen.name} was rejected for this input (a false match): pick another group",
             )
-        pairs.append(_pair(taxonomy, text, _evidence(item.prediction, chosen), True, "confirm"))
+        pairs.append(
+            feedback_pair(
+                taxonomy, text, prediction_evidence(item.prediction, chosen), True, "confirm"
+            )
+        )
     elif verdict == Judgement.Verdict.FALSE_MATCH:
         rejected = group or predicted
         if rejected is None:
@@ -158,7 +162,9 @@ def _judge(
         if rejected.id in rejected_before:
             raise VerdictError("group", f"{rejected.name} is already marked a false match")
         pairs.append(
-            _pair(taxonomy, text, _evidence(item.prediction, rejected), False, "false_match")
+            feedback_pair(
+                taxonomy, text, prediction_evidence(item.prediction, rejected), False, "false_match"
+            )
         )
     elif verdict == Judgement.Verdict.REASSIGN:
         if group is None:
@@ -177,11 +183,15 @@ def _judge(
             and predicted.id not in rejected_before
             else None
         )
-        pairs.append(_pair(taxonomy, text, _Evidence(group, group.name), True, "reassign"))
+        pairs.append(feedback_pair(taxonomy, text, Evidence(group, group.name), True, "reassign"))
         if rejected is not None:
             pairs.append(
-                _pair(
-                    taxonomy, text, _evidence(item.prediction, rejected), False, "reassign_negative"
+                feedback_pair(
+                    taxonomy,
+                    text,
+                    prediction_evidence(item.prediction, rejected),
+                    False,
+                    "reassign_negative",
                 )
             )
     elif (
@@ -191,7 +201,13 @@ def _judge(
     ):
         rejected = predicted
         pairs.append(
-            _pair(taxonomy, text, _evidence(item.prediction, predicted), False, "false_match")
+            feedback_pair(
+                taxonomy,
+                text,
+                prediction_evidence(item.prediction, predicted),
+                False,
+                "false_match",
+            )
         )
 
     try:
@@ -238,7 +254,7 @@ def _judge(
         action="judgement.create",
         obj=judgement,
         taxonomy=taxonomy,
-        after=_judgement_summary(judgement),
+        after=judgement_summary(judgement),
     )
     return judgement, added
 
@@ -249,7 +265,7 @@ def _status_after(item: ReviewItem, judgement: Judgement) -> str:
         return ReviewItem.Status.AWAITING_GROUP
     if judgement.verdict == Judgement.Verdict.SKIP:
         return ReviewItem.Status.SKIPPED
-    outcomes = _final_outcomes(item)
+    outcomes = final_outcomes(item)
     item.conflict = len(set(outcomes.values())) > 1
     if len(outcomes) < item.reviews_required:
         # Wait for a second curator, who sees the card as the first one did.
@@ -257,7 +273,7 @@ def _status_after(item: ReviewItem, judgement: Judgement) -> str:
     return ReviewItem.Status.DONE
 
 
-def _final_outcomes(item: ReviewItem) -> dict[int, object]:
+def final_outcomes(item: ReviewItem) -> dict[int, object]:
     """Per curator, where their live final verdict put the input (a group id, or "none")."""
     outcomes: dict[int, object] = {}
     rows = (
@@ -271,7 +287,7 @@ def _final_outcomes(item: ReviewItem) -> dict[int, object]:
     return outcomes
 
 
-def _judgement_summary(judgement: Judgement) -> dict:
+def judgement_summary(judgement: Judgement) -> dict:
     return {
         "review_item": judgement.review_item_id,
         "input": judgement.review_item.input.text,
@@ -281,7 +297,9 @@ def _judgement_summary(judgement: Judgement) -> dict:
     }
 
 
-def _pair(taxonomy, text: str, evidence: _Evidence, label: bool, origin: str) -> FeedbackPair:
+def feedback_pair(
+    taxonomy, text: str, evidence: Evidence, label: bool, origin: str
+) -> FeedbackPair:
     return FeedbackPair(
         taxonomy=taxonomy,
         text_a=text,

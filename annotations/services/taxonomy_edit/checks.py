@@ -15,14 +15,14 @@ class TaxonomyEditError(ValueError):
         super().__init__(message)
 
 
-def _clean(value: object, field: str, max_length: int) -> str:
+def clean(value: object, field: str, max_length: int) -> str:
     try:
         return clean_text(value, max_length=max_length)
     except TextError as exc:
         raise TaxonomyEditError(field, f"{field} {exc}") from None
 
 
-def _locked_group(group: Group, field: str) -> Group:
+def locked_group(group: Group, field: str) -> Group:
     locked = (
         Group.objects.select_for_update(of=("self",))
         .select_related("taxonomy")

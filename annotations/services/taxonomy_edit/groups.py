@@ -17,17 +17,17 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.services.audit import audit_record
-from annotations.services.taxonomy_edit.checks import TaxonomyEditError, _clean, _locked_group
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError, clean, locked_group
 
 
 @transaction.atomic
 def group_create(*, taxonomy: Taxonomy, code: str, name: str, user) -> Group:
     """Add an empty group to ``taxonomy``. Codes are unique within a taxonomy."""
-    code = _clean(code, "code", MAX_CODE_LENGTH)
+    code = clean(code, "code", MAX_CODE_LENGTH)
     if "/" in code:
         # Codes are a path segment of the group's page.
         raise TaxonomyEditError("code", "code may not contain '/'")
-    name = _clean(name, "name", MAX_NAME_LENGTH)
+    name = clean(name, "name", MAX_NAME_LENGTH)
     if Group.objects.filter(taxonomy=taxonomy, code=code).exists():
         raise TaxonomyEditError("code", f"code {code} is already taken in {taxonomy.slug}")
     try:
@@ -51,8 +51,8 @@ def group_create(*, taxonomy: Taxonomy, code: str, name: str, user) -> Group:
 @transaction.atomic
 def group_rename(*, group: Group, name: str, user) -> Group:
     """Give ``group`` a new name; the same name again changes nothing and records nothing."""
-    name = _clean(name, "name", MAX_NAME_LENGTH)
-    group = _locked_group(group, "group")
+    name = clean(name, "name", MAX_NAME_LENGTH)
+    group = locked_group(group, "group")
     if name == group.name:
         return group
     before = {"code": group.code, "name": group.name}

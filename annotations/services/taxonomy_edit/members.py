@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 
 from annotations.models import FeedbackPair, Group, Member
 from annotations.services.audit import audit_record
-from annotations.services.taxonomy_edit.checks import TaxonomyEditError, _clean, _locked_group
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError, clean, locked_group
 from models_app.siamese.text import normalize_text
 
 
@@ -21,9 +21,9 @@ def member_add(*, group: Group, text: str, user) -> Member:
     ``also_in`` lists those groups so the caller can say so. The same text twice in one group
     is refused.
     """
-    text = _clean(text, "text", settings.SIAMWEB_MAX_TEXT_LENGTH)
+    text = clean(text, "text", settings.SIAMWEB_MAX_TEXT_LENGTH)
     normalized = normalize_text(text)
-    group = _locked_group(group, "group")
+    group = locked_group(group, "group")
     if Member.objects.filter(group=group, normalized_text=normalized).exists():
         raise TaxonomyEditError("text", _already_in(text, group))
     try:
@@ -75,7 +75,7 @@ def member_move(*, member: Member, group: Group, user) -> Member:
     if group.taxonomy_id != member.taxonomy_id:
         raise TaxonomyEditError("group", f"group {group.code} is in another taxonomy")
     # Groups before members, the order a merge takes its locks in, so the two never deadlock.
-    group = _locked_group(group, "group")
+    group = locked_group(group, "group")
     locked = Member.objects.select_for_update().filter(id=member.pk).first()
     if locked is None:
         raise TaxonomyEditError("member", "this member no longer exists")

@@ -86,7 +86,7 @@ GROUPS_CACHED = 2**14
 
 
 @functools.lru_cache(maxsize=GROUPS_CACHED)
-def _group_candidates(
+def group_candidates(
     titles: tuple[str, ...],
     min_shared_words: int,
     max_shared_words: int,
@@ -177,7 +177,7 @@ def induce_synonyms_by_group(
     support: Counter[SynonymPair] = Counter()
     found: dict[K, set[SynonymPair]] = defaultdict(set)
     for key, normalized in distinct.items():
-        for a, b in _group_candidates(
+        for a, b in group_candidates(
             normalized, min_shared_words, max_shared_words, max_part_words, aligned
         ):
             if not allow_standalone_parts and (a in whole_titles or b in whole_titles):

@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.losses.common import _positive_int
+from models_app.siamese.losses.common import positive_int
 from models_app.siamese.losses.contrastive import CosineContrastiveLoss, HybridLoss
 from models_app.siamese.losses.in_batch import SDMLLoss, TripletLoss
 from models_app.siamese.losses.s2net import S2NetLoss
@@ -47,7 +47,7 @@ def build_loss(name: str, params: Mapping[str, Any], *, dim: int) -> nn.Module:
         raise ConfigError(f"unknown loss {name!r}; choose one of {sorted(LOSSES)}")
     if not isinstance(params, Mapping):
         raise ConfigError(f"{name}: options must be a mapping, got {type(params).__name__}")
-    dim = _positive_int(name, "dim", dim)
+    dim = positive_int(name, "dim", dim)
     loss_class = LOSSES[name]
     accepted = [p for p in inspect.signature(loss_class.__init__).parameters if p != "self"]
     needs_dim = "dim" in accepted

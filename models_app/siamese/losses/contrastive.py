@@ -9,12 +9,12 @@ from torch import Tensor, nn
 
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses.common import (
-    _SQRT_FLOOR,
-    _check_labels,
-    _check_pairs,
-    _euclidean,
-    _number,
-    _positive_int,
+    SQRT_FLOOR,
+    check_labels,
+    check_pairs,
+    euclidean_distance,
+    number_option,
+    positive_int,
 )
 
 
@@ -33,14 +33,14 @@ class CosineContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 0.5) -> None:
         super().__init__()
-        margin = _number("contrastive", "margin", margin)
+        margin = number_option("contrastive", "margin", margin)
         if not 0.0 <= margin < 1.0:
             raise ConfigError(f"contrastive: margin must lie in [0, 1), got {margin}")
         self.margin = margin
 
     def forward(self, a: Tensor, b: Tensor, labels: Tensor) -> Tensor:
-        _check_pairs(a, b)
-        y = _check_labels(labels, a)  # (B,)
+        check_pairs(a, b)
+        y = check_labels(labels, a)  # (B,)
         energy = F.cosine_similarity(a, b, dim=1, eps=1e-8)  # (B,)
         similar = 0.25 * (1.0 - energy).pow(2)  # (B,)
         too_close = (energy > self.margin).to(energy.dtype)  # (B,)
@@ -68,10 +68,10 @@ class HybridLoss(nn.Module):
         self, dim: int, hidden: int = 128, weight: float = 0.5, margin: float = 1.0
     ) -> None:
         super().__init__()
-        self.dim = _positive_int("hybrid", "dim", dim)
-        hidden = _positive_int("hybrid", "hidden", hidden)
-        weight = _number("hybrid", "weight", weight)
-        margin = _number("hybrid", "margin", margin)
+        self.dim = positive_int("hybrid", "dim", dim)
+        hidden = positive_int("hybrid", "hidden", hidden)
+        weight = number_option("hybrid", "weight", weight)
+        margin = number_option("hybrid", "margin", margin)
         if weight < 0.0:
             raise ConfigError(f"hybrid: weight must not be negative, got {weight}")
         if margin <= 0.0:
@@ -94,18 +94,18 @@ class HybridLoss(nn.Module):
 
     def match_logits(self, a: Tensor, b: Tensor) -> Tensor:
         """The MLP's raw match score for each pair."""
-        _check_pairs(a, b)
-        return self._logits(a, b, _euclidean(a, b))  # (B,)
+        check_pairs(a, b)
+        return self._logits(a, b, euclidean_distance(a, b))  # (B,)
 
     def match_probability(self, a: Tensor, b: Tensor) -> Tensor:
         """Calibrated-ish P(match) in [0, 1] for each pair, for re-scoring retrieved candidates."""
         return torch.sigmoid(self.match_logits(a, b))  # (B,)
 
     def forward(self, a: Tensor, b: Tensor, labels: Tensor) -> Tensor:
-        _check_pairs(a, b)
-        y = _check_labels(labels, a)  # (B,)
+        check_pairs(a, b)
+        y = check_labels(labels, a)  # (B,)
         squared = (a - b).pow(2).sum(dim=1)  # (B,)
-        distance = squared.clamp_min(_SQRT_FLOOR).sqrt()  # (B,)
+        distance = squared.clamp_min(SQRT_FLOOR).sqrt()  # (B,)
         # d^2 directly for similar pairs: exact, and no square root to differentiate.
         contrastive = y * squared + (1.0 - y) * F.relu(self.margin - distance).pow(2)  # (B,)
         logistic = F.binary_cross_entropy_with_logits(self._logits(a, b, distance), y)

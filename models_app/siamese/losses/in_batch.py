@@ -9,13 +9,13 @@ from torch import Tensor, nn
 
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.losses.common import (
-    _check_pairs,
-    _choice,
-    _euclidean,
-    _masked_mean,
-    _negative_mask,
-    _number,
-    _squared_distances,
+    check_pairs,
+    choice_option,
+    euclidean_distance,
+    masked_mean,
+    negative_mask,
+    number_option,
+    squared_distances,
 )
 
 
@@ -39,8 +39,8 @@ class SDMLLoss(nn.Module):
 
     def __init__(self, smoothing: float = 0.3, scale: float = 1.0) -> None:
         super().__init__()
-        smoothing = _number("sdml", "smoothing", smoothing)
-        scale = _number("sdml", "scale", scale)
+        smoothing = number_option("sdml", "smoothing", smoothing)
+        scale = number_option("sdml", "scale", scale)
         if not 0.0 <= smoothing < 1.0:
             raise ConfigError(f"sdml: smoothing must lie in [0, 1), got {smoothing}")
         if scale <= 0.0:
@@ -65,11 +65,11 @@ class SDMLLoss(nn.Module):
         """``positive_margin`` (B,), squared distance added to row i's own pair: the row's loss
         is as if its positive were that much farther, so it keeps pulling until the positive
         is nearer than the negatives by about the margin (an additive margin, as in CosFace)."""
-        batch = _check_pairs(a, b)
-        negatives = _negative_mask(batch, group_ids, a.device)  # (B, B)
+        batch = check_pairs(a, b)
+        negatives = negative_mask(batch, group_ids, a.device)  # (B, B)
         eye = torch.eye(batch, dtype=torch.bool, device=a.device)  # (B, B)
         usable = negatives | eye  # (B, B)
-        distances = _squared_distances(a, b)  # (B, B)
+        distances = squared_distances(a, b)  # (B, B)
         if positive_margin is not None:
             if positive_margin.shape != (batch,):
                 shape = tuple(positive_margin.shape)
@@ -82,7 +82,7 @@ class SDMLLoss(nn.Module):
         log_probs = torch.log_softmax(logits, dim=1).masked_fill(~usable, 0.0)  # (B, B)
         target = self.targets(usable, log_probs.dtype)  # (B, B)
         kl = (torch.xlogy(target, target) - target * log_probs).sum(dim=1)  # (B,)
-        return _masked_mean(kl, negatives.any(dim=1))
+        return masked_mean(kl, negatives.any(dim=1))
 
     def extra_repr(self) -> str:
         return f"smoothing={self.smoothing}, scale={self.scale}"
@@ -107,17 +107,17 @@ class TripletLoss(nn.Module):
         self, margin: float = 1.0, distance: str = "euclidean", mining: str = "random"
     ) -> None:
         super().__init__()
-        margin = _number("triplet", "margin", margin)
+        margin = number_option("triplet", "margin", margin)
         if margin < 0.0:
             raise ConfigError(f"triplet: margin must not be negative, got {margin}")
         self.margin = margin
-        self.distance = _choice("triplet", "distance", distance, self.DISTANCES)
-        self.mining = _choice("triplet", "mining", mining, self.MININGS)
+        self.distance = choice_option("triplet", "distance", distance, self.DISTANCES)
+        self.mining = choice_option("triplet", "mining", mining, self.MININGS)
 
     def _distance(self, x: Tensor, y: Tensor) -> Tensor:
         if self.distance == "squared":
             return (x - y).pow(2).sum(dim=1)  # (B,)
-        return _euclidean(x, y)  # (B,)
+        return euclidean_distance(x, y)  # (B,)
 
     def negative_indices(
         self,
@@ -130,7 +130,7 @@ class TripletLoss(nn.Module):
         with torch.no_grad():
             if self.mining == "hard":
                 # Squared or not, the closest column is the same one.
-                distances = _squared_distances(anchor, positive)  # (B, B)
+                distances = squared_distances(anchor, positive)  # (B, B)
                 return distances.masked_fill(~negatives, float("inf")).argmin(dim=1)  # (B,)
             device = generator.device if generator is not None else anchor.device
             scores = torch.rand(negatives.shape, generator=generator, device=device)  # (B, B)
@@ -144,13 +144,13 @@ class TripletLoss(nn.Module):
         group_ids: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        batch = _check_pairs(anchor, positive)
-        negatives = _negative_mask(batch, group_ids, anchor.device)  # (B, B)
+        batch = check_pairs(anchor, positive)
+        negatives = negative_mask(batch, group_ids, anchor.device)  # (B, B)
         chosen = self.negative_indices(anchor, positive, negatives, generator)  # (B,)
         d_pos = self._distance(anchor, positive)  # (B,)
         d_neg = self._distance(anchor, positive[chosen])  # (B,)
         losses = F.relu(d_pos - d_neg + self.margin)  # (B,)
-        return _masked_mean(losses, negatives.any(dim=1))
+        return masked_mean(losses, negatives.any(dim=1))
 
     def extra_repr(self) -> str:
         return f"margin={self.margin}, distance={self.distance!r}, mining={self.mining!r}"

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.losses.common import _check_pairs, _number
+from models_app.siamese.losses.common import check_pairs, number_option
 
 
 class S2NetLoss(nn.Module):
@@ -19,13 +19,13 @@ class S2NetLoss(nn.Module):
 
     def __init__(self, gamma: float = 10.0) -> None:
         super().__init__()
-        gamma = _number("s2net", "gamma", gamma)
+        gamma = number_option("s2net", "gamma", gamma)
         if gamma <= 0.0:
             raise ConfigError(f"s2net: gamma must be positive, got {gamma}")
         self.gamma = gamma
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
-        _check_pairs(anchor, positive, negative)
+        check_pairs(anchor, positive, negative)
         delta = F.cosine_similarity(anchor, positive, dim=1, eps=1e-8) - F.cosine_similarity(
             anchor, negative, dim=1, eps=1e-8
         )  # (B,)

@@ -19,12 +19,12 @@ from torch import nn
 from models_app.siamese.artifacts import ArtifactError, write_manifest
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+WORD = re.compile(r"\w+", re.UNICODE)
 _WEIGHTS = "weights.pt"
 _VOCABULARY = "vocabulary.json"
 
 
-def _check(condition: bool, message: str) -> None:
+def require(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)
 

@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from models_app.siamese.configs import check_field_types
-from models_app.siamese.networks.base import NeuralEncoder, _check
+from models_app.siamese.networks.base import NeuralEncoder, require
 from models_app.siamese.text import normalize_text
 
 
@@ -28,13 +28,13 @@ class CharBiLSTMConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        _check(1 <= self.layers <= 8, "layers must be between 1 and 8")
-        _check(4 <= self.hidden <= 1024, "hidden must be between 4 and 1024")
-        _check(2 <= self.char_embedding <= 512, "char_embedding must be between 2 and 512")
-        _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
-        _check(8 <= self.max_length <= 1000, "max_length must be between 8 and 1000")
-        _check(0 <= self.recurrent_dropout < 1, "recurrent_dropout must be in [0, 1)")
-        _check(0 <= self.layer_dropout < 1, "layer_dropout must be in [0, 1)")
+        require(1 <= self.layers <= 8, "layers must be between 1 and 8")
+        require(4 <= self.hidden <= 1024, "hidden must be between 4 and 1024")
+        require(2 <= self.char_embedding <= 512, "char_embedding must be between 2 and 512")
+        require(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
+        require(8 <= self.max_length <= 1000, "max_length must be between 8 and 1000")
+        require(0 <= self.recurrent_dropout < 1, "recurrent_dropout must be in [0, 1)")
+        require(0 <= self.layer_dropout < 1, "layer_dropout must be in [0, 1)")
 
 
 _CHAR_VOCABULARY = 258  # 0 padding, 1..256 code points below 256, 257 any other character

@@ -10,7 +10,7 @@ from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import check_field_types
-from models_app.siamese.networks.base import _WORD, NeuralEncoder, _check, stable_hash
+from models_app.siamese.networks.base import WORD, NeuralEncoder, require, stable_hash
 from models_app.siamese.text import normalize_text
 
 
@@ -31,14 +31,14 @@ class ConvWordsConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        _check(self.min_count >= 1, "min_count must be at least 1")
-        _check(2**4 <= self.hash_buckets <= 2**22, "hash_buckets must be between 2^4 and 2^22")
-        _check(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
-        _check(2 <= self.filters <= 4096, "filters must be between 2 and 4096")
-        _check(1 <= self.width <= 9, "width must be between 1 and 9")
-        _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
-        _check(1 <= self.max_words <= 200, "max_words must be between 1 and 200")
-        _check(0 <= self.dropout < 1, "dropout must be in [0, 1)")
+        require(self.min_count >= 1, "min_count must be at least 1")
+        require(2**4 <= self.hash_buckets <= 2**22, "hash_buckets must be between 2^4 and 2^22")
+        require(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
+        require(2 <= self.filters <= 4096, "filters must be between 2 and 4096")
+        require(1 <= self.width <= 9, "width must be between 1 and 9")
+        require(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
+        require(1 <= self.max_words <= 200, "max_words must be between 1 and 200")
+        require(0 <= self.dropout < 1, "dropout must be in [0, 1)")
 
 
 class ConvWordsEncoder(NeuralEncoder):
@@ -60,7 +60,7 @@ class ConvWordsEncoder(NeuralEncoder):
 
     @classmethod
     def create(cls, texts, config):
-        counts = Counter(word for text in texts for word in _WORD.findall(normalize_text(text)))
+        counts = Counter(word for text in texts for word in WORD.findall(normalize_text(text)))
         return cls(config, sorted(w for w, n in counts.items() if n >= config.min_count))
 
     @classmethod
@@ -80,8 +80,7 @@ class ConvWordsEncoder(NeuralEncoder):
 
     def featurize(self, texts, *, train=False, rng=None):
         rows = [
-            [self._word(w) for w in _WORD.findall(normalize_text(t))][: self.config.max_words]
-            or [0]
+            [self._word(w) for w in WORD.findall(normalize_text(t))][: self.config.max_words] or [0]
             for t in texts
         ]
         width = max(max(len(row) for row in rows), self.config.width)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from models_app.siamese.configs import check_field_types
-from models_app.siamese.networks.base import _WORD, NeuralEncoder, _check, stable_hash
+from models_app.siamese.networks.base import WORD, NeuralEncoder, require, stable_hash
 from models_app.siamese.text import char_ngram_strings, normalize_text
 
 
@@ -36,12 +36,12 @@ class NgramBagConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        _check(self.activation in {"none", "tanh"}, "activation must be 'none' or 'tanh'")
-        _check(2**8 <= self.buckets <= 2**24, "buckets must be between 2^8 and 2^24")
-        _check(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
-        _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
-        _check(1 <= self.ngram_min <= self.ngram_max <= 8, "need 1 <= ngram_min <= ngram_max <= 8")
-        _check(0 <= self.dropout < 1, "dropout must be in [0, 1)")
+        require(self.activation in {"none", "tanh"}, "activation must be 'none' or 'tanh'")
+        require(2**8 <= self.buckets <= 2**24, "buckets must be between 2^8 and 2^24")
+        require(2 <= self.embedding_dim <= 2048, "embedding_dim must be between 2 and 2048")
+        require(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
+        require(1 <= self.ngram_min <= self.ngram_max <= 8, "need 1 <= ngram_min <= ngram_max <= 8")
+        require(0 <= self.dropout < 1, "dropout must be in [0, 1)")
 
 
 def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
@@ -51,7 +51,7 @@ def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
     # dict.fromkeys: the distinct n-grams, as ``char_ngrams`` lists them, without counting them
     tokens = list(dict.fromkeys(char_ngram_strings(key, config.ngram_min, config.ngram_max)))
     if config.words:
-        tokens.extend(f"w:{word}" for word in _WORD.findall(key))
+        tokens.extend(f"w:{word}" for word in WORD.findall(key))
     ids = np.fromiter(
         (stable_hash(token) % config.buckets for token in tokens), np.int32, len(tokens)
     )

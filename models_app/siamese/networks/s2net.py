@@ -10,7 +10,7 @@ from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import check_field_types
-from models_app.siamese.networks.base import NeuralEncoder, _check
+from models_app.siamese.networks.base import NeuralEncoder, require
 from models_app.siamese.tfidf import CharNgramConfig, CharNgramTfidfEncoder, char_ngrams
 
 
@@ -24,9 +24,9 @@ class S2NetConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        _check(1 <= self.ngram_min <= self.ngram_max <= 8, "need 1 <= ngram_min <= ngram_max <= 8")
-        _check(self.min_df >= 1, "min_df must be at least 1")
-        _check(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
+        require(1 <= self.ngram_min <= self.ngram_max <= 8, "need 1 <= ngram_min <= ngram_max <= 8")
+        require(self.min_df >= 1, "min_df must be at least 1")
+        require(2 <= self.output_dim <= 4096, "output_dim must be between 2 and 4096")
 
 
 def _tfidf_config(config: S2NetConfig) -> CharNgramConfig:
