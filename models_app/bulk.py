@@ -50,9 +50,7 @@ from models_app.bulk_files import (
 )
 from models_app.models import BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
-
-EXECUTE_BULK_JOB = "worker.tasks.execute_bulk_job"
-
+from worker.task_names import EXECUTE_BULK_JOB
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.

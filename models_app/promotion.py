@@ -8,7 +8,6 @@ review items again, is chained by the worker (``worker.tasks.repredict_pending_i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,11 +22,8 @@ from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.selectors.versions import model_version_was_live
 from models_app.services.indexes import deployment_activate, index_build_create
 from models_app.services.runs import training_run_request
-
-Progress = Callable[[str, float, "float | None"], None]
-
-# By name, so this module does not import the worker layer that calls it.
-FINISH_PROMOTION = "worker.tasks.finish_promotion"
+from models_app.siamese.progress import Progress
+from worker.task_names import FINISH_PROMOTION
 
 
 class RunStateError(ValueError):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,12 +32,10 @@ from models_app.services.runs import run_checkpoint_dir, run_first_attempt, trai
 from models_app.services.training_data import feedback_examples, feedback_last_id, held_out_texts
 from models_app.serving.engines import NoLiveModel, encoder_for
 from models_app.siamese.encoders import as_stored
+from models_app.siamese.progress import Progress
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec, parse_search_config
 from models_app.siamese.text import normalize_text
-
-Progress = Callable[[str, float, "float | None"], None]
-
 
 # --- requests --------------------------------------------------------------------------------
 

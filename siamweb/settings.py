@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from siamweb.env import env_bool, env_float, env_int, env_list, env_path, env_str
+from worker import task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("SIAMWEB_VAR_DIR", default=BASE_DIR / "var")
@@ -296,29 +297,29 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Training goes to its own queue so GPU hosts can take it: `celery worker --queues=training`.
 # Both encode every member with a model: the work of a training worker, not of the web tier's.
 CELERY_TASK_ROUTES = {
-    "worker.tasks.execute_training_run": {"queue": "training"},
-    "worker.tasks.finish_promotion": {"queue": "training"},
+    task_names.EXECUTE_TRAINING_RUN: {"queue": "training"},
+    task_names.FINISH_PROMOTION: {"queue": "training"},
 }
 SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "reindex-taxonomies-with-new-members": {
-        "task": "worker.tasks.reindex_stale_taxonomies",
+        "task": task_names.REINDEX_STALE_TAXONOMIES,
         "schedule": float(SIAMWEB_REINDEX_CHECK_SECONDS),
     },
     "retrain-taxonomies-with-new-verdicts": {
-        "task": "worker.tasks.retrain_due_taxonomies",
+        "task": task_names.RETRAIN_DUE_TAXONOMIES,
         "schedule": float(SIAMWEB_RETRAIN_CHECK_SECONDS),
     },
     "resume-bulk-jobs-of-dead-workers": {
-        "task": "worker.tasks.resume_stale_bulk_jobs",
+        "task": task_names.RESUME_STALE_BULK_JOBS,
         "schedule": float(SIAMWEB_BULK_STALE_SECONDS),
     },
     "refit-rankers-with-new-verdicts": {
-        "task": "worker.tasks.refit_due_rankers",
+        "task": task_names.REFIT_DUE_RANKERS,
         "schedule": float(SIAMWEB_RANKER_CHECK_SECONDS),
     },
     "delete-bulk-jobs-past-their-keep": {
-        "task": "worker.tasks.delete_expired_bulk_jobs",
+        "task": task_names.DELETE_EXPIRED_BULK_JOBS,
         "schedule": 3600.0,
     },
 }

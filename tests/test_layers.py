@@ -1,5 +1,5 @@
 """Dependencies run one way (docs/architecture.md): each module belongs to a layer and imports
-only from its own layer or those below, and no import cycle spans the two apps.
+only from its own layer or those below, and no import cycle exists anywhere.
 
 Layers, bottom to top: the engine (no Django); rows (models, the taxonomy's reading, audit);
 serving (the live model and index, normalize); curation (inputs, queue, verdicts, flags);
@@ -29,6 +29,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r".+\.management\.commands\.\w+", "top"),
     (r".+\.(decorators|permissions)", "top"),
     (r"worker\.tasks", "top"),
+    (r"worker\.task_names", "rows"),  # names only, importing nothing
     (r"siamweb\.(urls|api_urls|wsgi|asgi|celery|gunicorn_config)", "top"),
     (
         r"models_app\.(services(\.\w+)?|retraining|run_execution|ranker_training|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk(_\w+)?)",
@@ -61,7 +62,8 @@ def project_modules() -> dict[str, Path]:
 
 
 def imports(modules: dict[str, Path]) -> set[tuple[str, str]]:
-    """(importer, imported) for every import between project modules, local ones included."""
+    """(importer, imported) for every import between project modules: absolute and relative,
+    at the top of a module or inside a function."""
 
     def owner(name: str) -> str | None:
         while name and name not in modules:
@@ -70,11 +72,16 @@ def imports(modules: dict[str, Path]) -> set[tuple[str, str]]:
 
     edges = set()
     for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
             else:
                 continue
             for name in names:
@@ -82,6 +89,18 @@ def imports(modules: dict[str, Path]) -> set[tuple[str, str]]:
                 if target and target != module:
                     edges.add((module, target))
     return edges
+
+
+def tasks_named_by_string(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Each string in the product that names a Celery task, with the modules that hold it."""
+    named: dict[str, list[str]] = {}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and re.fullmatch(
+                r"worker\.tasks\.\w+", str(node.value)
+            ):
+                named.setdefault(node.value, []).append(module)
+    return named
 
 
 def layer_of(module: str) -> str:
@@ -125,17 +144,78 @@ def test_the_engine_never_imports_django_or_the_apps():
         ), module
 
 
-def test_no_import_cycle_spans_the_two_apps():
+def test_no_import_cycle_anywhere():
     modules = project_modules()
     graph: dict[str, set[str]] = {module: set() for module in modules}
     for importer, imported in imports(modules):
         graph[importer].add(imported)
-    spanning = [
-        sorted(component)
-        for component in strongly_connected(graph)
-        if len({app_of(module) for module in component} & {"annotations", "models_app"}) > 1
-    ]
-    assert spanning == []
+    cycles = [sorted(component) for component in strongly_connected(graph) if len(component) > 1]
+    assert cycles == []
+
+
+def test_it_finds_the_project_and_its_imports():
+    """The checks above pass on nothing if the walk finds nothing: it must see every package,
+    the modules a normalize request and a verdict pass through, and their imports."""
+    modules = project_modules()
+    assert len(modules) >= 150
+    assert {app_of(module) for module in modules} == set(PACKAGES)
+    edges = imports(modules)
+    assert len(edges) >= 500
+    for edge in [
+        ("annotations.api.inputs", "models_app.serving.normalize"),
+        ("worker.tasks", "models_app.run_execution"),
+        ("models_app.run_execution", "models_app.retraining"),
+        ("models_app.serving.normalize", "models_app.siamese.ranker"),
+    ]:
+        assert edge in edges, edge
+
+
+def test_relative_and_local_imports_are_read(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .sub import leaf\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "leaf.py").write_text("def f():\n    from ..sub import other\n")
+    (package / "sub" / "other.py").write_text("from . import leaf\nimport pkg.sub.leaf\n")
+    modules = {
+        "annotations": package / "__init__.py",
+        "annotations.sub": package / "sub" / "__init__.py",
+        "annotations.sub.leaf": package / "sub" / "leaf.py",
+        "annotations.sub.other": package / "sub" / "other.py",
+    }
+    assert imports(modules) == {
+        ("annotations", "annotations.sub"),
+        ("annotations", "annotations.sub.leaf"),
+        ("annotations.sub.leaf", "annotations.sub"),
+        ("annotations.sub.leaf", "annotations.sub.other"),
+        ("annotations.sub.other", "annotations.sub"),
+        ("annotations.sub.other", "annotations.sub.leaf"),
+    }
+
+
+def test_a_cycle_is_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert [sorted(c) for c in strongly_connected(graph) if len(c) > 1] == [["a", "b", "c"]]
+
+
+def test_tasks_are_named_once_and_every_name_is_a_task():
+    """Modules below the worker queue tasks by name (importing the worker would point up): each
+    name is written once, in worker/task_names.py, and names a task the worker registers."""
+    from django.conf import settings
+
+    from siamweb.celery import app
+    from worker import task_names
+
+    modules = project_modules()
+    named = tasks_named_by_string(modules)
+    assert {module for holders in named.values() for module in holders} == {"worker.task_names"}
+    names = {value for key, value in vars(task_names).items() if key.isupper()}
+    assert names == set(named)
+    app.loader.import_default_modules()
+    registered = {name for name in app.tasks if name.startswith("worker.tasks.")}
+    assert names == registered
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert scheduled | set(settings.CELERY_TASK_ROUTES) <= registered
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

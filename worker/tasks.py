@@ -34,6 +34,7 @@ from models_app.services.runs import (
     training_runs_fail_stale,
     training_runs_resend_queued,
 )
+from worker import task_names
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ BULK_BUSY_RETRIES = 30
 
 
 @shared_task(
-    name="worker.tasks.execute_training_run",
+    name=task_names.EXECUTE_TRAINING_RUN,
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
     retry_backoff=5,  # seconds before the first retry, doubling each time
@@ -75,7 +76,7 @@ def execute_training_run(run_id: int) -> str | None:
 
 
 @shared_task(
-    name="worker.tasks.repredict_pending_inputs",
+    name=task_names.REPREDICT_PENDING_INPUTS,
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
     retry_backoff=5,
@@ -88,7 +89,7 @@ def repredict_pending_inputs(taxonomy_id: int) -> int:
 
 
 @shared_task(
-    name="worker.tasks.fit_ranker",
+    name=task_names.FIT_RANKER,
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
     retry_backoff=5,
@@ -103,7 +104,7 @@ def fit_ranker(taxonomy_id: int, repredict: bool = True) -> str | None:
     return version.status if version is not None else None
 
 
-@shared_task(name="worker.tasks.refit_due_rankers")
+@shared_task(name=task_names.REFIT_DUE_RANKERS)
 def refit_due_rankers() -> int:
     """Beat: fit the rankers of taxonomies with enough verdicts new to their live ranker."""
     due = ranker_training.rankers_due()
@@ -113,7 +114,7 @@ def refit_due_rankers() -> int:
 
 
 @shared_task(
-    name="worker.tasks.finish_promotion",
+    name=task_names.FINISH_PROMOTION,
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
     retry_backoff=5,
@@ -128,7 +129,7 @@ def finish_promotion(run_id: int) -> dict:
     return run.flip_report.get("counts", {})
 
 
-@shared_task(name="worker.tasks.reindex_stale_taxonomies")
+@shared_task(name=task_names.REINDEX_STALE_TAXONOMIES)
 def reindex_stale_taxonomies() -> int:
     """Beat: free runs whose worker died, then reindex taxonomies with members not indexed."""
     freed = training_runs_fail_stale(
@@ -156,7 +157,7 @@ def reindex_stale_taxonomies() -> int:
     return requested
 
 
-@shared_task(name="worker.tasks.retrain_due_taxonomies")
+@shared_task(name=task_names.RETRAIN_DUE_TAXONOMIES)
 def retrain_due_taxonomies() -> int:
     """Beat: start a fine-tune where enough new verdicts have arrived (or time has passed)."""
     started = retraining.retrain_due_taxonomies()
@@ -166,7 +167,7 @@ def retrain_due_taxonomies() -> int:
 
 
 @shared_task(
-    name="worker.tasks.execute_bulk_job",
+    name=task_names.EXECUTE_BULK_JOB,
     bind=True,
     autoretry_for=TRANSIENT_ERRORS,
     max_retries=MAX_RETRIES,
@@ -198,7 +199,7 @@ def execute_bulk_job(self, job_id: int) -> str | None:
     return job.status if job is not None else None
 
 
-@shared_task(name="worker.tasks.resume_stale_bulk_jobs")
+@shared_task(name=task_names.RESUME_STALE_BULK_JOBS)
 def resume_stale_bulk_jobs() -> int:
     """Beat: queue again the bulk jobs whose worker died; each resumes from its checkpoint."""
     resumed = bulk.bulk_jobs_resume_stale()
@@ -207,7 +208,7 @@ def resume_stale_bulk_jobs() -> int:
     return resumed
 
 
-@shared_task(name="worker.tasks.delete_expired_bulk_jobs")
+@shared_task(name=task_names.DELETE_EXPIRED_BULK_JOBS)
 def delete_expired_bulk_jobs() -> int:
     """Beat: delete the bulk jobs that ended longer ago than they are kept, with their files."""
     deleted = bulk.bulk_jobs_delete_expired()

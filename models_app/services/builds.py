@@ -19,12 +19,10 @@ from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxon
 from models_app.models import Deployment, IndexBuild, ModelVersion
 from models_app.services.indexes import member_vectors
 from models_app.services.training_data import (
-    Progress,
     feedback_examples,
     feedback_is_held_out,
     feedback_last_id,
     held_out_texts,
-    no_progress,
 )
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.siamese.artifacts import atomic_directory
@@ -33,6 +31,7 @@ from models_app.siamese.configs import ConfigError
 from models_app.siamese.distill import distill_encoder, distillation_texts
 from models_app.siamese.encoders import Encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
+from models_app.siamese.progress import Progress, no_progress
 from models_app.siamese.sampling import FeedbackExample, prepare_data
 from models_app.siamese.specs import (
     PRETRAINED_KINDS,

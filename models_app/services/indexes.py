@@ -14,12 +14,13 @@ from django.db import transaction
 from annotations.models import Member, Taxonomy
 from annotations.services.audit import audit_record
 from models_app.models import Deployment, IndexBuild, ModelVersion
-from models_app.services.training_data import Progress, member_rows, no_progress
+from models_app.services.training_data import member_rows
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.serving.groups import description_vectors, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.index import MemberIndex
+from models_app.siamese.progress import Progress, no_progress
 
 logger = logging.getLogger(__name__)
 

@@ -25,16 +25,16 @@ from models_app.services.indexes import (
     deployment_activate,
     index_build_create,
 )
-from models_app.services.training_data import Progress
 from models_app.serving.engines import NoLiveModel, artifact_path
+from models_app.siamese.progress import Progress
 from models_app.siamese.specs import (
     PRETRAINED_SPEC,
     STUDENT_SPEC,
     TOWER_SPEC,
 )
+from worker.task_names import EXECUTE_TRAINING_RUN
 
 logger = logging.getLogger(__name__)
-EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"
 
 
 def training_run_request(

@@ -15,12 +15,6 @@ from models_app.siamese.text import normalize_text
 
 logger = logging.getLogger(__name__)
 
-Progress = Callable[[str, float, float | None], None]  # stage, fraction, seconds left
-
-
-def no_progress(stage: str, fraction: float, eta: float | None = None) -> None:
-    return None
-
 
 def member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
     return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))

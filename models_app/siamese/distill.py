@@ -26,8 +26,9 @@ from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
+from models_app.siamese.progress import no_progress
 from models_app.siamese.specs import DistillConfig
-from models_app.siamese.train import TrainResult, choose_device, no_progress, set_threads
+from models_app.siamese.train import TrainResult, choose_device, set_threads
 
 
 def distillation_texts(

@@ -13,7 +13,6 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.losses import build_loss
 from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
+from models_app.siamese.progress import Progress, no_progress
 from models_app.siamese.sampling import BatchSampler, TrainingData
 from models_app.siamese.specs import (
     DEFAULT_LOSS_PARAMS,
@@ -36,13 +36,7 @@ from models_app.siamese.specs import (
 )
 from models_app.siamese.tfidf import CharNgramTfidfEncoder
 
-# (stage, fraction done in [0, 1], seconds left or None)
-Progress = Callable[[str, float, float | None], None]
 CHECKPOINT = "checkpoint.pt"
-
-
-def no_progress(stage: str, fraction: float, eta: float | None) -> None:
-    return None
 
 
 @dataclass

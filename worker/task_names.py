@@ -1,0 +1,14 @@
+"""The name of every Celery task, written once: the tasks register under these, and the modules
+that queue one by name (so as not to import the worker layer above them), the task routes and
+beat's schedule all read them from here."""
+
+EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"
+REPREDICT_PENDING_INPUTS = "worker.tasks.repredict_pending_inputs"
+FIT_RANKER = "worker.tasks.fit_ranker"
+REFIT_DUE_RANKERS = "worker.tasks.refit_due_rankers"
+FINISH_PROMOTION = "worker.tasks.finish_promotion"
+REINDEX_STALE_TAXONOMIES = "worker.tasks.reindex_stale_taxonomies"
+RETRAIN_DUE_TAXONOMIES = "worker.tasks.retrain_due_taxonomies"
+EXECUTE_BULK_JOB = "worker.tasks.execute_bulk_job"
+RESUME_STALE_BULK_JOBS = "worker.tasks.resume_stale_bulk_jobs"
+DELETE_EXPIRED_BULK_JOBS = "worker.tasks.delete_expired_bulk_jobs"
