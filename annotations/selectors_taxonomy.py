@@ -12,7 +12,7 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from annotations.models import AuditEvent, Group, Member, Taxonomy
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 # The actions the audit filter offers; any other "<entity>.<action>" can still be typed.
 AUDIT_ACTIONS = (
@@ -90,7 +90,7 @@ def taxonomy_group_search(
     by_member = list(
         groups.filter(
             id__in=Member.objects.filter(
-                taxonomy=taxonomy, normalized_text=normalize_text(query)
+                taxonomy=taxonomy, normalized_text=comparison_key(query)
             ).values("group_id")
         ).order_by("code")[:limit]
     )

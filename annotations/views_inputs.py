@@ -28,7 +28,7 @@ from annotations.services.inputs_upload import (
     upload_max_rows,
 )
 from models_app.serving.engines import NoLiveModel
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 
 # --- upload ---------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def _playground_results(form: PlaygroundForm) -> tuple[dict, int]:
         return {"error": form.errors_text()}, 400
     taxonomy, text = form.cleaned_data["taxonomy"], form.cleaned_data["text"]
     try:
-        (result,) = normalize_texts(taxonomy, [text], k=form.cleaned_data["k"])
+        (result,) = rank_taxonomy_groups(taxonomy, [text], k=form.cleaned_data["k"])
     except NoLiveModel as exc:
         return {"error": f"taxonomy: {exc}"}, 409
     except ArtifactError as exc:

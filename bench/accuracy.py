@@ -37,7 +37,7 @@ from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
 from models_app.siamese.train import train_encoder  # noqa: E402
 
-SETS = ("typos", "composition", "extra_words", "annotations")
+SETS = ("typos", "composition", "extra_words", "verdicts")
 SHIPPED = ROOT / "data" / "models" / "onet"
 ENCODER = {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 128, "output_dim": 128}
 STAGES = {
@@ -109,7 +109,7 @@ def main() -> None:
 
     members, _ = onet_members()
     feedback, annotations = simulated_feedback(members)
-    suite = build_test_suite(members, seed=0, size=args.size, annotations=annotations)
+    suite = build_test_suite(members, seed=0, size=args.size, verdicts=annotations)
     texts, labels = [t for _, t in members], [g for g, _ in members]
     rows = []
 

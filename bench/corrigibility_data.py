@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from models_app.siamese.augment.extra_words import ExtraWords
 from models_app.siamese.augment.typos import add_typos_exact
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 ONET = Path(__file__).resolve().parent.parent / "data" / "onet"
 OCCUPATIONS = "Occupation Data.txt"
@@ -52,12 +52,12 @@ def held_out_titles(*, count: int, min_titles: int, seed: int) -> list[tuple[str
     codes_of: dict[str, set[str]] = defaultdict(set)
     occupation_titles = set()
     for row in _tab_rows(ONET / OCCUPATIONS):
-        key = normalize_text(row["Title"])
+        key = comparison_key(row["Title"])
         codes_of[key].add(row["O*NET-SOC Code"])
         occupation_titles.add(key)
     alternates: dict[str, dict[str, str]] = defaultdict(dict)  # code -> key -> title
     for row in _tab_rows(ONET / ALTERNATES):
-        key = normalize_text(row["Alternate Title"])
+        key = comparison_key(row["Alternate Title"])
         codes_of[key].add(row["O*NET-SOC Code"])
         alternates[row["O*NET-SOC Code"]].setdefault(key, row["Alternate Title"].strip())
     titles_per_code = Counter(code for codes in codes_of.values() for code in codes)
@@ -85,7 +85,7 @@ def held_out_titles(*, count: int, min_titles: int, seed: int) -> list[tuple[str
 
 def reduced_onet(held_out: list[tuple[str, str]]) -> Path:
     """A scratch O*NET folder without the held-out alternate titles (every row of each)."""
-    gone = {(code, normalize_text(title)) for code, title in held_out}
+    gone = {(code, comparison_key(title)) for code, title in held_out}
     folder = Path(tempfile.mkdtemp(prefix="siamweb-onet-holdout-"))
     for name in (OCCUPATIONS, RELATED):
         shutil.copyfile(ONET / name, folder / name)
@@ -93,7 +93,7 @@ def reduced_onet(held_out: list[tuple[str, str]]) -> Path:
     kept = [lines[0]]
     for line in lines[1:]:
         fields = line.rstrip("\r\n").split("\t")
-        if (fields[0], normalize_text(fields[1])) not in gone:
+        if (fields[0], comparison_key(fields[1])) not in gone:
             kept.append(line)
     (folder / ALTERNATES).write_text("".join(kept), encoding="utf-8")
     print(
@@ -137,8 +137,8 @@ def _noisy_input(
         if rng.random() < 0.33:
             text = add_typos_exact(text, rng)
         text = " ".join(text.split())
-        if len(text) <= max_length and normalize_text(text) not in seen:
-            seen.add(normalize_text(text))
+        if len(text) <= max_length and comparison_key(text) not in seen:
+            seen.add(comparison_key(text))
             return text
     return None
 
@@ -150,7 +150,7 @@ def realistic_variants(
     a normalized text unlike any input's."""
     rng = random.Random(seed)
     words = ExtraWords("train")
-    seen = {normalize_text(e.text) for e in avoid}
+    seen = {comparison_key(e.text) for e in avoid}
     variants = []
     for example in examples:
         text = _noisy_input(

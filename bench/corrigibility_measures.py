@@ -22,7 +22,7 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   words around it, as job-ad titles do), served and by the weights alone: does each round make
   that later traffic better, by the member index and by the model?
 - *never-seen*: top-1 accuracy on the never-seen set, served as the API serves it
-  (``normalize_texts``), by the weights alone (the taxonomy's members, no curator member) and
+  (``rank_taxonomy_groups``), by the weights alone (the taxonomy's members, no curator member) and
   by the embedding alone (no trigram term either). Its titles are ones nobody corrects.
 - *unjudged inputs of every held-out title*: the never-seen set and the fixed variants of every
   pool title together, one input nobody judged for each held-out title, served and by the
@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corrigibility_data import Example
 from bench.corrigibility_report import FROZEN
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 # --- measures --------------------------------------------------------------------------------
 
@@ -69,14 +69,14 @@ def live_version(taxonomy):
 
 
 def served_top1(taxonomy, examples: list[Example], gold: dict[str, int]) -> list[bool]:
-    """Whether the served top group (``normalize_texts``, as the API answers) is the gold one."""
-    from models_app.serving.normalize import normalize_texts
+    """Whether the served top group (``rank_taxonomy_groups``, as the API answers) is gold."""
+    from models_app.serving.normalize import rank_taxonomy_groups
 
     hits = []
     for start in range(0, len(examples), 500):
         chunk = examples[start : start + 500]
         for example, result in zip(
-            chunk, normalize_texts(taxonomy, [e.text for e in chunk], k=1), strict=True
+            chunk, rank_taxonomy_groups(taxonomy, [e.text for e in chunk], k=1), strict=True
         ):
             hits.append(bool(result.groups) and result.groups[0].group_id == gold[example.code])
     return hits
@@ -155,7 +155,7 @@ class ModelAlone:
         vectors = self.encoder.encode([e.text for e in examples])
         hits = []
         for example, vector in zip(examples, vectors, strict=True):
-            keep = self.extra_keys != normalize_text(example.text)
+            keep = self.extra_keys != comparison_key(example.text)
             found = self.search.search(
                 [example.text],
                 vector[None, :],
@@ -206,6 +206,6 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
     row["mrr"] = sum(served[f"{name}/mrr"] for name in FROZEN) / len(FROZEN)
     own = model_version_evaluate(model_version=version)
     row["embedding_only"] = {name: own[f"{name}/accuracy"] for name in FROZEN}
-    row["annotations"] = own.get("annotations/accuracy")
-    row["annotations_n"] = int(own.get("annotations/n", 0))
+    row["annotations"] = own.get("verdicts/accuracy")
+    row["annotations_n"] = int(own.get("verdicts/n", 0))
     return row

@@ -12,7 +12,7 @@ then the fine-tune the product would run (``finetune_run_request``), gated and p
 rejected. Django's test client calls the API in-process (same views and services, no network).
 
 Measured per round (round 0: the starting model): never-judged acc@1 on dev-unseen, *served*
-(``normalize_texts``, curator members in the index) and *by the model alone* (the live index's
+(``rank_taxonomy_groups``, curator members in the index) and *by the model alone* (the live index's
 taxonomy members only); the round's inputs by the model alone (no curator member, their own
 neither); the gate's decision, its reasons and its frozen-suite rows; last verdict → run done.
 
@@ -119,11 +119,11 @@ class Curator:
 
 
 def served(taxonomy, texts: list[str], gold: list[int]) -> float:
-    from models_app.serving.normalize import normalize_texts
+    from models_app.serving.normalize import rank_taxonomy_groups
 
     hits = 0
     for start in range(0, len(texts), 500):
-        results = normalize_texts(taxonomy, texts[start : start + 500], k=1)
+        results = rank_taxonomy_groups(taxonomy, texts[start : start + 500], k=1)
         hits += sum(
             bool(r.groups) and r.groups[0].group_id == g
             for r, g in zip(results, gold[start : start + 500], strict=True)
@@ -180,7 +180,7 @@ def main() -> None:
     from models_app import retraining
     from models_app.models import TrainingRun
     from models_app.run_execution import training_run_execute
-    from models_app.siamese.text import normalize_text
+    from models_app.siamese.text import comparison_key
 
     taxonomy = taxonomy_import(slug=SLUG, path=args.data / "esco", fmt="esco").taxonomy
     group_of = dict(Group.objects.filter(taxonomy=taxonomy).values_list("code", "id"))
@@ -197,7 +197,7 @@ def main() -> None:
     queue = [
         r
         for r in stream
-        if not (normalize_text(r.text) in seen or seen.add(normalize_text(r.text)))
+        if not (comparison_key(r.text) in seen or seen.add(comparison_key(r.text)))
     ]
     for number in range(1, args.rounds + 1):
         batch = queue[(number - 1) * args.round_size : number * args.round_size]

@@ -61,7 +61,7 @@ def taxonomy_data(taxonomy: str, data: Path):
         )
     members, _ = onet_members()
     feedback, annotations = simulated_feedback(members)
-    suite = build_test_suite(members, seed=0, size=1000, annotations=annotations)
+    suite = build_test_suite(members, seed=0, size=1000, verdicts=annotations)
     return members, [example.text for example in feedback], suite
 
 

@@ -68,7 +68,7 @@ from models_app.siamese.hybrid_matcher import HybridMatcher  # noqa: E402
 from models_app.siamese.sampling import FeedbackExample, prepare_data  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
-from models_app.siamese.text import normalize_text  # noqa: E402
+from models_app.siamese.text import comparison_key  # noqa: E402
 from models_app.siamese.train import blend_weights, train_encoder  # noqa: E402
 
 ROUND_SIZE = 500
@@ -120,8 +120,8 @@ class Taxonomy:
         ]
         for code, text in rows:
             group = self.group_of_code[code]
-            if (group, normalize_text(text)) not in seen:
-                seen.add((group, normalize_text(text)))
+            if (group, comparison_key(text)) not in seen:
+                seen.add((group, comparison_key(text)))
                 self.members.append((group, text.strip()))
         self.related = [
             (self.group_of_code[row["O*NET-SOC Code"]], self.group_of_code[code])
@@ -296,7 +296,7 @@ def main() -> None:
     never_seen = [(e.text, gold[e.code]) for e in never]
     everyone = taxonomy.members + [(gold[e.code], e.text) for e in round_one]
     suite = build_test_suite(taxonomy.members, seed=0, size=SUITE_SIZE)
-    del suite["annotations"]
+    del suite["verdicts"]
 
     parent = starting_model(taxonomy, cache=args.cache, minutes=args.start_minutes)
     feedback = verdicts(parent, taxonomy, round_one)

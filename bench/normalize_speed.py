@@ -53,7 +53,7 @@ from models_app.models import ModelVersion  # noqa: E402
 from models_app.services.builds import model_version_fit, model_version_import  # noqa: E402
 from models_app.services.indexes import deployment_activate, index_build_create  # noqa: E402
 from models_app.serving.engines import live_engine  # noqa: E402
-from models_app.serving.normalize import normalize_texts  # noqa: E402
+from models_app.serving.normalize import rank_taxonomy_groups  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -99,11 +99,11 @@ def main() -> None:
         if line.strip()
     ]
     queries = [demo[i % len(demo)] for i in range(args.queries)]
-    normalize_texts(taxonomy, queries[:5], k=5)  # warm caches
+    rank_taxonomy_groups(taxonomy, queries[:5], k=5)  # warm caches
     latencies = []
     for text in queries:
         started = time.perf_counter()
-        normalize_texts(taxonomy, [text], k=5)
+        rank_taxonomy_groups(taxonomy, [text], k=5)
         latencies.append((time.perf_counter() - started) * 1000)
     results["normalize_p50_ms"] = statistics.median(latencies)
     results["normalize_p99_ms"] = percentile(latencies, 0.99)
@@ -112,7 +112,7 @@ def main() -> None:
     seconds = []
     for _ in range(3):
         started = time.perf_counter()
-        normalize_texts(taxonomy, batch, k=5)
+        rank_taxonomy_groups(taxonomy, batch, k=5)
         seconds.append(time.perf_counter() - started)
     results["normalize_500_texts_per_second"] = len(batch) / min(seconds)
 

@@ -61,7 +61,7 @@ from models_app.siamese.ranker import (  # noqa: E402
     fit_ranker,
 )
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402
-from models_app.siamese.text import normalize_text  # noqa: E402
+from models_app.siamese.text import comparison_key  # noqa: E402
 from models_app.siamese.towers import TransformerEncoder  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "ranker.json"
@@ -408,7 +408,7 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
             for c in stream_cold
         ]
     )
-    keys = [normalize_text(t) for t in stream_texts]
+    keys = [comparison_key(t) for t in stream_texts]
     for count in verdict_counts:
         count = min(count, len(stream_texts))
         judged = (stream_texts[:count], stream_labels[:count], stream_vectors[:count])

@@ -21,10 +21,10 @@ from annotations.models import (
 )
 from bench import _pg
 from models_app.models import ModelVersion
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.augment.extra_words import ExtraWords
 from models_app.siamese.augment.typos import add_typos_exact
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 
 def score_profiles(taxonomy: Taxonomy, size: int) -> list[list[float]]:
@@ -32,7 +32,7 @@ def score_profiles(taxonomy: Taxonomy, size: int) -> list[list[float]]:
     texts = _pg.realistic_inputs(size, seed=23)
     profiles = []
     for start in range(0, len(texts), 100):
-        for normalization in normalize_texts(taxonomy, texts[start : start + 100], k=5):
+        for normalization in rank_taxonomy_groups(taxonomy, texts[start : start + 100], k=5):
             scores = [group.score for group in normalization.groups]
             if len(scores) == 5:
                 profiles.append(scores)
@@ -77,10 +77,10 @@ def seed_queue(
         if rng.random() < 0.3:
             text = add_typos_exact(text, rng)
         text = text[:190]
-        key = normalize_text(text)
+        key = comparison_key(text)
         if key in seen:
             text = f"{text} #{number}"
-            key = normalize_text(text)
+            key = comparison_key(text)
         seen.add(key)
         occurrences = min(1000, int(rng.paretovariate(1.5)))  # mostly 1, a long tail
         inputs.append(

@@ -105,7 +105,7 @@ def measure(taxonomy, encoder, members, extra) -> dict[str, float]:
     if taxonomy == "esco":
         return real_metrics(matcher, extra)
     metrics = evaluate(matcher, extra)
-    sets = ("typos", "composition", "extra_words", "annotations")
+    sets = ("typos", "composition", "extra_words", "verdicts")
     return {
         **{s: metrics[f"{s}/accuracy"] for s in sets},
         "mrr": float(np.mean([metrics[f"{s}/mrr"] for s in sets])),
@@ -119,7 +119,7 @@ def load_taxonomy(name: str, data: Path):
         return members, [(row.text, ids[row.code]) for row in dev]
     members, _ = onet_members()
     _, annotations = simulated_feedback(members)
-    return members, build_test_suite(members, seed=0, size=1000, annotations=annotations)
+    return members, build_test_suite(members, seed=0, size=1000, verdicts=annotations)
 
 
 def main() -> None:
@@ -189,7 +189,7 @@ def main() -> None:
     for r in rows:
         shown = {k: round(v, 3) for k, v in r.items()
                  if k in ("acc@1", "r@5", "mrr", "typos", "composition", "extra_words",
-                          "annotations")}  # fmt: skip
+                          "verdicts")}  # fmt: skip
         print(f"{r['taxonomy']:9}{r['recipe']:12}{r['steps']:>7}"
               f"{r.get('steps_per_second', 0):>9}  {shown}")  # fmt: skip
     print(f"wrote {args.out}")

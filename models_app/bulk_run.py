@@ -41,7 +41,7 @@ from models_app.bulk_files import (
 )
 from models_app.models import BulkJob, Deployment
 from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, engine_for_build
-from models_app.serving.normalize import Normalization, normalize_texts
+from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 
@@ -216,7 +216,9 @@ def _write_chunk(
             errors.append(f"line {record.line}: {keys[column]} {exc}")
     good = [text for text in texts if text is not None]
     answers = iter(
-        normalize_texts(job.taxonomy, good, k=2, engine=engine, hits_cache=cache) if good else []
+        rank_taxonomy_groups(job.taxonomy, good, k=2, engine=engine, hits_cache=cache)
+        if good
+        else []
     )
     lines, review = [], []
     for record, text, error in zip(chunk, texts, errors, strict=True):

@@ -14,7 +14,7 @@ from django.conf import settings
 from models_app.models import ModelVersion
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import MARGIN_LOSSES, TrainConfig
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.
@@ -108,8 +108,8 @@ def half_fresh(
     the rest's (at least once, at most ``max_repeats`` times). Texts, not pairs: a reassign
     gives two pairs and a confirm one, and the sampler draws a text's rejections through its
     positive pair. The rest stay in, or training would wear off what they taught."""
-    fresh_texts = len({normalize_text(f.text) for f in fresh})
-    rest_texts = len({normalize_text(f.text) for f in rest})
+    fresh_texts = len({comparison_key(f.text) for f in fresh})
+    rest_texts = len({comparison_key(f.text) for f in rest})
     repeats = max(1, round(rest_texts / fresh_texts)) if fresh_texts else 1
     if max_repeats is not None:
         repeats = min(repeats, max_repeats)
@@ -122,6 +122,6 @@ def catch_up_feedback(
     """Every pair, the held-out verdicts' repeated to about half of them: the catch-up phase
     is short, and the others were learnt in the first phase already."""
     return half_fresh(
-        fresh=[f for f in feedback if normalize_text(f.text) in held_out],
-        rest=[f for f in feedback if normalize_text(f.text) not in held_out],
+        fresh=[f for f in feedback if comparison_key(f.text) in held_out],
+        rest=[f for f in feedback if comparison_key(f.text) not in held_out],
     )

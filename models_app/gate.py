@@ -31,7 +31,7 @@ from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.specs import parse_search_config
 from models_app.siamese.stats import paired_comparison
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 FROZEN_SETS = ("typos", "composition", "extra_words")
 FLIP_ROWS_KEPT = 200
@@ -244,7 +244,7 @@ class Comparison:
             "changed": [],
         }
         for text, before, after in zip(inputs, tops["live"], tops["candidate"], strict=True):
-            verdict = self.verdicts.get(normalize_text(text))
+            verdict = self.verdicts.get(comparison_key(text))
             if verdict is not None and verdict.group_id is not None:
                 gold = verdict.group_id
                 kind = (

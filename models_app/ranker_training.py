@@ -43,7 +43,7 @@ from models_app.siamese.ranker import (
     save_ranker,
 )
 from models_app.siamese.stats import paired_comparison
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _prepare(engine: LiveEngine, taxonomy: Taxonomy, judged: list[JudgedText]) -
         for member_id, (group_id, text, _, _, curator) in read.members.items()
     }
     keys = {
-        member_id: normalize_text(member.text)
+        member_id: comparison_key(member.text)
         for member_id, member in members.items()
         if member.curator
     }

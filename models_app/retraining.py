@@ -35,7 +35,7 @@ from models_app.siamese.encoders import as_stored
 from models_app.siamese.progress import Progress
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec, parse_search_config
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 # --- requests --------------------------------------------------------------------------------
 
@@ -198,10 +198,10 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
                 taxonomy,
                 after=after,
                 until=up_to,
-                keep=lambda text: normalize_text(text) not in held_out,
+                keep=lambda text: comparison_key(text) not in held_out,
             )
             # A later verdict's evidence may be a held-out text's curator member.
-            if normalize_text(example.member_text or "") not in held_out
+            if comparison_key(example.member_text or "") not in held_out
         ]
 
     learnt = encoder_fit(

@@ -30,9 +30,9 @@ from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.models import BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 from tests.conftest import TINY_CSV, build_live_model
 from worker.tasks import delete_expired_bulk_jobs, resume_stale_bulk_jobs
 
@@ -88,7 +88,7 @@ def test_a_csv_is_normalized_in_chunks_keeping_every_column(tiny_taxonomy, curat
     assert [(r["id"], r["title"], r["city"]) for r in rows] == [
         (str(i), t, f"City {i}") for i, t in enumerate(TITLES)
     ]
-    expected = normalize_texts(tiny_taxonomy, TITLES, k=2)
+    expected = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=2)
     for row, answer in zip(rows, expected, strict=True):
         top, runner_up = answer.groups
         assert (row["group_code"], row["group_name"], row["matched_member"]) == (
@@ -350,7 +350,7 @@ def test_every_row_is_answered_by_the_version_live_when_the_job_started(tiny_tax
             promoted.append(build_live_model(tiny_taxonomy))
 
     done = bulk_job_execute(job_id=job.id, chunk_rows=4, after_chunk=promote_a_new_version)
-    assert normalize_texts(tiny_taxonomy, ["icu nurse"], k=1)[0].model_version == "jobs/v2"
+    assert rank_taxonomy_groups(tiny_taxonomy, ["icu nurse"], k=1)[0].model_version == "jobs/v2"
     assert {row["model_version"] for row in result_rows(done)} == {"jobs/v1"}
     assert done.model_version.label == "jobs/v1"
 
@@ -663,7 +663,7 @@ def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_t
                 taxonomy=tiny_taxonomy,
                 group=Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023"),
                 text="Ice Road Trucker",
-                normalized_text=normalize_text("Ice Road Trucker"),
+                normalized_text=comparison_key("Ice Road Trucker"),
             )
 
     done = bulk_job_execute(job_id=job.id, chunk_rows=1, after_chunk=add_member)
@@ -687,7 +687,7 @@ def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
 
 
 def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(tiny_taxonomy):
-    scores = {a.text: a.groups[0].score for a in normalize_texts(tiny_taxonomy, TITLES, k=1)}
+    scores = {a.text: a.groups[0].score for a in rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)}
     threshold = sorted(scores.values())[4]  # the four lowest-scoring titles fall below it
     job = create(tiny_taxonomy, jobs_csv(), review_below=threshold)
     done = bulk_job_execute(job_id=job.id, chunk_rows=3)
@@ -704,7 +704,7 @@ def test_without_a_threshold_nothing_goes_to_the_review_queue(tiny_taxonomy):
 
 
 def test_rows_the_model_answers_by_a_thin_margin_also_go_to_the_review_queue(tiny_taxonomy):
-    answers = normalize_texts(tiny_taxonomy, TITLES, k=2)
+    answers = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=2)
     margins = {a.text: a.groups[0].score - a.groups[1].score for a in answers}
     threshold = sorted(margins.values())[3]  # the three closest calls fall below it
     job = create(tiny_taxonomy, jobs_csv(), review_margin_below=threshold)

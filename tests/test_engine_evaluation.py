@@ -14,7 +14,7 @@ from models_app.siamese.evaluation import (
     evaluate,
     split_members,
 )
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 TITLES = [
     ("Java Developer", 1),
@@ -53,7 +53,7 @@ def test_the_trigram_matcher_returns_distinct_labels_best_first():
 def paper_sim(query: str, candidate: str) -> int:
     """The formula as printed: sim = M - (|T_Q sym-diff T_C| - |T_Q & T_C|), M = len(Q)."""
     tq, tc = trigrams(query), trigrams(candidate)
-    return len(normalize_text(query)) - (len(tq ^ tc) - len(tq & tc))
+    return len(comparison_key(query)) - (len(tq ^ tc) - len(tq & tc))
 
 
 def brute_force_rank(query: str, texts: Sequence[str], labels: Sequence[int]) -> list[int]:
@@ -77,7 +77,7 @@ def test_the_trigram_matcher_equals_the_papers_formula_by_brute_force():
     assert matcher.rank(queries, 6) == [brute_force_rank(q, texts, labels) for q in queries]
     assert matcher.rank(queries, 2) == [brute_force_rank(q, texts, labels)[:2] for q in queries]
     for query in queries[:10]:
-        offset = len(normalize_text(query)) - len(trigrams(query))  # M - |T_Q|, per query
+        offset = len(comparison_key(query)) - len(trigrams(query))  # M - |T_Q|, per query
         expected = [paper_sim(query, text) - offset for text in texts]
         assert matcher.scores(query).tolist() == expected
 
@@ -150,7 +150,7 @@ FIXED_SUITE = {
     "typos": [("a", 1), ("b", 2), ("c", 3), ("d", 4)],
     "composition": [("e", 5), ("f", 6)],
     "extra_words": [],
-    "annotations": [],
+    "verdicts": [],
 }
 
 
@@ -180,7 +180,7 @@ def test_evaluate_only_counts_ranks_within_k():
 
 def test_a_suite_without_cases_cannot_be_evaluated():
     with pytest.raises(ValueError, match="no cases"):
-        evaluate(FIXED, {"typos": [], "annotations": []})
+        evaluate(FIXED, {"typos": [], "verdicts": []})
 
 
 MEMBERS = [
@@ -207,22 +207,22 @@ def test_the_suite_is_the_same_for_a_seed_and_changes_with_it():
     suite = build_test_suite(MEMBERS, seed=3, size=8)
     assert suite == build_test_suite(MEMBERS, seed=3, size=8)
     assert suite != build_test_suite(MEMBERS, seed=4, size=8)
-    assert list(suite) == ["typos", "composition", "extra_words", "annotations"]
+    assert list(suite) == ["typos", "composition", "extra_words", "verdicts"]
     assert len(suite["typos"]) == len(suite["extra_words"]) == 8
 
 
 def test_the_suite_builds_each_set_from_the_taxonomy():
-    suite = build_test_suite(MEMBERS, seed=0, size=100, annotations=[("RN nights", 2)])
+    suite = build_test_suite(MEMBERS, seed=0, size=100, verdicts=[("RN nights", 2)])
     unambiguous = [(g, t) for g, t in MEMBERS if t != "Zebra Keeper"]
-    known = {normalize_text(t) for _, t in MEMBERS}
+    known = {comparison_key(t) for _, t in MEMBERS}
     assert sorted(g for _, g in suite["typos"]) == sorted(g for g, _ in unambiguous)
-    assert all(normalize_text(q) not in known for q, _ in suite["typos"])
+    assert all(comparison_key(q) not in known for q, _ in suite["typos"])
     assert all(
         any(t in q and t != q for g2, t in unambiguous if g2 == g) for q, g in suite["extra_words"]
     )
     assert suite["composition"]
-    assert all(normalize_text(q) not in known for q, _ in suite["composition"])
-    assert suite["annotations"] == [("RN nights", 2)]
+    assert all(comparison_key(q) not in known for q, _ in suite["composition"])
+    assert suite["verdicts"] == [("RN nights", 2)]
 
 
 def test_composition_swaps_in_a_synonym_induced_from_the_same_group():
@@ -262,10 +262,10 @@ def test_split_members_holds_out_whole_strings_and_keeps_every_group():
     train, validation = split_members(members, validation_share=0.3, seed=1)
     assert (train, validation) == split_members(members, validation_share=0.3, seed=1)
     assert sorted(train + validation) == sorted(members)
-    train_keys = {normalize_text(t) for _, t in train}
-    assert not train_keys & {normalize_text(t) for _, t in validation}
+    train_keys = {comparison_key(t) for _, t in train}
+    assert not train_keys & {comparison_key(t) for _, t in validation}
     assert {g for g, _ in train} == {g for g, _ in members}
-    distinct = len({normalize_text(t) for _, t in members})
-    held = len({normalize_text(t) for _, t in validation})
+    distinct = len({comparison_key(t) for _, t in members})
+    held = len({comparison_key(t) for _, t in validation})
     assert held == round(0.3 * distinct)
     assert validation != split_members(members, validation_share=0.3, seed=2)[1]

@@ -11,7 +11,7 @@ from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import as_stored, encoder_class, load_encoder, parse_config
 from models_app.siamese.networks.base import stable_hash
 from models_app.siamese.networks.ngram_bag import ngram_bag_ids, training_ngram_bag_ids
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 from models_app.siamese.tfidf import char_ngrams
 
 TITLES = [
@@ -131,7 +131,7 @@ def test_conv_words_hashes_unknown_words_instead_of_dropping_them():
 )
 def test_ngram_bag_ids_are_the_distinct_char_ngrams_then_the_words_hashed(text):
     config = parse_config({"kind": "ngram_bag", **SMALL["ngram_bag"]})
-    key = normalize_text(text)
+    key = comparison_key(text)
     tokens = list(char_ngrams(key, config.ngram_min, config.ngram_max))
     tokens += [f"w:{word}" for word in re.findall(r"\w+", key)]
     expected = [stable_hash(token) % config.buckets for token in tokens] or [0]

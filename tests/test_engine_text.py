@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from models_app.siamese.text import TextError, clean_text, normalize_text
+from models_app.siamese.text import TextError, clean_text, comparison_key
 
 
 def test_it_collapses_whitespace_and_keeps_case():
@@ -28,6 +28,6 @@ def test_it_refuses_bad_text_with_a_reason(raw, message):
 
 def test_normalize_text_folds_case_width_and_spacing():
     assert (
-        normalize_text("  \uff2a\uff21\uff36\uff21   Developer ") == "java developer"
+        comparison_key("  \uff2a\uff21\uff36\uff21   Developer ") == "java developer"
     )  # full-width
-    assert normalize_text("Straße") == normalize_text("STRASSE")
+    assert comparison_key("Straße") == comparison_key("STRASSE")

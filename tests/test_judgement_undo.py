@@ -9,7 +9,7 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import VerdictError, judgement_create
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_undoing_a_reassign_removes_its_member_and_pairs(tiny_taxonomy, item, cu
     assert judgement.undone_at is not None
     assert not FeedbackPair.objects.exists()
     assert not Member.objects.filter(source="curator").exists()
-    (result,) = normalize_texts(tiny_taxonomy, ["Java Barista"], k=3)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Java Barista"], k=3)
     assert result.source == "model"
 
 
@@ -52,12 +52,12 @@ def test_the_undone_card_comes_back_to_its_curator(item, curator, other_curator)
 def test_undoing_a_false_match_offers_the_group_again(tiny_taxonomy, item, curator):
     predicted = item.top_group
     judgement = judgement_create(review_item=item, user=curator, verdict="false_match")
-    (result,) = normalize_texts(tiny_taxonomy, ["Java Barista"], k=5)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Java Barista"], k=5)
     assert predicted.code not in [g.code for g in result.groups]
 
     judgement_undo(judgement=judgement, user=curator)
 
-    (result,) = normalize_texts(tiny_taxonomy, ["Java Barista"], k=5)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Java Barista"], k=5)
     assert predicted.code in [g.code for g in result.groups]
     item.refresh_from_db()
     assert item.status == ReviewItem.Status.PENDING

@@ -9,7 +9,7 @@ from django.conf import settings
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion
 from models_app.serving.engines import preload_live_engines
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import TINY_CSV, build_live_model
 
 
@@ -22,7 +22,7 @@ def test_preload_loads_each_live_engine_so_requests_need_no_files(tiny_taxonomy)
     assert loaded == {"jobs": label}  # a taxonomy with no live model is not listed
     # Loaded into memory: answering needs the artifacts no more.
     shutil.rmtree(settings.SIAMWEB_ARTIFACTS_DIR)
-    answer = normalize_texts(tiny_taxonomy, ["python developer"], k=3)[0]
+    answer = rank_taxonomy_groups(tiny_taxonomy, ["python developer"], k=3)[0]
     assert answer.model_version == label
     assert answer.groups
 

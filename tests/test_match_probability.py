@@ -11,7 +11,7 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import RankerVersion
 from models_app.ranker_training import ranker_fit
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 
 RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
          "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",
@@ -64,7 +64,7 @@ def test_answers_carry_a_probability_fitted_on_the_verdicts(tiny_taxonomy, curat
     assert junk["low_confidence"] is (junk["probability"] < 0.5)
     # A curator's own verdict on this very text is not a model answer: no probability.
     assert (judged["source"], judged["probability"]) == ("curator", None)
-    (again,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=1)
+    (again,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=1)
     assert again.probability == good["probability"]  # k=1 ranks every candidate all the same
     # Each group offered has its own probability; together they leave room for none of them.
     probabilities = [group["probability"] for group in good["groups"]]

@@ -133,3 +133,30 @@ def test_a_runs_progress_never_goes_back(tiny_taxonomy):
         assert run.stage == stage
     assert seen == sorted(seen)
     assert seen[1] > 0 and seen[-1] == pytest.approx(0.95)
+
+
+def test_versions_measured_before_the_rename_show_their_held_out_verdicts(first_version):
+    """Metrics stored under the suite's old name for the held-out verdicts ("annotations/…")
+    are renamed by the migration, and the table reads them, back and forth."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from models_app.selectors.reports import suite_key_metrics
+
+    migration = import_module("models_app.migrations.0009_suite_verdicts_set")
+    first_version.metrics = {
+        "suite": {"typos/accuracy": 0.5, "annotations/accuracy": 0.75, "annotations/n": 4.0}
+    }
+    first_version.save()
+    migration.forwards(apps, None)
+    first_version.refresh_from_db()
+    assert first_version.metrics["suite"] == {
+        "typos/accuracy": 0.5,
+        "verdicts/accuracy": 0.75,
+        "verdicts/n": 4.0,
+    }
+    assert suite_key_metrics(first_version)["verdicts"] == 0.75
+    migration.backwards(apps, None)
+    first_version.refresh_from_db()
+    assert "annotations/accuracy" in first_version.metrics["suite"]

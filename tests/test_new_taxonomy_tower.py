@@ -12,7 +12,7 @@ from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.indexes import deployment_activate, index_build_create
 from models_app.services.runs import first_training_request, taxonomy_model_refresh
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
@@ -36,7 +36,7 @@ def test_an_imported_taxonomy_serves_with_the_pretrained_tower_then_queues_its_t
     assert version.config["training"]["max_steps"] == 0
     assert version.metrics["steps"] == 0.0
     # No 409: the taxonomy answers, by meaning (no string of "RN" is in "Registered Nurse").
-    [result] = normalize_texts(new_taxonomy, ["RN night shift"], k=3)
+    [result] = rank_taxonomy_groups(new_taxonomy, ["RN night shift"], k=3)
     assert result.groups[0].name == "Registered Nurses"
     queued = TrainingRun.objects.filter(taxonomy=new_taxonomy, status="queued").get()
     assert (queued.kind, queued.trigger, queued.config) == ("build", "import", TOWER_SPEC)
@@ -120,7 +120,7 @@ def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
     version = model_version_import(taxonomy=new_taxonomy, folder=tmp_path / "tower")
     assert version.config["search"] == TOWER_SPEC["search"]
     deployment_activate(index_build=index_build_create(model_version=version))
-    [result] = normalize_texts(new_taxonomy, ["RN night shift"], k=1)
+    [result] = rank_taxonomy_groups(new_taxonomy, ["RN night shift"], k=1)
     assert result.groups[0].name == "Registered Nurses"
 
 
@@ -163,7 +163,7 @@ def test_a_student_is_distilled_from_the_live_tower_and_serves(new_taxonomy):
     assert (student.encoder_kind, student.label) == ("ngram_bag", "fresh/v2")
     assert student.config["distill"]["teacher_version"] == "fresh/v1"
     assert student.metrics["teacher_cosine"] > 0.3 and student.metrics["steps"] == 200
-    [result] = normalize_texts(new_taxonomy, ["Staff Nurse"], k=1)
+    [result] = rank_taxonomy_groups(new_taxonomy, ["Staff Nurse"], k=1)
     assert result.groups[0].name == "Registered Nurses" and result.model_version == "fresh/v2"
 
 

@@ -14,12 +14,12 @@ from annotations.models import Group, Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.serving.engines import HitsCache, live_engine
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.baselines import TrigramMatcher
 from models_app.siamese.exact_cosines import ExactCosines, cosines, kth_best_at_least, on_grid
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch, SearchConfig, best_first
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 WORDS = ["java", "nurse", "barista", "driver", "truck", "senior", "icu", "coffee", "tax",
          "staff", "night", "lead", "python", "haul", "accountant", "shift"]  # fmt: skip
@@ -158,13 +158,13 @@ def test_a_mixed_batch_answers_each_text_as_it_is_answered_alone(tiny_taxonomy, 
         taxonomy=taxonomy,
         group=Group.objects.get(taxonomy=taxonomy, code="53-3032"),
         text="Ice Road Trucker",
-        normalized_text=normalize_text("Ice Road Trucker"),
+        normalized_text=comparison_key("Ice Road Trucker"),
     )
     texts = ["Java Wizard", "Charge Nurse Lead", "ice road trucker", "Senior Java Engineer",
              "java wizard", "zzqx unknown words", "Java Wizard", "Tax Accountant II",
              "barista", "Long Haul Truck Driver"]  # fmt: skip
-    batch = [result.as_dict() for result in normalize_texts(taxonomy, texts, k=3)]
-    alone = [normalize_texts(taxonomy, [text], k=3)[0].as_dict() for text in texts]
+    batch = [result.as_dict() for result in rank_taxonomy_groups(taxonomy, texts, k=3)]
+    alone = [rank_taxonomy_groups(taxonomy, [text], k=3)[0].as_dict() for text in texts]
     assert batch == alone
     assert batch[0]["source"] == batch[4]["source"] == "curator"
     assert batch[0] == batch[6]  # a repeated text is answered once and given to both
@@ -175,12 +175,12 @@ def test_a_mixed_batch_answers_each_text_as_it_is_answered_alone(tiny_taxonomy, 
 
 def test_a_batch_costs_the_same_queries_whatever_its_size(tiny_taxonomy, curator):
     inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Wizard"], source="api")
-    normalize_texts(tiny_taxonomy, ["warm up"], k=5)  # the live engine loads once per process
+    rank_taxonomy_groups(tiny_taxonomy, ["warm up"], k=5)  # the live engine loads once per process
     counts = []
     for size in (1, 10, 300):
         texts = [f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} {i}" for i in range(size)]
         with CaptureQueriesContext(connection) as queries:
-            normalize_texts(tiny_taxonomy, texts, k=5)
+            rank_taxonomy_groups(tiny_taxonomy, texts, k=5)
         counts.append(len(queries))
     assert counts[0] == counts[1] == counts[2]
 
@@ -188,10 +188,10 @@ def test_a_batch_costs_the_same_queries_whatever_its_size(tiny_taxonomy, curator
 def test_a_batch_of_a_thousand_texts_stays_under_ten_queries(
     tiny_taxonomy, django_assert_max_num_queries
 ):
-    normalize_texts(tiny_taxonomy, ["warm up"], k=5)
+    rank_taxonomy_groups(tiny_taxonomy, ["warm up"], k=5)
     texts = [f"nurse {i}" for i in range(1000)]
     with django_assert_max_num_queries(10):
-        normalize_texts(tiny_taxonomy, texts, k=5)
+        rank_taxonomy_groups(tiny_taxonomy, texts, k=5)
 
 
 def test_cached_hits_are_the_hits_a_search_gives(tiny_taxonomy):

@@ -13,7 +13,7 @@ from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, RankerVersion
 from models_app.ranker_training import judged_texts, ranker_fit, rankers_due
 from models_app.serving.engines import artifact_path
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.serving.rankers import forget_loaded_rankers
 from tests.conftest import build_live_model
 from tests.test_match_probability import RIGHT, WRONG, judge_all
@@ -45,7 +45,7 @@ def test_a_text_is_never_offered_a_group_rejected_for_it_and_k_groups_come_back(
     (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
     rejected = item.top_group
     judgement_create(review_item=item, user=curator, verdict="false_match")
-    (result,) = normalize_texts(tiny_taxonomy, ["Java Barista"], k=4)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Java Barista"], k=4)
     assert rejected.id not in [g.group_id for g in result.groups]
     assert len(result.groups) == 4  # five groups, one ruled out
 
@@ -73,7 +73,7 @@ def test_a_missing_ranker_folder_serves_the_prior_too(tiny_taxonomy, curator):
     judge_all(tiny_taxonomy, curator)
     shutil.rmtree(artifact_path(live_ranker(tiny_taxonomy).artifact_path))
     forget_loaded_rankers()
-    (result,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=2)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=2)
     assert (result.groups[0].code, result.probability) == ("15-1252", None)
 
 
@@ -82,7 +82,7 @@ def test_a_ranker_fitted_for_another_model_is_not_used(tiny_taxonomy, curator):
     old = live_ranker(tiny_taxonomy)
     build_live_model(tiny_taxonomy)  # a new model goes live; the pointer still names the old ranker
     assert live_ranker(tiny_taxonomy) == old
-    (result,) = normalize_texts(tiny_taxonomy, ["Senior Java Engineer"], k=2)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=2)
     assert result.probability is None
     # The new model is due a ranker of its own, and gets one.
     assert tiny_taxonomy in rankers_due()
@@ -117,7 +117,7 @@ def test_verdicts_of_none_of_these_only_are_too_few_and_leave_the_prior(tiny_tax
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_groups_come_back_with_probabilities_best_first(tiny_taxonomy, curator, k):
     judge_all(tiny_taxonomy, curator)
-    (result,) = normalize_texts(tiny_taxonomy, ["Senior Tax Accountant"], k=k)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Tax Accountant"], k=k)
     assert len(result.groups) == k
     probabilities = [g.probability for g in result.groups]
     assert all(p is not None for p in probabilities)

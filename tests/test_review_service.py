@@ -8,7 +8,7 @@ from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import VerdictError, judgement_create
 from models_app.models import TrainingRun
 from models_app.services.indexes import taxonomy_needs_reindex
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from worker import tasks
 
 
@@ -27,7 +27,7 @@ def pairs():
 
 
 def top(taxonomy, text):
-    (result,) = normalize_texts(taxonomy, [text], k=3)
+    (result,) = rank_taxonomy_groups(taxonomy, [text], k=3)
     return result
 
 
@@ -116,7 +116,7 @@ def test_a_verdict_serves_at_once_without_a_rebuild_and_the_schedule_indexes_it(
     judgement_create(review_item=item, user=curator, verdict="reassign", group=nurses)
     # No run per verdict: the live engine serves the curator member from its delta ...
     assert not TrainingRun.objects.filter(status="queued").exists()
-    (result,) = normalize_texts(item.taxonomy, [item.input.text], k=1)
+    (result,) = rank_taxonomy_groups(item.taxonomy, [item.input.text], k=1)
     assert (result.source, result.groups[0].code) == ("curator", "29-1141")
     # ... and the scheduled check folds it into the index with the others waiting.
     assert taxonomy_needs_reindex(item.taxonomy)

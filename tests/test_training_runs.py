@@ -10,7 +10,7 @@ from models_app.run_execution import training_run_execute
 from models_app.services.indexes import taxonomy_needs_reindex
 from models_app.services.runs import training_run_request, training_runs_fail_stale
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.index import MemberIndex
 from tests.conftest import TINY_MODEL
 
@@ -52,7 +52,7 @@ def test_only_one_run_per_taxonomy_is_active(tiny_taxonomy):
 def test_members_added_after_the_build_are_found_before_any_reindex(tiny_taxonomy):
     member = add_member(tiny_taxonomy, "35-3023", "Latte Art Specialist")
     assert taxonomy_needs_reindex(tiny_taxonomy)
-    (result,) = normalize_texts(tiny_taxonomy, ["latte art specialist"], k=1)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["latte art specialist"], k=1)
     assert (result.groups[0].code, result.groups[0].member_id) == ("35-3023", member.id)
     assert result.source == "model"
 
@@ -103,7 +103,7 @@ def test_a_reindex_with_the_live_model_encodes_only_the_members_added_since(
 def test_removed_members_are_never_returned_and_mark_the_index_stale(tiny_taxonomy):
     Member.objects.filter(text="ICU Nurse").delete()
     assert taxonomy_needs_reindex(tiny_taxonomy)
-    (result,) = normalize_texts(tiny_taxonomy, ["ICU Nurse"], k=5)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["ICU Nurse"], k=5)
     assert "ICU Nurse" not in [group.member for group in result.groups]
 
 
@@ -118,7 +118,7 @@ def test_a_failed_run_is_recorded_and_leaves_the_live_model_serving(tiny_taxonom
     assert run.finished_at is not None
     assert Deployment.objects.get().index_build_id == live_before
     assert ModelVersion.objects.count() == 1
-    (result,) = normalize_texts(tiny_taxonomy, ["staff nurse"], k=1)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["staff nurse"], k=1)
     assert result.groups[0].code == "29-1141"
 
 

@@ -17,7 +17,7 @@ from models_app.models import Deployment, IndexBuild, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services import runs
 from models_app.services.runs import training_run_request
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from worker import tasks
 
 
@@ -138,7 +138,7 @@ def test_a_run_stopped_by_its_soft_time_limit_fails_and_the_live_model_keeps_ser
     assert run.error.startswith("SoftTimeLimitExceeded")
     assert run.finished_at is not None
     assert Deployment.objects.get().index_build == live_build
-    (result,) = normalize_texts(tiny_taxonomy, ["icu nurse"], k=1)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["icu nurse"], k=1)
     assert result.groups[0].code == "29-1141"
 
 

@@ -35,7 +35,7 @@ from annotations.models import (
 )
 from annotations.services.review.inputs import inputs_submit
 from models_app.serving.engines import NoLiveModel
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 
 
@@ -79,7 +79,7 @@ class NormalizeApi(JsonApi):
         serializer.is_valid(raise_exception=True)
         k = serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K)
         try:
-            results = normalize_texts(taxonomy, serializer.validated_data["texts"], k=k)
+            results = rank_taxonomy_groups(taxonomy, serializer.validated_data["texts"], k=k)
         except (NoLiveModel, ArtifactError) as exc:
             return serving_error_response(exc, slug)
         return Response({"results": [result.as_dict() for result in results]})

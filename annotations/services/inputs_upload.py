@@ -23,7 +23,7 @@ from annotations.importers import csv_error_text
 from annotations.models import Input, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
-from models_app.siamese.text import TextError, clean_text, normalize_text
+from models_app.siamese.text import TextError, clean_text, comparison_key
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request.
 # inputs_submit stores a text in about seven queries, some 6-12 ms a row on a small machine, so
@@ -239,7 +239,7 @@ def inputs_upload(
         raise UploadFileError(f"{filename} has no usable rows; nothing was stored")
     unique: dict[str, str] = {}
     for text in parsed.texts:
-        unique.setdefault(normalize_text(text), text)
+        unique.setdefault(comparison_key(text), text)
     report = UploadReport(
         taxonomy=taxonomy,
         filename=filename,
@@ -271,7 +271,7 @@ class PlaygroundSubmission:
 @transaction.atomic
 def input_send_to_review(*, taxonomy: Taxonomy, text: str, user) -> PlaygroundSubmission:
     """Store one playground text as an input and queue it, on a curator's explicit request."""
-    known = Input.objects.filter(taxonomy=taxonomy, normalized_text=normalize_text(text)).exists()
+    known = Input.objects.filter(taxonomy=taxonomy, normalized_text=comparison_key(text)).exists()
     (item,) = inputs_submit(taxonomy=taxonomy, texts=[text], source=Input.Source.PLAYGROUND)
     audit_record(
         actor=user,
@@ -304,7 +304,7 @@ def inputs_recent(
     if taxonomy is not None:
         inputs = inputs.filter(taxonomy=taxonomy)
     if query:
-        inputs = inputs.filter(normalized_text__contains=normalize_text(query))
+        inputs = inputs.filter(normalized_text__contains=comparison_key(query))
     if before is not None:
         inputs = inputs.filter(id__lt=before)
     return inputs.select_related("taxonomy", "review_item__top_group").order_by("-id")[:limit]

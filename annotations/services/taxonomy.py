@@ -13,7 +13,7 @@ from django.db import transaction
 from annotations.importers import ImportFileError, RowError, parse_taxonomy
 from annotations.models import Group, GroupRelation, Member, Taxonomy
 from annotations.services.audit import audit_record
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 _BATCH = 2000
 
@@ -145,7 +145,7 @@ def _store(*, slug, name, fmt, parsed) -> ImportReport:
 
     wanted: dict[tuple[int, str], str] = {}
     for code, text in parsed.members:
-        key = (group_ids[code], normalize_text(text))
+        key = (group_ids[code], comparison_key(text))
         if key in wanted:
             report.duplicates += 1
         else:

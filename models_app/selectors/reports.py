@@ -7,10 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models_app.models import ModelVersion, TrainingRun
-
-# The frozen suite's sets in the paper's order; a set the taxonomy has no case for is left out.
-SUITE_SETS = ("typos", "composition", "extra_words", "annotations")
-
+from models_app.siamese.evaluation import SUITE_SETS
 
 PRIMARY_METRIC = "mean_accuracy"
 
@@ -19,11 +16,11 @@ GATE_METRIC_LABELS = {
     "typos": "Typos",
     "composition": "Composition",
     "extra_words": "Extra words",
-    "annotations": "Annotations",
+    "verdicts": "Held-out verdicts",
     "p_at_1": "P@1",
     "p_at_10": "P@10",
     "mrr": "MRR",
-    "held_out_feedback": "Held-out feedback",
+    "held_out_feedback": "New verdicts held out",
 }
 
 

@@ -10,7 +10,8 @@ from django.core.paginator import Page, Paginator
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.selectors.charts import mean_or_none
-from models_app.selectors.reports import SUITE_SETS, suite_key_metrics, suite_primary
+from models_app.selectors.reports import suite_key_metrics, suite_primary
+from models_app.siamese.evaluation import SUITE_SETS
 
 VERSIONS_PER_PAGE = 50
 

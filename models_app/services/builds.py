@@ -41,7 +41,7 @@ from models_app.siamese.specs import (
     parse_model_spec,
     parse_search_config,
 )
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 from models_app.siamese.train import TrainResult, train_encoder
 
 logger = logging.getLogger(__name__)
@@ -271,7 +271,7 @@ def model_version_evaluate(
         ).values_list("text_a", "group_id")
         if feedback_is_held_out(text)
     ]
-    held_out = {normalize_text(text) for text, _ in annotations}
+    held_out = {comparison_key(text) for text, _ in annotations}
     rows = [
         (member_id, group_id, text)
         for member_id, group_id, text, key in Member.objects.filter(taxonomy=taxonomy)
@@ -288,7 +288,7 @@ def model_version_evaluate(
             taxonomy=taxonomy, source=Member.Source.TAXONOMY
         ).values_list("group_id", "text")
     ] or members
-    suite = build_test_suite(taxonomy_members, seed=seed, size=size, annotations=annotations)
+    suite = build_test_suite(taxonomy_members, seed=seed, size=size, verdicts=annotations)
     encoder = encoder_for(model_version)
     vectors = None
     if index_build is not None and index_build.model_version_id == model_version.id:

@@ -11,7 +11,7 @@ from django.db.models import Max
 
 from annotations.models import FeedbackPair, Member, Taxonomy
 from models_app.siamese.sampling import FeedbackExample
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def held_out_texts(
     if until is not None:
         pairs = pairs.filter(id__lte=until)
     texts = pairs.values_list("text_a", flat=True)
-    return frozenset(normalize_text(text) for text in texts if feedback_is_held_out(text))
+    return frozenset(comparison_key(text) for text in texts if feedback_is_held_out(text))
 
 
 def feedback_last_id(taxonomy: Taxonomy) -> int:
@@ -60,6 +60,6 @@ def feedback_last_id(taxonomy: Taxonomy) -> int:
 
 def feedback_is_held_out(text: str) -> bool:
     """A fixed fifth of curator-judged texts, kept to test on: a build never trains on them (its
-    Annotations test); a fine-tune measures the new ones before its catch-up phase learns them
+    ``verdicts`` test set); a fine-tune measures the new ones before its catch-up phase learns them
     (``models_app.retraining.finetune_execute``)."""
-    return zlib.crc32(normalize_text(text).encode()) % 5 == 0
+    return zlib.crc32(comparison_key(text).encode()) % 5 == 0

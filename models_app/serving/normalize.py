@@ -27,7 +27,7 @@ from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.ranker import HitMember, candidates_of_texts
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.
 LOW_CONFIDENCE = 0.5
@@ -95,7 +95,7 @@ class Normalization:
         }
 
 
-def normalize_texts(
+def rank_taxonomy_groups(
     taxonomy: Taxonomy,
     texts: Sequence[str],
     *,
@@ -126,7 +126,7 @@ def normalize_texts(
     if not texts:
         return []
     unique = list(dict.fromkeys(texts))
-    keys = [normalize_text(text) for text in unique]
+    keys = [comparison_key(text) for text in unique]
     depth = max(k * settings.SIAMWEB_MEMBERS_PER_GROUP, settings.SIAMWEB_RANKER_DEPTH)
     hits, vectors = engine.search_texts(unique, depth, cache=hits_cache)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.ranking import rank_groups
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 if TYPE_CHECKING:  # the encoders module pulls in torch; the trigram baseline does not need it
     from models_app.siamese.encoders import Encoder
@@ -37,7 +37,7 @@ def trigrams(text: str) -> set[str]:
     boundary markers and a text shorter than three characters has no trigrams. It says nothing
     about case; the text is normalized (casefolded, spaces collapsed) like every other key here.
     """
-    normalized = normalize_text(text)
+    normalized = comparison_key(text)
     return {normalized[i : i + 3] for i in range(len(normalized) - 2)}
 
 

@@ -3,8 +3,9 @@
 Neculoiu et al. (2016) probe each invariance with its own test: Typos, Composition, Extra Words
 and Annotations, scoring "a hit if and only if the neighbor's group label matches the target".
 The suite here rebuilds the first three from a taxonomy, deterministically for a seed, and takes
-the fourth from curators. ``evaluate`` adds the retrieval metrics of Bonadiman et al. (P@N, MRR)
-so that a near miss (the target second) is told apart from a wild one.
+the fourth from curators: their held-out verdicts, the set called ``verdicts`` here.
+``evaluate`` adds the retrieval metrics of Bonadiman et al. (P@N, MRR) so that a near miss (the
+target second) is told apart from a wild one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from models_app.siamese.augment.extra_words import ExtraWords
 from models_app.siamese.augment.synonyms import GroupSynonyms, load_synonyms
 from models_app.siamese.augment.typos import add_typos_exact
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 if TYPE_CHECKING:  # the matchers need FAISS; the suite and its metrics do not
     from models_app.siamese.baselines import Matcher
@@ -27,7 +28,8 @@ Member = tuple[int, str]  # (group id, member text)
 Case = tuple[str, int]  # (query text, target group id)
 Suite = dict[str, list[Case]]
 
-SUITE_SETS = ("typos", "composition", "extra_words", "annotations")
+# The test sets in the paper's order, then the curators' verdicts held out of training.
+SUITE_SETS = ("typos", "composition", "extra_words", "verdicts")
 PRIMARY_METRIC = "mean_accuracy"
 # The paper's Typos test: "5% of their characters randomly substituted or deleted".
 TEST_TYPO_RATE = 0.05
@@ -42,8 +44,8 @@ def _unambiguous(members: Sequence[Member]) -> list[Member]:
     """Members whose normalized text is listed under one group only."""
     groups_of: dict[str, set[int]] = defaultdict(set)
     for group_id, text in members:
-        groups_of[normalize_text(text)].add(group_id)
-    return [m for m in members if len(groups_of[normalize_text(m[1])]) == 1]
+        groups_of[comparison_key(text)].add(group_id)
+    return [m for m in members if len(groups_of[comparison_key(m[1])]) == 1]
 
 
 def _typos(members: Sequence[Member], rng: random.Random, size: int) -> list[Case]:
@@ -71,7 +73,7 @@ def _composition(
     for group_id, text in members:
         groups[group_id].append(text)
     synonyms = GroupSynonyms.from_taxonomy(groups, load_synonyms())
-    known = {normalize_text(text) for _, text in members}
+    known = {comparison_key(text) for _, text in members}
     order = list(range(len(sources)))
     rng.shuffle(order)
     cases: list[Case] = []
@@ -82,7 +84,7 @@ def _composition(
         variant = synonyms.apply(text, group_id, rng)
         if variant is None:
             continue
-        key = normalize_text(variant)
+        key = comparison_key(variant)
         if key in known:
             continue
         known.add(key)
@@ -101,7 +103,7 @@ def build_test_suite(
     *,
     seed: int = 0,
     size: int = 1000,
-    annotations: Sequence[Case] = (),
+    verdicts: Sequence[Case] = (),
     unambiguous_only: bool = True,
 ) -> Suite:
     """The four test sets as ``(query, target group id)`` lists, the same for the same seed.
@@ -112,11 +114,11 @@ def build_test_suite(
     - ``extra_words``: member strings wrapped in job-ad noise from the *test* half of
       ``ExtraWords``, whose split is fixed by its own seed (0), not by ``seed``, so a model
       trained on ``ExtraWords("train")`` never sees this noise whatever suite seed is chosen;
-    - ``annotations``: the curator pairs given, as they are (empty if none).
+    - ``verdicts``: the curators' verdicts given (text, group), as they are (empty if none).
 
     The paper's Extra Words set holds real inputs that contain a taxonomy title as a strict
     substring; those are proprietary, so the generator stands in for them. Each generated set
-    has at most ``size`` cases; the annotations are not truncated.
+    has at most ``size`` cases; the verdicts are not truncated.
 
     The paper's taxonomy "partitions" its titles, so every title names one group. A real
     taxonomy may list one string under several groups (O*NET: 6,398 strings, 30% of members);
@@ -132,7 +134,7 @@ def build_test_suite(
         "typos": _typos(sources, _rng(seed, "typos"), size),
         "composition": _composition(members, sources, _rng(seed, "composition"), size),
         "extra_words": _extra_words(sources, _rng(seed, "extra_words"), size),
-        "annotations": [(text, int(group_id)) for text, group_id in annotations],
+        "verdicts": [(text, int(group_id)) for text, group_id in verdicts],
     }
 
 
@@ -216,7 +218,7 @@ def split_members(
     members = list(members)
     groups_of: dict[str, set[int]] = defaultdict(set)
     for group_id, text in members:
-        groups_of[normalize_text(text)].add(group_id)
+        groups_of[comparison_key(text)].add(group_id)
     strings_in_group: dict[int, int] = defaultdict(int)
     for groups in groups_of.values():
         for group_id in groups:
@@ -232,6 +234,6 @@ def split_members(
             held.add(key)
             for group_id in groups_of[key]:
                 strings_in_group[group_id] -= 1
-    train = [m for m in members if normalize_text(m[1]) not in held]
-    validation = [m for m in members if normalize_text(m[1]) in held]
+    train = [m for m in members if comparison_key(m[1]) not in held]
+    validation = [m for m in members if comparison_key(m[1]) in held]
     return train, validation

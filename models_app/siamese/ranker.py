@@ -31,7 +31,7 @@ import numpy as np
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.baselines import trigrams
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 RANKER_FILE = "ranker.json"
 _WORD = re.compile(r"\w+")
@@ -80,7 +80,7 @@ FEATURES: tuple[str, ...] = (
 
 
 def words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(normalize_text(text)))
+    return frozenset(_WORD.findall(comparison_key(text)))
 
 
 def dice(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
@@ -185,7 +185,7 @@ class LexicalCache:
         if found is None:
             if len(self._found) >= self.size:
                 self._found.clear()
-            key = normalize_text(text)
+            key = comparison_key(text)
             found = (
                 frozenset(_WORD.findall(key)),
                 frozenset(key[i : i + 3] for i in range(len(key) - 2)),

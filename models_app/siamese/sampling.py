@@ -19,7 +19,7 @@ from models_app.siamese.augment.typos import add_typos
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.evaluation import split_members
 from models_app.siamese.specs import PAIRWISE_LOSSES, TRIPLE_LOSSES, TrainConfig
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class BatchSampler:
             f for f in data.feedback if f.label and f.group_id in data.by_group
         ]
         # Normalized once: batch() looks each drawn text up among the rejections.
-        self.positive_keys = [normalize_text(f.text) for f in self.positive_feedback]
+        self.positive_keys = [comparison_key(f.text) for f in self.positive_feedback]
         self.negative_feedback = [f for f in data.feedback if not f.label]
         self.in_batch = config.loss not in PAIRWISE_LOSSES | TRIPLE_LOSSES
         # In-batch losses take their negatives from the other rows of the batch, so a false
@@ -128,7 +128,7 @@ class BatchSampler:
         members = {group: set(texts) for group, texts in data.by_group.items()}
         self.rejected: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for f in self.negative_feedback:
-            key = normalize_text(f.text)
+            key = comparison_key(f.text)
             known = f.member_text in members.get(f.group_id, ())
             if known and f.group_id not in placed.get(key, ()):
                 self.rejected[key].append((f.group_id, f.member_text))

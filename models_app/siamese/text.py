@@ -32,7 +32,7 @@ def clean_text(text: object, *, max_length: int) -> str:
     return cleaned
 
 
-def normalize_text(text: str) -> str:
+def comparison_key(text: str) -> str:
     """The key two texts are compared by when deciding they are the same string."""
     return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
@@ -40,7 +40,7 @@ def normalize_text(text: str) -> str:
 def char_ngram_strings(text: str, ngram_min: int, ngram_max: int) -> Iterator[str]:
     """Character n-grams of the normalized text, with a space marking both word edges, shortest
     first and in reading order, repeats included."""
-    padded = f" {normalize_text(text)} "
+    padded = f" {comparison_key(text)} "
     for n in range(ngram_min, ngram_max + 1):
         for i in range(len(padded) - n + 1):
             yield padded[i : i + n]

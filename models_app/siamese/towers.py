@@ -114,7 +114,7 @@ class TransformerEncoder(NeuralEncoder):
     def featurize(
         self, texts: Sequence[str], *, train: bool = False, rng: random.Random | None = None
     ) -> dict[str, torch.Tensor]:
-        # The tokenizer has seen raw text with its case and punctuation: no normalize_text here.
+        # The tokenizer has seen raw text with its case and punctuation: no comparison_key here.
         preprocess = getattr(self.model, "preprocess", None) or self.model.tokenize
         features = preprocess(list(texts))
         # Only tensors travel to the device; the library adds bookkeeping entries beside them.

@@ -20,7 +20,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from models_app.models import ModelVersion
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import build_live_model
 from tests.integration.conftest import ROOT, wait_for
 
@@ -122,7 +122,7 @@ def test_workers_answer_with_the_engine_the_master_preloaded(gunicorn, trainable
     first = ModelVersion.objects.get(taxonomy=trainable_taxonomy)
     assert f"preloaded jobs: {first.label}" in log.read_text()
     token = Token.objects.create(user=curator).key
-    expected = normalize_texts(trainable_taxonomy, [TEXT], k=5)[0]
+    expected = rank_taxonomy_groups(trainable_taxonomy, [TEXT], k=5)[0]
 
     status, body = post_normalize(port, token)
 

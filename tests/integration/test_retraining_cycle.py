@@ -12,7 +12,7 @@ from annotations.services.review.verdicts import judgement_create
 from models_app.models import ModelVersion
 from models_app.retraining import finetune_run_request, live_version
 from models_app.serving.engines import encoder_for
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.specs import parse_search_config
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
@@ -55,7 +55,7 @@ def test_corrections_are_learned_by_a_worker_and_generalise_to_an_unseen_input(
 ):
     taxonomy = trainable_taxonomy
     first = live_version(taxonomy)
-    (before,) = normalize_texts(taxonomy, [UNSEEN], k=3)
+    (before,) = rank_taxonomy_groups(taxonomy, [UNSEEN], k=3)
     assert before.groups[0].code != BARISTAS
     assert top_by_the_model_alone(first, UNSEEN) != BARISTAS
     (pending,) = inputs_submit(taxonomy=taxonomy, texts=["Espresso Maker"], source="api")
@@ -105,7 +105,7 @@ def test_corrections_are_learned_by_a_worker_and_generalise_to_an_unseen_input(
     assert pending.status == ReviewItem.Status.PENDING
 
     # The unseen input now lands with the baristas, by the model: by the new model alone, too.
-    (after,) = normalize_texts(taxonomy, [UNSEEN], k=3)
+    (after,) = rank_taxonomy_groups(taxonomy, [UNSEEN], k=3)
     assert (after.groups[0].code, after.source) == (BARISTAS, "model")
     assert after.model_version == run.model_version.label
     assert top_by_the_model_alone(run.model_version, UNSEEN) == BARISTAS

@@ -10,7 +10,7 @@ import torch
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.retraining import finetune_run_request, live_version, training_run_retry
 from models_app.services.runs import run_checkpoint_dir, training_run_request
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.train import CHECKPOINT
 from tests.integration.conftest import wait_for, wait_until_finished
 from worker.tasks import execute_training_run, reindex_stale_taxonomies
@@ -49,7 +49,7 @@ def test_a_killed_run_leaves_the_model_serving_and_its_retry_resumes_on_a_fresh_
     assert run.status == "running" and run.stage in ("train", "evaluate")
     assert Deployment.objects.get(taxonomy=taxonomy).index_build == live_build
     assert list(ModelVersion.objects.filter(taxonomy=taxonomy)) == [live]
-    (result,) = normalize_texts(taxonomy, ["icu nurse"], k=1)
+    (result,) = rank_taxonomy_groups(taxonomy, ["icu nurse"], k=1)
     assert (result.model_version, result.groups[0].code) == (live.label, "29-1141")
 
     # Beat's check: a run whose heartbeat went silent lost its worker.
@@ -106,7 +106,7 @@ def test_a_run_past_its_soft_time_limit_is_stopped_and_fails_while_the_model_ser
     assert run.error.startswith("SoftTimeLimitExceeded"), run.error
     assert run.stage != "done"
     assert live_version(taxonomy) == live
-    (result,) = normalize_texts(taxonomy, ["icu nurse"], k=1)
+    (result,) = rank_taxonomy_groups(taxonomy, ["icu nurse"], k=1)
     assert (result.model_version, result.groups[0].code) == (live.label, "29-1141")
     # The worker lives on and takes the next run.
     reindex = training_run_request(taxonomy=taxonomy, kind="reindex")

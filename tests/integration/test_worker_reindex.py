@@ -9,7 +9,7 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, IndexBuild, TrainingRun
 from models_app.serving.engines import artifact_path, encoder_for
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.index import MemberIndex
 from tests.integration.conftest import wait_for
 from worker.tasks import execute_training_run, reindex_stale_taxonomies
@@ -50,7 +50,7 @@ def test_the_scheduled_check_folds_a_verdicts_member_into_the_live_index(
     index = MemberIndex.load(artifact_path(live.artifact_path))
     query = encoder_for(live.model_version).encode(["Java Barista"])
     assert index.search(query, 1)[1][0][0] == curator_member.id
-    (result,) = normalize_texts(tiny_taxonomy, ["java barista"], k=3)
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["java barista"], k=3)
     assert (result.source, result.groups[0].code) == ("curator", "35-3023")
 
 

@@ -34,7 +34,7 @@ def test_a_failed_run_shows_its_error_and_a_retry_button_for_admins_only(
 
 
 HELD_OUT_CELLS = [
-    *["Held-out", "feedback", "(4)", "feedback", "0.500", "0.750", "+0.250"],
+    *["New", "verdicts", "held", "out", "(4)", "feedback", "0.500", "0.750", "+0.250"],
     *["[+0.230,", "+0.270]", "0", "/", "1", "1.0000", "✓"],
 ]
 

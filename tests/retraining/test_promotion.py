@@ -25,7 +25,7 @@ from models_app.retraining import finetune_run_request, training_run_retry
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import run_checkpoint_dir
 from models_app.serving.engines import live_engine
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
 from worker import tasks
 
@@ -157,7 +157,7 @@ def test_a_rollback_makes_an_earlier_version_live_with_a_fresh_index(taxonomy, a
     assert rollback.status == "succeeded"
     assert live_version(taxonomy) == first
     assert rollback.index_build.model_version == first
-    (result,) = normalize_texts(taxonomy, ["icu nurse"], k=1)
+    (result,) = rank_taxonomy_groups(taxonomy, ["icu nurse"], k=1)
     assert result.model_version == first.label
     assert AuditEvent.objects.filter(action="model_version.rollback").count() == 1
     with pytest.raises(RunStateError, match="already live"):

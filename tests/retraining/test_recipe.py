@@ -18,7 +18,7 @@ from models_app.services.builds import model_version_fit
 from models_app.services.training_data import feedback_is_held_out
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 from tests.retraining.conftest import (
     CORRECTIONS,
     HELD_OUT_TEXT,
@@ -37,7 +37,7 @@ def fit_phases(monkeypatch) -> list[dict]:
 
     def recording_fit(**kwargs):
         phase = {
-            "feedback": [normalize_text(f.text) for f in kwargs["feedback"]],
+            "feedback": [comparison_key(f.text) for f in kwargs["feedback"]],
             "left_out": kwargs.get("left_out_members", frozenset()),
             "parent": kwargs.get("parent"),
             "anchor": kwargs.get("anchor"),
@@ -61,11 +61,11 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
     run = finetune(taxonomy, training={"max_steps": 200})
 
-    key = normalize_text(HELD_OUT_TEXT)
+    key = comparison_key(HELD_OUT_TEXT)
     learn, catch_up = fit_phases
     # Phase 1 sees neither the held-out verdict's pairs nor its curator member ...
     assert key not in learn["feedback"] and key in learn["left_out"]
-    assert {normalize_text(text) for text in CORRECTIONS} <= set(learn["feedback"])
+    assert {comparison_key(text) for text in CORRECTIONS} <= set(learn["feedback"])
     # ... the gate measures it on that model, then the catch-up phase learns it.
     (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
     assert row["n"] == 1 and row["suite"] == "feedback"
@@ -112,9 +112,9 @@ def test_the_first_phase_draws_new_verdicts_as_often_as_all_earlier_ones(
     pairs = FeedbackPair.objects.filter(taxonomy=taxonomy)
     # Every earlier verdict's pairs once each ...
     for text in CORRECTIONS:
-        assert learn.count(normalize_text(text)) == pairs.filter(text_a=text).count()
+        assert learn.count(comparison_key(text)) == pairs.filter(text_a=text).count()
     # ... and the one new verdict's repeated as many times as there are earlier judged texts.
-    assert learn.count(normalize_text(new_text)) == 4 * pairs.filter(text_a=new_text).count()
+    assert learn.count(comparison_key(new_text)) == 4 * pairs.filter(text_a=new_text).count()
     assert len(learn) == pairs.count() + 3 * pairs.filter(text_a=new_text).count()
 
 

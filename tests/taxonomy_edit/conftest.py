@@ -19,7 +19,7 @@ from annotations.models import (
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import TrainingRun
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 
 DEVS, NURSES, BARISTAS, DRIVERS, ACCOUNTANTS = (
     "15-1252",
@@ -54,7 +54,7 @@ def reindex_queued() -> bool:
 
 def served(text: str) -> tuple[str, str]:
     """The top group's code and member string for ``text``, as normalize serves it now."""
-    (result,) = normalize_texts(Taxonomy.objects.get(slug="jobs"), [text], k=1)
+    (result,) = rank_taxonomy_groups(Taxonomy.objects.get(slug="jobs"), [text], k=1)
     return result.groups[0].code, result.groups[0].member
 
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.selectors import taxonomy_get
 from models_app.serving.engines import NoLiveModel
-from models_app.serving.normalize import normalize_texts
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
             raise CommandError(f"{len(errors)} bad line(s); nothing was normalized")
         try:
             for start in range(0, len(texts), _BATCH):
-                for result in normalize_texts(taxonomy, texts[start : start + _BATCH], k=k):
+                for result in rank_taxonomy_groups(taxonomy, texts[start : start + _BATCH], k=k):
                     self.stdout.write(json.dumps(result.as_dict(), ensure_ascii=False))
         except (NoLiveModel, ArtifactError) as exc:
             raise CommandError(str(exc)) from None

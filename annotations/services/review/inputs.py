@@ -18,8 +18,8 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from models_app.serving.normalize import Normalization, normalize_texts
-from models_app.siamese.text import normalize_text
+from models_app.serving.normalize import Normalization, rank_taxonomy_groups
+from models_app.siamese.text import comparison_key
 
 
 def _priority(normalization: Normalization, occurrences: int, *, disagreement: bool) -> float:
@@ -59,11 +59,11 @@ def inputs_submit(
     """
     unique: dict[str, str] = {}
     for text in texts:
-        unique.setdefault(normalize_text(text), text)
+        unique.setdefault(comparison_key(text), text)
     if not unique:
         return []
     normalizations = dict(
-        zip(unique, normalize_texts(taxonomy, list(unique.values()), k=k), strict=True)
+        zip(unique, rank_taxonomy_groups(taxonomy, list(unique.values()), k=k), strict=True)
     )
 
     known = {

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from annotations.models import FeedbackPair, Group, Member
 from annotations.services.audit import audit_record
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError, clean, locked_group
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 
 @transaction.atomic
@@ -22,7 +22,7 @@ def member_add(*, group: Group, text: str, user) -> Member:
     is refused.
     """
     text = clean(text, "text", settings.SIAMWEB_MAX_TEXT_LENGTH)
-    normalized = normalize_text(text)
+    normalized = comparison_key(text)
     group = locked_group(group, "group")
     if Member.objects.filter(group=group, normalized_text=normalized).exists():
         raise TaxonomyEditError("text", _already_in(text, group))
@@ -96,7 +96,7 @@ def member_move(*, member: Member, group: Group, user) -> Member:
         taxonomy=taxonomy, text_a=member.text, label=True, group=old_group
     ).update(group=group, text_b=group.name, judgement=None)
     added: list[FeedbackPair] = []
-    if not rewritten and normalize_text(group.name) != member.normalized_text:
+    if not rewritten and comparison_key(group.name) != member.normalized_text:
         added.append(
             FeedbackPair(
                 taxonomy=taxonomy,
@@ -168,7 +168,7 @@ def _already_in(text: str, group: Group) -> str:
 
 def _evidence_of(group: Group, normalized_text: str) -> str | None:
     """A string standing for ``group`` other than the text itself: its name, else a member."""
-    if normalize_text(group.name) != normalized_text:
+    if comparison_key(group.name) != normalized_text:
         return group.name
     return (
         Member.objects.filter(group=group)

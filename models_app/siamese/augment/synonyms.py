@@ -12,7 +12,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 MANUAL_SYNONYMS_PATH = Path(__file__).parent.parent / "resources" / "synonyms.txt"
 
@@ -43,8 +43,8 @@ def load_synonym_groups(path: Path | str = MANUAL_SYNONYMS_PATH) -> list[list[st
         seen: set[str] = set()
         for part in line.split("|"):
             phrase = " ".join(part.split())
-            if phrase and normalize_text(phrase) not in seen:
-                seen.add(normalize_text(phrase))
+            if phrase and comparison_key(phrase) not in seen:
+                seen.add(comparison_key(phrase))
                 phrases.append(phrase)
         if len(phrases) < 2:
             raise ValueError(f"{path}:{number}: a synonym line needs at least two phrases")
@@ -58,7 +58,7 @@ def load_synonyms(path: Path | str = MANUAL_SYNONYMS_PATH) -> list[SynonymPair]:
     seen: set[frozenset[str]] = set()
     for group in load_synonym_groups(path):
         for a, b in itertools.combinations(group, 2):
-            key = frozenset((normalize_text(a), normalize_text(b)))
+            key = frozenset((comparison_key(a), comparison_key(b)))
             if key not in seen:
                 seen.add(key)
                 pairs.append((a, b))
@@ -170,7 +170,7 @@ def induce_synonyms_by_group(
         raise ValueError("max_part_words and min_support must be at least 1")
     # Each group's distinct normalized titles, normalized once for both uses below.
     distinct = {
-        key: tuple(t for t in dict.fromkeys(normalize_text(t) for t in titles) if t)
+        key: tuple(t for t in dict.fromkeys(comparison_key(t) for t in titles) if t)
         for key, titles in groups.items()
     }
     whole_titles = {title for titles in distinct.values() for title in titles}
@@ -245,7 +245,7 @@ class SynonymReplacer:
     def __init__(self, synonyms: Iterable[SynonymPair]) -> None:
         alternatives: dict[str, dict[str, str]] = defaultdict(dict)
         for a, b in synonyms:
-            ka, kb = normalize_text(a), normalize_text(b)
+            ka, kb = comparison_key(a), comparison_key(b)
             if ka and kb and ka != kb:
                 alternatives[ka].setdefault(kb, b)
                 alternatives[kb].setdefault(ka, a)
@@ -269,12 +269,12 @@ class SynonymReplacer:
         matches = [
             m
             for m in self._pattern.finditer(text)
-            if normalize_text(m.group()) in self._alternatives
+            if comparison_key(m.group()) in self._alternatives
         ]
         if not matches:
             return None
         match = rng.choice(matches)
-        replacement = rng.choice(self._alternatives[normalize_text(match.group())])
+        replacement = rng.choice(self._alternatives[comparison_key(match.group())])
         new = _transfer_case(match.group(), replacement)
         return text[: match.start()] + new + text[match.end() :]
 

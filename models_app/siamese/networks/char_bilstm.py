@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import NeuralEncoder, require
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ _CHAR_VOCABULARY = 258  # 0 padding, 1..256 code points below 256, 257 any other
 
 
 def char_ids(text: str, max_length: int) -> list[int]:
-    return [min(ord(ch), 256) + 1 for ch in normalize_text(text)[:max_length]] or [
+    return [min(ord(ch), 256) + 1 for ch in comparison_key(text)[:max_length]] or [
         _CHAR_VOCABULARY - 1
     ]
 

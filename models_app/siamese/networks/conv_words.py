@@ -11,7 +11,7 @@ from torch import nn
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import WORD, NeuralEncoder, require, stable_hash
-from models_app.siamese.text import normalize_text
+from models_app.siamese.text import comparison_key
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ConvWordsEncoder(NeuralEncoder):
 
     @classmethod
     def create(cls, texts, config):
-        counts = Counter(word for text in texts for word in WORD.findall(normalize_text(text)))
+        counts = Counter(word for text in texts for word in WORD.findall(comparison_key(text)))
         return cls(config, sorted(w for w, n in counts.items() if n >= config.min_count))
 
     @classmethod
@@ -80,7 +80,7 @@ class ConvWordsEncoder(NeuralEncoder):
 
     def featurize(self, texts, *, train=False, rng=None):
         rows = [
-            [self._word(w) for w in WORD.findall(normalize_text(t))][: self.config.max_words] or [0]
+            [self._word(w) for w in WORD.findall(comparison_key(t))][: self.config.max_words] or [0]
             for t in texts
         ]
         width = max(max(len(row) for row in rows), self.config.width)

@@ -13,7 +13,7 @@ from torch import nn
 
 from models_app.siamese.configs import check_field_types
 from models_app.siamese.networks.base import WORD, NeuralEncoder, require, stable_hash
-from models_app.siamese.text import char_ngram_strings, normalize_text
+from models_app.siamese.text import char_ngram_strings, comparison_key
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class NgramBagConfig:
 def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
     """The bucket of each distinct character n-gram of ``text`` (in order of first
     occurrence), then of each word, or ``[0]`` for a text with neither; read-only int32."""
-    key = normalize_text(text)
+    key = comparison_key(text)
     # dict.fromkeys: the distinct n-grams, as ``char_ngrams`` lists them, without counting them
     tokens = list(dict.fromkeys(char_ngram_strings(key, config.ngram_min, config.ngram_max)))
     if config.words:
