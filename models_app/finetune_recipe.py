@@ -20,15 +20,14 @@ from models_app.siamese.text import comparison_key
 # own pairs, so the corrections are learned without forgetting what the parent knew.
 FINETUNE_REPLAY_SHARE = 0.5
 # Curator inputs go through the augmentations member strings do (typos, a synonym, job-ad
-# words): learnt only as typed, 500 verdicts cost the frozen Extra Words test 1.3-1.7 points
-# and the gate rejected the candidate; augmented, +0.7 (bench/finetune_drift.py).
+# words): learnt only as typed, their noise costs the frozen Extra Words test enough for the
+# gate to reject the candidate (docs/decisions/finetune-recipe.md).
 FINETUNE_FEEDBACK_AUGMENT_SHARE = 1.0
-# A fine-tune's weights keep this share of the live version's (TrainConfig.keep_parent_share).
-# Each promotion's loss on the frozen suite counts against the gate's drift budget. One-phase
-# fine-tunes, two seeds: Typos 0.0/0.0 and Extra Words +0.7/+0.5 points blended, against
-# -0.4/-0.1 and +0.2/0.0 unblended; 0.922/0.938 of the corrections against 0.946/0.960
-# (bench/finetune_drift.py --blends; the product's two phases in bench/corrigibility_onet.py,
-# docs/benchmarks.md). A manual fine-tune from a version inherits its spec, this share too.
+# A fine-tune's weights keep this share of the live version's (TrainConfig.keep_parent_share):
+# each promotion's loss on the frozen suite counts against the gate's drift budget, and the
+# blend keeps the frozen tests level for a few corrections less
+# (docs/decisions/finetune-recipe.md). A manual fine-tune from a version inherits its spec,
+# this share too.
 FINETUNE_KEEP_PARENT_SHARE = 0.25
 # A curator's input is pulled until it is nearer its group's string than the in-batch negatives
 # (its false match among them when the batch carries it) by about this much cosine
@@ -43,10 +42,8 @@ FINETUNE_FRESH_MAX_REPEATS = 8
 # A fine-tune on more new verdicts than settings.SIAMWEB_FINETUNE_BUDGET_VERDICTS trains
 # proportionally longer, up to this factor. On a fixed budget each new verdict is drawn less
 # often the more there are: after a rejected round the next run learns two rounds' verdicts, and
-# on a 2-core AMD EPYC VM (1,297 steps) got 0.934 of a round's corrections right by itself where
-# 1,858 steps on a faster VM got 0.972; on the grown budget 0.956 (docs/benchmarks.md, "A
-# backlog of new verdicts"). The cap bounds how long a backlog keeps the training worker busy:
-# such a run takes about 320 s from the last verdict there, a round of 500 about 230 s.
+# a fixed budget learnt fewer of them (docs/decisions/finetune-recipe.md). The cap bounds how
+# long a backlog keeps the training worker busy.
 FINETUNE_BUDGET_GROWTH_CAP = 1.5
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).

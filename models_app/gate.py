@@ -71,10 +71,12 @@ def gate_reference(version: ModelVersion) -> ModelVersion:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FinalVerdict:
+    """Where curators put a judged text in the end."""
+
     text: str
     group_id: int | None  # None: "none of these"
-    verdict: str
+    kind: str  # Judgement.Verdict: confirm, reassign or none
 
 
 class Comparison:
@@ -85,7 +87,7 @@ class Comparison:
     def __init__(self, taxonomy, texts, labels, verdicts) -> None:
         self.taxonomy = taxonomy
         self.texts, self.labels = texts, labels
-        self.verdicts: dict[str, Verdict] = verdicts
+        self.verdicts: dict[str, FinalVerdict] = verdicts
         self.matchers: dict[str, HybridMatcher] = {}
         self.member_ids: list[int] = []  # of ``texts``, where known
 
@@ -258,7 +260,7 @@ class Comparison:
                 kind = "changed" if before != after else None
             if kind is None:
                 continue
-            confirmed = kind == "broken" and verdict.verdict == Judgement.Verdict.CONFIRM
+            confirmed = kind == "broken" and verdict.kind == Judgement.Verdict.CONFIRM
             report["counts"][kind] += 1
             report["counts"]["confirmed_now_wrong"] += confirmed
             if len(report[kind]) < FLIP_ROWS_KEPT:
@@ -268,7 +270,7 @@ class Comparison:
                         "before": _group_ref(groups.get(before)),
                         "after": _group_ref(groups.get(after)),
                         "curator": _group_ref(groups.get(verdict.group_id)) if verdict else None,
-                        "verdict": verdict.verdict if verdict else None,
+                        "verdict": verdict.kind if verdict else None,
                         "confirmed": confirmed,
                     }
                 )
@@ -287,9 +289,9 @@ class Comparison:
         return [bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)]
 
 
-def _final_verdicts(taxonomy: Taxonomy) -> dict[str, Verdict]:
+def _final_verdicts(taxonomy: Taxonomy) -> dict[str, FinalVerdict]:
     """Per judged text, where curators put it: the latest live final verdict wins."""
-    found: dict[str, Verdict] = {}
+    found: dict[str, FinalVerdict] = {}
     rows = (
         Judgement.objects.live()
         .filter(review_item__taxonomy=taxonomy, verdict__in=Judgement.FINAL_VERDICTS)
@@ -299,7 +301,7 @@ def _final_verdicts(taxonomy: Taxonomy) -> dict[str, Verdict]:
         )
     )
     for text, key, verdict, group_id in rows:
-        found[key] = Verdict(text=text, group_id=group_id, verdict=verdict)
+        found[key] = FinalVerdict(text=text, group_id=group_id, kind=verdict)
     return found
 
 

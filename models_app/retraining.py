@@ -153,9 +153,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     1. *Learn*: every verdict but the held-out fifth of the new ones (those since the live
        version's feedback), with replay; their curator members are left out too. The new
        verdicts are drawn as often as all earlier ones together: the live version learnt the
-       earlier ones, and a fixed budget spread evenly over a growing pile of verdicts learnt
-       each round's corrections less well (0.93 of round 1's right by the model alone, 0.83
-       of round 4's; docs/benchmarks.md).
+       earlier ones, and a fixed budget spread evenly over a growing pile of verdicts learns
+       each round's corrections less well (docs/decisions/finetune-recipe.md).
     2. The held-out verdicts are answered by the phase-1 model and by the live one: the gate's
        test of verdicts neither has seen.
     3. *Catch up* (``FINETUNE_CATCH_UP_SHARE`` of the budget): every verdict, the held-out

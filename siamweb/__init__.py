@@ -4,8 +4,8 @@ import os
 
 # Before torch or FAISS load their OpenMP runtime: its threads otherwise spin for a while after
 # each parallel region, and a web request that encodes (torch) and then searches (BLAS) makes
-# the two fight for the same cores; one text's normalize took 16 ms instead of 9.5 ms on 2
-# cores (docs/benchmarks.md, "Speed"). An OMP_WAIT_POLICY in the environment still wins.
+# the two fight for the same cores (docs/decisions/performance-choices.md). An OMP_WAIT_POLICY
+# in the environment still wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from siamweb.celery import app as celery_app

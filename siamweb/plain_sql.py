@@ -50,7 +50,7 @@ class ModelColumns:
 
 def prepared_rows(sql: str, params: Sequence) -> list[tuple]:
     """The rows of a query that a request runs each time and whose planning costs more than
-    running it (normalize's rows: 0.5 ms planned against 0.2 ms run, on 2 cores). On PostgreSQL
+    running it (normalize's rows: docs/decisions/performance-choices.md). On PostgreSQL
     it is prepared on its first run in a connection (unless SIAMWEB_DB_PREPARED_STATEMENTS is
     off) and planned again only by the server's own choice; elsewhere it runs as any query.
     Logged and counted as Django's queries are."""

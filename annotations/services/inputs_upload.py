@@ -25,9 +25,9 @@ from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, comparison_key
 
-# Upload limits: a file is read into memory and stored in one transaction, within one request.
-# inputs_submit stores a text in about seven queries, some 6-12 ms a row on a small machine, so
-# 2,000 rows take 10-25 s. Settings SIAMWEB_UPLOAD_MAX_BYTES / _ROWS override these.
+# Upload limits: a file is read into memory and stored in one transaction, within one request,
+# so its rows are capped to what a request can store before a proxy gives up on it
+# (docs/decisions/performance-choices.md). Settings SIAMWEB_UPLOAD_MAX_BYTES / _ROWS override.
 # inputs_submit predicts a chunk in one call to the engine; this bounds its memory.
 UPLOAD_CHUNK_SIZE = 500
 # The page lists this many rejected rows; the count says how many there were in all.

@@ -12,8 +12,8 @@ from models_app.siamese.artifacts import ArtifactError, read_manifest, write_man
 
 INDEX_ARTIFACT = "member-index"
 _INDEX_FILE = "members.faiss"
-# Exact search answers a query over 200,000 128-d members in a few milliseconds on 2 cores;
-# beyond that an inverted-file index trades a little recall for speed (bench/index_recall.py).
+# Up to this many members exact search is fast enough for a request; beyond it an inverted-file
+# index trades a little recall for speed (docs/benchmarks.md, "Index: exact against IVF").
 EXACT_LIMIT = 200_000
 
 

@@ -17,10 +17,10 @@ class RowSparseAdam(torch.optim.SparseAdam):
     """SparseAdam's update, computed on the rows a step's gradient touches as dense tensors.
 
     torch's SparseAdam coalesces the gradient, then reads and writes the moment estimates
-    through sparse tensors (two ``sparse_mask`` and three sparse additions). On the n-gram
-    table's gradient of a 512-pair batch (about 84,000 rows, 21,000 of them distinct) that was
-    44 ms of a step of about 100; summing the rows with ``index_add_`` and updating the gathered
-    rows is 18 ms (docs/benchmarks.md, "Fine-tune throughput"). With a float learning rate the
+    through sparse tensors (two ``sparse_mask`` and three sparse additions), which on the
+    n-gram table's gradient was close to half of a training step; summing the rows with
+    ``index_add_`` and updating the gathered rows costs a fraction of that
+    (docs/decisions/performance-choices.md). With a float learning rate the
     arithmetic is SparseAdam's, operation for operation; only the order in which a row's
     duplicate gradients are summed may differ. Same state (``step`` an int, ``exp_avg``,
     ``exp_avg_sq``), so either's state dict loads into the other: a checkpoint written before

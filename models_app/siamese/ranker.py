@@ -791,8 +791,7 @@ def _fit_calibration(
 HISTORY_FILE = "history.npz"
 # The prior's weight of a group's description beside its best member: it breaks the ties of
 # titles listed under several groups and moves real titles toward the occupation they describe,
-# with the pretrained tower and with the shipped n-gram model alike (docs/benchmarks.md, "The
-# ranker").
+# with the pretrained tower and with the shipped n-gram model alike (docs/decisions/ranker.md).
 PRIOR_DESCRIPTION_WEIGHT = 0.3
 
 

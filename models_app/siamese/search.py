@@ -30,8 +30,7 @@ class SearchConfig:
     # member: the embedding proposes, string overlap breaks near ties. With 2 (cosines differ
     # by at most 2) it lifts every member and the query's best trigram match takes the full
     # bonus however far the embedding puts it, which overrode what a fine-tune learnt from
-    # curators' corrections: a corrected input usually shares words with the wrong group
-    # (bench/corrigibility_onet.py, docs/benchmarks.md).
+    # curators' corrections: a corrected input usually shares words with the wrong group.
     lexical_window: float = 0.03
 
     def __post_init__(self) -> None:
@@ -64,9 +63,8 @@ def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     occupation) is a member of each, so those members score exactly alike, and the first of
     them decides the group (``rank_groups``). Without the member id that was whichever the
     index or the list of members added since its build yielded first, which changes with every
-    rebuild: the same model answered 22 of 500 realistic inputs with another group after a
-    reindex than on arrival; 1 with this order (the "Ties" section of docs/benchmarks.md at
-    commit 052a0ce).
+    rebuild: the same model would answer an input with another group after a reindex than on
+    arrival (docs/decisions/performance-choices.md).
     """
     member_id, score = hit
     # Rounded: an indexed member and one added since the build are scored through different
@@ -236,8 +234,7 @@ class MemberSearch:
         if wide.any():
             again = np.flatnonzero(wide)
             # A near set gathers 2 x reach x D float64 values a query, every member's cosines
-            # N: past N / D the full pass is the cheaper one (a crowded window went 6.9 GB and
-            # 20 s for 64 queries on 60,000 members, against 2.7 GB and 2.5 s in full).
+            # N: past N / D the full pass is the cheaper one, in memory and in time.
             deeper = reach * _NEAR_WIDENING
             if deeper > size / vectors.shape[1]:
                 deeper = size
@@ -335,7 +332,7 @@ class MemberSearch:
             # Only members within the window of the embedding's best can be lifted, and those
             # are among the index's proposals unless more than ``depth * 4`` members crowd the
             # window: trigrams are counted for the proposals alone, not for every member (a
-            # pass that grows with the taxonomy; bench/hybrid_ivf.py, 1M members).
+            # pass that would grow with the taxonomy).
             candidates = np.unique(proposed).astype(np.int64)
             lexical = self.trigrams.pair_scores(
                 [query], np.zeros(len(candidates), np.int64), candidates

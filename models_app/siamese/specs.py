@@ -50,13 +50,12 @@ class TrainConfig:
     # Fine-tuning: the chance that a curator's input drawn as an anchor goes through the same
     # augmentations as a member string. Learnt only as typed, an input's own noise becomes
     # evidence for its group and the Extra Words test drifts; augmented, a few fewer
-    # corrections are learnt (docs/benchmarks.md, Corrigibility).
+    # corrections are learnt (docs/decisions/finetune-recipe.md).
     feedback_augment_share: float = 0.0
     # Fine-tuning: the share of the parent's (or the anchor's, see train_encoder) weights mixed
-    # back into the result, weight by weight (weight-space interpolation, as in WiSE-FT). What
-    # a fine-tune loses on the frozen suite shrinks faster than what it learnt: at 0.25, Typos
-    # -0.4/-0.1 became 0.0-+0.1 and Extra Words rose, for 1.2-2.4 points of the corrections
-    # (bench/finetune_drift.py --blends). No effect without a parent.
+    # back into the result, weight by weight (weight-space interpolation, as in WiSE-FT): what
+    # a fine-tune loses on the frozen suite shrinks faster than what it learnt
+    # (docs/decisions/finetune-recipe.md). No effect without a parent.
     keep_parent_share: float = 0.0
     # Fine-tuning: the loss keeps pulling a curator's input toward its group's string until it
     # is about this much cosine nearer than the in-batch negatives (its false match among them
@@ -156,8 +155,8 @@ class DistillConfig:
 DEFAULT_SPEC: dict[str, Any] = {"encoder": {"kind": "char_ngram_tfidf"}, "training": {}}
 # Encoder kinds that know language before any training, so that 0 training steps serve.
 PRETRAINED_KINDS = {"transformer"}
-# Real vacancy titles (JobBERT dev-unseen, docs/benchmarks.md "Real inputs") score lower with
-# the trigram term than by the tower alone, so the tower's specs turn it off.
+# Real vacancy titles score lower with the trigram term than by the tower alone, so the tower's
+# specs turn it off (docs/decisions/no-trigram-for-towers.md).
 _TOWER_SEARCH = {"lexical_weight": 0.0}
 # The pretrained tower as it comes: what a new taxonomy serves while its first training runs.
 PRETRAINED_SPEC: dict[str, Any] = {
@@ -166,10 +165,9 @@ PRETRAINED_SPEC: dict[str, Any] = {
     "search": _TOWER_SEARCH,
 }
 # The tower trained on the taxonomy: in-batch softmax at temperature 0.05 (scale 20), Adam at
-# 3e-5, a third of the anchors augmented. On an H200 it reaches its best JobBERT score within
-# 1,500 steps (bench/results/tower_training_gpu.json); 2 CPU cores take about 3 s a step, so
-# the 40 minutes (inside the task's hour with the encoding of every member, and leaving the
-# student's 15 within the hour a new taxonomy's training may take) reach about 800.
+# 3e-5, a third of the anchors augmented. The step count is where a GPU reaches its best score
+# on real titles; the 40 minutes keep a CPU-only training inside the task's hour with the
+# encoding of every member and the student's 15 (docs/decisions/tower-and-student.md).
 TOWER_SPEC: dict[str, Any] = {
     "encoder": {"kind": "transformer"},
     "training": {
@@ -188,8 +186,8 @@ TOWER_SPEC: dict[str, Any] = {
     "search": _TOWER_SEARCH,
 }
 # The fast student distilled from the taxonomy's live tower (models_app/siamese/distill.py):
-# on JobBERT dev-unseen it scores within a point of its teacher at about 100 times the encoding
-# speed (docs/benchmarks.md, "A fast student"). It takes the tower's 384 dimensions.
+# on real titles it scores about as its teacher does and encodes far faster
+# (docs/decisions/tower-and-student.md). It takes the tower's 384 dimensions.
 STUDENT_SPEC: dict[str, Any] = {
     "encoder": {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 256, "output_dim": 384},
     "distill": {"teacher": "live", "max_minutes": 15.0},

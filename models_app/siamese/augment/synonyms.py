@@ -80,8 +80,8 @@ def _complement(words: list[str], shared: set[str]) -> tuple[int, int] | None:
 
 # Groups whose candidates are kept, keyed by their titles and the options: every training run
 # induces synonyms over the whole taxonomy again, and between two runs (or a fine-tune's two
-# phases) only the groups a curator added to change. Inducing them was 5-10 s of each run's
-# set-up (bench/finetune_speed.py). A few kilobytes a group.
+# phases) only the groups a curator added to change, so the rest need not be induced again.
+# A few kilobytes a group.
 GROUPS_CACHED = 2**14
 
 

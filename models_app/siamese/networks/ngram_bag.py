@@ -63,8 +63,8 @@ def ngram_bag_ids(text: str, config: NgramBagConfig) -> np.ndarray:
 
 # While training, the ids of the texts featurized last are kept (keyed by text and config;
 # least recently used dropped first): every step draws its positives among the member strings
-# again, and hashing n-grams in Python was a third of a fine-tune's time (docs/benchmarks.md,
-# "Fine-tune throughput"). About 600 B a text, some 80 MB full; freed when training ends
+# again, and hashing n-grams in Python is a large share of a fine-tune's time
+# (docs/decisions/performance-choices.md). Bounded by the count below; freed when training ends
 # (``after_training``). Inference does not keep them: a web process would fill the cache with
 # queries it sees once.
 NGRAM_IDS_KEPT_WHILE_TRAINING = 2**17
