@@ -84,6 +84,22 @@ def finetune_run_request(
     return run
 
 
+def finetune_now_request(*, taxonomy: Taxonomy, requested_by) -> TrainingRun | None:
+    """An admin's "Fine-tune now": refused while no verdict is new to the live version, when
+    the run would relearn what the live version knows and the gate would turn it down."""
+    live = live_version(taxonomy)
+    if live is None:
+        raise NoLiveModel(taxonomy)
+    if not new_verdict_count(taxonomy, after=live.feedback_until):
+        raise RunStateError(
+            f"{taxonomy.slug}: no verdict is new since {live.label} was trained, so a fine-tune "
+            "would have nothing to learn; judge some inputs first"
+        )
+    return finetune_run_request(
+        taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, requested_by=requested_by
+    )
+
+
 def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
     """Queue a failed run again; a fine-tune resumes from the failed run's checkpoints."""
     if run.status != TrainingRun.Status.FAILED:

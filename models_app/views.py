@@ -23,7 +23,7 @@ from annotations.models import Taxonomy
 from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
-from models_app.retraining import finetune_run_request, training_run_retry
+from models_app.retraining import finetune_now_request, training_run_retry
 from models_app.selectors.charts import run_training_chart, taxonomy_history_chart
 from models_app.selectors.reports import flip_report_of, gate_report_of, suite_primary, suite_rows
 from models_app.selectors.runs import (
@@ -130,9 +130,7 @@ def models_finetune(request: HttpRequest, slug: str) -> HttpResponse:
     """Fine-tune the live model on the feedback so far, now (the schedule would do it later)."""
     taxonomy = _taxonomy_by_slug(slug)
     try:
-        run = finetune_run_request(
-            taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, requested_by=request.user
-        )
+        run = finetune_now_request(taxonomy=taxonomy, requested_by=request.user)
     except (NoLiveModel, RunStateError) as exc:
         return _overview(request, taxonomy, status=CONFLICT, error=str(exc))
     if run is None:

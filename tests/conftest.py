@@ -84,3 +84,15 @@ def api_client(curator) -> APIClient:
 @pytest.fixture
 def user_model():
     return get_user_model()
+
+
+def one_verdict(taxonomy: Taxonomy, user, text: str = "Midwife", code: str = "29-1141") -> None:
+    """A curator puts ``text`` in group ``code``: one verdict new to the live model."""
+    from annotations.models import Group
+    from annotations.services.review.inputs import inputs_submit
+    from annotations.services.review.verdicts import judgement_create
+
+    (item,) = inputs_submit(taxonomy=taxonomy, texts=[text], source="api")
+    gold = Group.objects.get(taxonomy=taxonomy, code=code)
+    verdict = "confirm" if item.top_group_id == gold.id else "reassign"
+    judgement_create(review_item=item, user=user, verdict=verdict, group=gold)

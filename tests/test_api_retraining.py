@@ -12,7 +12,7 @@ from annotations.models import AuditEvent, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import training_run_request
-from tests.conftest import TINY_MODEL
+from tests.conftest import TINY_MODEL, one_verdict
 from tests.models_pages.conftest import FLIP_REPORT, GATE_REPORT, make_run
 
 API = "/api/v1"
@@ -100,7 +100,8 @@ def failed_run(tiny_taxonomy) -> TrainingRun:
 # --- fine-tune through training-runs ----------------------------------------------------------
 
 
-def test_an_admin_queues_a_fine_tune_of_the_live_version(admin_client, first_version):
+def test_an_admin_queues_a_fine_tune_of_the_live_version(admin_client, curator, first_version):
+    one_verdict(first_version.taxonomy, curator)
     response = admin_client.post(
         f"{API}/training-runs", {"taxonomy": "jobs", "kind": "finetune"}, format="json"
     )
@@ -116,7 +117,8 @@ def test_an_admin_queues_a_fine_tune_of_the_live_version(admin_client, first_ver
     assert (run.kind, run.status, run.parent_version) == ("finetune", "queued", first_version)
 
 
-def test_a_fine_tune_while_a_run_is_active_is_a_409(admin_client, tiny_taxonomy):
+def test_a_fine_tune_while_a_run_is_active_is_a_409(admin_client, curator, tiny_taxonomy):
+    one_verdict(tiny_taxonomy, curator)
     make_run(tiny_taxonomy, status=TrainingRun.Status.QUEUED)
     before = snapshot()
     response = admin_client.post(
@@ -136,6 +138,17 @@ def test_a_fine_tune_without_a_live_model_is_a_409_naming_the_taxonomy(admin_cli
     (message,) = response.json()["taxonomy"]
     assert message.startswith("taxonomy 'skills' has no live model yet")
     assert not TrainingRun.objects.exists()
+
+
+def test_a_fine_tune_with_no_new_verdict_is_a_409_saying_so(admin_client, tiny_taxonomy):
+    before = snapshot()
+    response = admin_client.post(
+        f"{API}/training-runs", {"taxonomy": "jobs", "kind": "finetune"}, format="json"
+    )
+    assert response.status_code == 409
+    (message,) = response.json()["taxonomy"]
+    assert message.startswith("jobs: no verdict is new since jobs/v1 was trained")
+    assert snapshot() == before
 
 
 def test_a_rollback_is_not_requested_through_training_runs(admin_client, first_version):

@@ -281,3 +281,22 @@ def test_control_characters_in_a_string_reject_the_file_naming_the_row(tmp_path)
         "f.csv:2: text contains control characters"
     ]
     assert not Taxonomy.objects.exists()
+
+
+def test_the_command_queues_what_makes_a_new_taxonomy_serve_as_the_page_does(capsys):
+    """A new taxonomy imported from the command line serves with the pretrained tower once a
+    worker has encoded it, its training following; it used to serve nothing until `train`."""
+    from models_app.models import TrainingRun
+    from models_app.siamese.specs import PRETRAINED_SPEC
+
+    call_command("import_taxonomy", "jobs", str(TINY_CSV), "--format", "csv")
+    run = TrainingRun.objects.get(taxonomy__slug="jobs")
+    assert (run.kind, run.status, run.trigger, run.config) == (
+        "build",
+        "queued",
+        "import",
+        PRETRAINED_SPEC,
+    )
+    assert f"queued run #{run.id}: jobs serves with the pretrained model" in capsys.readouterr().out
+    call_command("import_taxonomy", "skills", str(TINY_CSV), "--format", "csv", "--no-model")
+    assert not TrainingRun.objects.filter(taxonomy__slug="skills").exists()

@@ -107,3 +107,26 @@ def test_a_form_encoded_body_is_refused_as_not_json(api_client, tiny_taxonomy):
     response = api_client.post(URL, {"texts": "nurse"})  # multipart form
     assert response.status_code == 415
     assert "Unsupported media type" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("k", [2, 20, 30])
+def test_k_groups_are_answered_when_the_taxonomy_has_them(db, tmp_path, curator, k):
+    """A taxonomy with 30 groups, no descriptions, and a text whose nearest members crowd one
+    group: asked for k groups, the answer has k (it used to stop at the groups its nearest
+    members named, and at 15 however large k was)."""
+    from annotations.services.taxonomy import taxonomy_import
+    from models_app.serving.normalize import rank_taxonomy_groups
+    from tests.conftest import build_live_model
+
+    rows = ["group_code,group_name,text"]
+    rows += [f"N-1,Registered Nurses,Registered Nurse {i}" for i in range(12)]
+    for g in range(29):
+        rows += [f"G-{g},Trade {g},Trade worker {g} {word}" for word in ("a", "bb", "ccc")]
+    path = tmp_path / "wide.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    taxonomy = taxonomy_import(slug="wide", path=path, fmt="csv").taxonomy
+    build_live_model(taxonomy)
+    (answer,) = rank_taxonomy_groups(taxonomy, ["Registered Nurses"], k=k)
+    assert len(answer.groups) == k
+    assert len({group.group_id for group in answer.groups}) == k
+    assert answer.groups[0].name == "Registered Nurses"

@@ -34,7 +34,7 @@ from models_app.api.base import (
 from models_app.api.reports import FlipReportSerializer, GateReportSerializer
 from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, training_run_promote
-from models_app.retraining import finetune_run_request, training_run_retry
+from models_app.retraining import finetune_now_request, training_run_retry
 from models_app.services.runs import training_run_request
 from models_app.serving.engines import NoLiveModel
 
@@ -132,11 +132,7 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
         kind = serializer.validated_data["kind"]
         try:
             if kind == TrainingRun.Kind.FINETUNE:
-                run = finetune_run_request(
-                    taxonomy=taxonomy,
-                    trigger=TrainingRun.Trigger.MANUAL,
-                    requested_by=request.user,
-                )
+                run = finetune_now_request(taxonomy=taxonomy, requested_by=request.user)
             else:
                 run = training_run_request(
                     taxonomy=taxonomy,

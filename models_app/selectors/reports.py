@@ -87,6 +87,28 @@ class GateRow:
     def delta_text(self) -> str:
         return "" if self.delta is None else f"{self.delta:+.3f}"
 
+    @property
+    def sentence(self) -> str:
+        """The row in plain words: how many right now and before, how often chance alone
+        drops that much, and whether it blocks."""
+        if self.live is None or self.candidate is None:
+            return f"{self.name}: not measured."
+        before = f"with {self.against}" if self.against else "before"
+        if self.cases and self.lost is not None:
+            now, was = round(self.candidate * self.cases), round(self.live * self.cases)
+            level = f"{now:,} of {self.cases:,} right against {was:,} of {self.cases:,} {before}"
+        else:
+            level = f"{self.candidate:.3f} against {self.live:.3f} {before}"
+        if self.candidate >= self.live:
+            chance = "no drop"
+        elif self.p_worse is None:
+            chance = "a drop"
+        elif self.p_worse < 0.001:
+            chance = "a drop this size happens by chance less than 1 time in 1,000"
+        else:
+            chance = f"a drop this size happens by chance 1 time in {round(1 / self.p_worse):,}"
+        return f"{self.name}: {level}; {chance}: {'not blocking' if self.passed else 'blocking'}."
+
 
 @dataclass(frozen=True)
 class GateReport:

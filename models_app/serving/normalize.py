@@ -34,6 +34,9 @@ LOW_CONFIDENCE = 0.5
 # Two candidates whose ranker scores differ by less than this are tied: the evidence cannot
 # tell them apart, and the answer says so.
 TIE = 1e-6
+# Groups each matcher proposes for a text (more when more are asked for): the ranker's fit saw
+# as many.
+CANDIDATES_PER_MATCHER = 15
 
 
 @dataclass(frozen=True)
@@ -146,9 +149,11 @@ def rank_taxonomy_groups(
         frozenset(read.rejected.get(key, set()) | {g for g, _ in groups_said})
         for key, groups_said in zip(keys, confirmed, strict=True)
     ]
+    # Each matcher proposes at least k groups, so that k can be answered whatever k is.
     candidates = candidates_of_texts(
         unique, vectors, hits, hit_members,
         groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
+        per_matcher=max(CANDIDATES_PER_MATCHER, k),
     )  # fmt: skip
     answers = [
         _answer(text, said, found, ranker, k)

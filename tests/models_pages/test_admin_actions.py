@@ -6,12 +6,16 @@ from __future__ import annotations
 from annotations.models import AuditEvent, Taxonomy
 from models_app.models import TrainingRun
 from models_app.promotion import promotion_finish
+from tests.conftest import one_verdict
 from tests.models_pages.conftest import live_version_id, make_run, snapshot
 
 # --- fine-tune now ----------------------------------------------------------------------------
 
 
-def test_an_admin_queues_a_fine_tune_of_the_live_version(client, admin_user, first_version):
+def test_an_admin_queues_a_fine_tune_of_the_live_version(
+    client, admin_user, curator, first_version
+):
+    one_verdict(first_version.taxonomy, curator)
     client.force_login(admin_user)
     response = client.post("/models/jobs/finetune")
     run = TrainingRun.objects.get(kind=TrainingRun.Kind.FINETUNE)
@@ -28,8 +32,9 @@ def test_an_admin_queues_a_fine_tune_of_the_live_version(client, admin_user, fir
 
 
 def test_fine_tune_now_while_a_run_is_active_is_a_409_with_the_reason(
-    client, admin_user, tiny_taxonomy
+    client, admin_user, curator, tiny_taxonomy
 ):
+    one_verdict(tiny_taxonomy, curator)
     active = make_run(
         tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.RUNNING
     )
@@ -51,6 +56,21 @@ def test_fine_tune_now_without_a_live_model_is_a_409_with_the_reason(client, adm
     assert response.status_code == 409
     assert "taxonomy &#x27;skills&#x27; has no live model yet" in response.content.decode()
     assert not TrainingRun.objects.exists()
+
+
+def test_fine_tune_now_with_no_new_verdict_is_refused_before_any_training(
+    client, admin_user, tiny_taxonomy
+):
+    client.force_login(admin_user)
+    before = snapshot()
+    response = client.post("/models/jobs/finetune")
+    assert response.status_code == 409
+    assert (
+        "jobs: no verdict is new since jobs/v1 was trained, so a fine-tune would have nothing "
+        "to learn" in response.content.decode()
+    )
+    assert snapshot() == before
+    assert not TrainingRun.objects.filter(kind=TrainingRun.Kind.FINETUNE).exists()
 
 
 # --- rollback ---------------------------------------------------------------------------------

@@ -106,3 +106,21 @@ def test_the_flip_report_puts_confirmed_rows_the_new_model_gets_wrong_first_and_
     assert "chef de partie" in re.search(
         r'data-testid="flip-changed">(.*?)</table>', page, re.S
     ).group(1)
+
+
+def test_the_gate_report_leads_with_a_sentence_a_row_in_plain_words(
+    client, curator, rejected_finetune
+):
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
+    listed = re.search(r'data-testid="gate-sentences">(.*?)</ul>', page, re.S).group(1)
+    sentences = [" ".join(re.sub(r"<[^>]+>", "", li).split()) for li in listed.split("</li>")]
+    assert [s for s in sentences if s] == [
+        "Typos: 850 of 1,000 right against 900 of 1,000 before; a drop this size happens by "
+        "chance less than 1 time in 1,000: blocking.",
+        "Composition: 820 of 1,000 right against 800 of 1,000 before; no drop: not blocking.",
+        "Extra words: 915 of 1,000 right against 930 of 1,000 with jobs/v1; a drop this size "
+        "happens by chance 1 time in 120: blocking.",
+        "New verdicts held out: 3 of 4 right against 2 of 4 before; no drop: not blocking.",
+    ]
+    assert page.index('data-testid="gate-sentences"') < page.index('data-testid="gate-metrics"')

@@ -6,12 +6,18 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.importers import ImportFileError
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
+from models_app.models import TrainingRun
+from models_app.services.runs import taxonomy_model_refresh
 
 _MAX_ERRORS_SHOWN = 50
 
 
 class Command(BaseCommand):
-    help = "Create or update a taxonomy from a CSV, O*NET or ESCO file; all or nothing."
+    help = (
+        "Create or update a taxonomy from a CSV, O*NET or ESCO file, all or nothing; then, as "
+        "the page's import does, queue what makes it serve: the pretrained tower for a new "
+        "taxonomy (its training follows), a reindex for one with a live model."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug", help="taxonomy identifier, e.g. onet")
@@ -23,8 +29,15 @@ class Command(BaseCommand):
             action="store_true",
             help="import the good rows and report the bad ones, instead of rejecting the file",
         )
+        parser.add_argument(
+            "--no-model",
+            action="store_true",
+            help="import only: queue no model run (serve it later with `train`)",
+        )
 
-    def handle(self, *args, slug: str, path: Path, format: str, name, skip_bad_rows, **options):
+    def handle(
+        self, *args, slug: str, path: Path, format: str, name, skip_bad_rows, no_model, **options
+    ):
         try:
             report = taxonomy_import(
                 slug=slug, path=path, fmt=format, name=name, skip_bad_rows=skip_bad_rows
@@ -40,3 +53,15 @@ class Command(BaseCommand):
         for error in report.skipped_rows[:_MAX_ERRORS_SHOWN]:
             self.stderr.write(f"  skipped {error}")
         self.stdout.write(report.summary())
+        if no_model:
+            return
+        run = taxonomy_model_refresh(taxonomy=report.taxonomy)
+        if run is None:
+            self.stdout.write(f"{slug} already has a run queued or running; nothing more queued")
+        elif run.kind == TrainingRun.Kind.REINDEX:
+            self.stdout.write(f"queued run #{run.id}: a reindex of {slug}'s live model")
+        else:
+            self.stdout.write(
+                f"queued run #{run.id}: {slug} serves with the pretrained model once a worker has "
+                "encoded its members (minutes); training on its strings follows"
+            )
