@@ -17,6 +17,8 @@ class Taxonomy(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # How curators should decide, written by admins in Markdown, shown beside every card.
+    guidelines = models.TextField(blank=True)
     source_format = models.CharField(max_length=16, choices=Format.choices, default=Format.CSV)
     # sha256 of the last imported file(s): lets a repeated import of the same data do nothing.
     source_sha256 = models.CharField(max_length=64, blank=True)

@@ -16,6 +16,7 @@ urlpatterns = [
     path("", views.taxonomy_list, name="taxonomy-list"),
     path("<slug:slug>/", views.taxonomy_detail, name="taxonomy-detail"),
     path("<slug:slug>/export.csv", views.taxonomy_export, name="taxonomy-export"),
+    path("<slug:slug>/guidelines", views.taxonomy_guidelines, name="taxonomy-guidelines"),
     path("<slug:slug>/groups/new", groups.taxonomy_group_create, name="taxonomy-group-create"),
     path(_GROUP, groups.taxonomy_group, name="taxonomy-group"),
     path(f"{_GROUP}rename", groups.taxonomy_group_rename, name="taxonomy-group-rename"),

@@ -19,6 +19,7 @@ from annotations.forms import (
     ReviewFiltersForm,
 )
 from annotations.forms_flags import ReviewFlagForm
+from annotations.markdown import markdown_html
 from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors import (
     QueueFilters,
@@ -100,8 +101,10 @@ def _card_context(
     ]
     query = filters_form.query_string()
     probability = review_items_probability([item]).get(item.id) if item is not None else None
+    guidelines = item.input.taxonomy.guidelines if item is not None else ""
     return {
         "item": item,
+        "guidelines": markdown_html(guidelines) if guidelines else None,
         "options": options,
         "probability": probability,
         "low_confidence": probability is not None and probability < LOW_CONFIDENCE,

@@ -20,11 +20,12 @@ from django.core.validators import validate_slug
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.csv_cells import spreadsheet_cell
 from annotations.decorators import admin_required
 from annotations.importers import ONET_ALTERNATES, ONET_OCCUPATIONS, ONET_RELATED, ImportFileError
+from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
 from annotations.selectors_taxonomy import (
     CSV_EXPORT_COLUMNS,
@@ -34,6 +35,11 @@ from annotations.selectors_taxonomy import (
     taxonomy_group_search,
 )
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
+from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from annotations.services.taxonomy_edit.guidelines import (
+    GUIDELINES_MAX_CHARS,
+    taxonomy_guidelines_update,
+)
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
 
@@ -210,8 +216,46 @@ def taxonomy_detail(request: HttpRequest, slug: str) -> HttpResponse:
     context = {"taxonomy": taxonomy, "q": query, "matches": matches}
     if request.htmx:
         return render(request, "taxonomy/_group_list.html", context)
-    context["counts"] = taxonomy_counts(taxonomy)
-    return render(request, "taxonomy/detail.html", context)
+    return _detail_page(request, taxonomy, context)
+
+
+def _detail_page(
+    request: HttpRequest,
+    taxonomy: Taxonomy,
+    context: dict,
+    *,
+    guidelines_text: str | None = None,
+    guidelines_error: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context.setdefault(
+        "matches", taxonomy_group_search(taxonomy=taxonomy, query="", limit=SEARCH_RESULTS)
+    )
+    context.update(
+        counts=taxonomy_counts(taxonomy),
+        guidelines_text=taxonomy.guidelines if guidelines_text is None else guidelines_text,
+        guidelines_html=markdown_html(taxonomy.guidelines),
+        guidelines_error=guidelines_error,
+        guidelines_max=GUIDELINES_MAX_CHARS,
+    )
+    return render(request, "taxonomy/detail.html", context, status=status)
+
+
+@admin_required
+@require_POST
+def taxonomy_guidelines(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save the taxonomy's guidelines; a refusal keeps what was typed in the form."""
+    taxonomy = taxonomy_or_404(slug)
+    text = request.POST.get("guidelines", "")
+    try:
+        taxonomy_guidelines_update(taxonomy=taxonomy, text=text, user=request.user)
+    except TaxonomyEditError as exc:
+        context = {"taxonomy": taxonomy, "q": ""}
+        return _detail_page(
+            request, taxonomy, context, guidelines_text=text, guidelines_error=str(exc), status=400
+        )
+    messages.info(request, "Guidelines saved.")
+    return redirect("taxonomy-detail", slug=taxonomy.slug)
 
 
 @admin_required

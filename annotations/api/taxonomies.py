@@ -55,6 +55,7 @@ class TaxonomySerializer(serializers.Serializer):
     slug = serializers.SlugField()
     name = serializers.CharField()
     description = serializers.CharField()
+    guidelines = serializers.CharField(help_text="How curators should decide, in Markdown")
     source_format = serializers.CharField()
     live_model_version = ModelVersionRefSerializer(
         source="deployment.index_build.model_version", allow_null=True

@@ -149,3 +149,34 @@ def test_also_lists_the_members_nearest_the_input_not_the_first_ones(
     # Nearest "senior tax accountant" by shared trigrams; first by id would have been
     # "Accountants · Certified Public Accountant · Staff Accountant".
     expect(others).to_have_text("also: Accountants · Staff Accountant · Senior Tax Preparer")
+
+
+def test_guidelines_an_admin_writes_open_on_the_curators_card_and_run_nothing(
+    browser, page, live_server, curator, admin_user, queued
+):
+    admin_context = browser.new_context()
+    admin = admin_context.new_page()
+    try:
+        admin.goto(f"{live_server.url}/accounts/login/?next=/taxonomies/jobs/")
+        admin.get_by_label("Username").fill("ada")
+        admin.get_by_label("Password").fill("ada-pass-123")
+        admin.get_by_role("button", name="Log in").click()
+        admin.get_by_test_id("guidelines-text").fill(
+            "Choose **Software Developers** for engineers.\n\n<img src=x onerror=alert(1)>"
+        )
+        admin.get_by_test_id("guidelines-save").click()
+        expect(admin.get_by_test_id("notice").first).to_contain_text("Guidelines saved.")
+    finally:
+        admin_context.close()
+
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, live_server, "carla", "carla-pass-123")
+    guidelines = page.get_by_test_id("guidelines")
+    expect(guidelines).to_be_visible()
+    expect(guidelines.locator("strong")).to_be_hidden()  # folded until asked for
+    guidelines.locator("summary").click()
+    expect(guidelines.locator("strong")).to_have_text("Software Developers")
+    expect(guidelines).to_contain_text("<img src=x onerror=alert(1)>")  # shown as text
+    expect(guidelines.locator("img")).to_have_count(0)
+    assert dialogs == []
