@@ -101,6 +101,39 @@ def test_a_false_match_leaves_the_item_waiting_for_the_right_group(api_client, b
     assert barista.status == ReviewItem.Status.AWAITING_GROUP
 
 
+def test_after_a_false_match_the_item_names_the_next_group_and_a_bare_confirm_takes_it(
+    api_client, barista
+):
+    """The rejected group is never named as the item's answer again: the API's top group
+    moves to the next group the card offers, and confirm without a group confirms that one
+    (it used to name the rejected group and refuse the confirm with a 400)."""
+    rejected = barista.top_group
+    offered = [g["group_id"] for g in barista.prediction.ranked_groups]
+    assert (
+        api_client.post(
+            URL, {"review_item": barista.id, "verdict": "false_match"}, format="json"
+        ).status_code
+        == 201
+    )
+    shown = api_client.get(f"{API}/review-items/{barista.id}").json()
+    assert shown["top_group"]["id"] == offered[1] != rejected.id
+    response = api_client.post(
+        URL, {"review_item": barista.id, "verdict": "confirm"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["group"]["id"] == offered[1]
+
+
+def test_after_none_of_these_the_item_names_no_group_until_it_is_undone(api_client, barista):
+    top = barista.top_group_id
+    response = api_client.post(URL, {"review_item": barista.id, "verdict": "none"}, format="json")
+    assert response.status_code == 201
+    assert api_client.get(f"{API}/review-items/{barista.id}").json()["top_group"] is None
+    undone = api_client.post(f"{URL}/{response.json()['id']}/undo", format="json")
+    assert undone.status_code == 200, undone.json()
+    assert api_client.get(f"{API}/review-items/{barista.id}").json()["top_group"]["id"] == top
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

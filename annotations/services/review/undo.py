@@ -19,6 +19,7 @@ from annotations.services.review.leases import lease_expiry
 from annotations.services.review.verdicts import (
     VerdictError,
     final_outcomes,
+    item_top_now,
     judgement_record,
     judgement_summary,
 )
@@ -54,7 +55,13 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
     item.status = judgement.previous_status or ReviewItem.Status.PENDING
     item.conflict = len(set(final_outcomes(item).values())) > 1
     item.leased_by, item.lease_expires_at = user, lease_expiry()
-    item.save(update_fields=["status", "conflict", "leased_by", "lease_expires_at", "updated_at"])
+    item.top_group_id, item.top_score = item_top_now(item)
+    item.save(
+        update_fields=[
+            *("status", "conflict", "leased_by", "lease_expires_at", "updated_at"),
+            *("top_group", "top_score"),
+        ]
+    )
     audit_record(
         actor=user,
         action="judgement.undo",

@@ -142,7 +142,8 @@ def judgement_record(
     chosen = rejected = None
 
     if verdict == Judgement.Verdict.CONFIRM:
-        chosen = group or predicted
+        # Without a group: the best group the card offers, the prediction's best not rejected.
+        chosen = group or _best_offered(item, rejected_before)
         if chosen is None:
             raise VerdictError("group", "the prediction has no group to confirm")
         if chosen.id in rejected_before:
@@ -248,7 +249,13 @@ def judgement_record(
 
     item.status = _status_after(item, judgement)
     item.leased_by, item.lease_expires_at = None, None
-    item.save(update_fields=["status", "leased_by", "lease_expires_at", "conflict", "updated_at"])
+    item.top_group_id, item.top_score = item_top_now(item)
+    item.save(
+        update_fields=[
+            *("status", "leased_by", "lease_expires_at", "conflict", "updated_at"),
+            *("top_group", "top_score"),
+        ]
+    )
     audit_record(
         actor=user,
         action="judgement.create",
@@ -257,6 +264,34 @@ def judgement_record(
         after=judgement_summary(judgement),
     )
     return judgement, added
+
+
+def _best_offered(item: ReviewItem, rejected: set[int]) -> Group | None:
+    best = next(
+        (g["group_id"] for g in item.prediction.ranked_groups if g["group_id"] not in rejected),
+        None,
+    )
+    return Group.objects.filter(id=best).first() if best is not None else None
+
+
+def item_top_now(item: ReviewItem) -> tuple[int | None, float | None]:
+    """The item's best group as its live verdicts leave it: the prediction's best group no
+    verdict rejected, and none after "none of these". What the API and the queue show as its
+    top group, so a rejected group is never named as the answer. An item sampled for double
+    review keeps the prediction's: each curator judges it independently of the other."""
+    ranked = item.prediction.ranked_groups
+    if item.reviews_required > 1:
+        return (ranked[0]["group_id"], ranked[0]["score"]) if ranked else (None, None)
+    live = Judgement.objects.live().filter(review_item=item)
+    if live.filter(verdict=Judgement.Verdict.NONE).exists():
+        return None, None
+    rejected = set(
+        live.filter(rejected_group__isnull=False).values_list("rejected_group_id", flat=True)
+    )
+    for group in ranked:
+        if group["group_id"] not in rejected:
+            return group["group_id"], group["score"]
+    return None, None
 
 
 def _status_after(item: ReviewItem, judgement: Judgement) -> str:
