@@ -12,6 +12,7 @@ import logging
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
 
 logger = logging.getLogger(__name__)
 
@@ -42,3 +43,25 @@ class TransientDatabaseErrorMiddleware:
 
     def process_exception(self, request, exc: Exception) -> HttpResponse | None:
         return transient_error_response(request, exc)
+
+
+class MethodNotAllowedPageMiddleware:
+    """Django answers a wrong method with an empty 405: a browser shows a blank page. Outside
+    the API (whose 405s are JSON already) the site's page says which methods the address takes."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            response.status_code == 405
+            and not response.content
+            and not request.path.startswith("/api/")
+        ):
+            allowed = response.get("Allow", "")
+            methods = [method.strip() for method in allowed.split(",") if method.strip()]
+            page = render(request, "405.html", {"allowed": methods}, status=405)
+            page["Allow"] = allowed
+            return page
+        return response

@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "siamweb.middleware.MethodNotAllowedPageMiddleware",
     # Innermost, so it sees what a view raised: a locked or lost database answers 503.
     "siamweb.middleware.TransientDatabaseErrorMiddleware",
 ]

@@ -33,3 +33,34 @@ def test_with_two_taxonomies_the_upload_form_asks_which(client, curator, tiny_ta
         '<option value="other" selected>'
         in client.get("/inputs/upload/", {"taxonomy": "other"}).content.decode()
     )
+
+
+def test_an_unknown_address_gets_the_sites_404_page(client, curator, tiny_taxonomy):
+    client.force_login(curator)
+    response = client.get("/review/nothing-here/")
+    assert response.status_code == 404
+    page = response.content.decode()
+    assert 'class="topbar"' in page and 'data-testid="not-found"' in page
+    assert "Nothing lives at <code>/review/nothing-here/</code>" in page
+
+
+def test_an_unknown_api_address_stays_a_json_404(api_client):
+    response = api_client.get("/api/v1/nothing-here")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no endpoint /api/v1/nothing-here"}
+
+
+def test_a_wrong_method_gets_a_page_naming_the_right_one(client, admin_user, tiny_taxonomy):
+    client.force_login(admin_user)
+    response = client.get("/models/jobs/finetune")
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    page = response.content.decode()
+    assert 'class="topbar"' in page and 'data-testid="method-not-allowed"' in page
+    assert "GET is not how <code>/models/jobs/finetune</code> is used: it takes POST." in page
+
+
+def test_the_api_keeps_its_json_405(api_client, tiny_taxonomy):
+    response = api_client.delete("/api/v1/taxonomies/jobs")
+    assert response.status_code == 405
+    assert response.json() == {"detail": 'Method "DELETE" not allowed.'}
