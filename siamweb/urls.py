@@ -6,7 +6,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from annotations import views_site
+from annotations import views_account, views_site
 
 urlpatterns = [
     path("", views_site.home, name="home"),
@@ -15,6 +15,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/token/", views_account.api_token, name="api-token"),
     path("", include("annotations.urls")),
     path("taxonomies/", include("annotations.urls_taxonomy")),
     path("", include("annotations.urls_inputs")),

@@ -1,10 +1,13 @@
-"""Writes for accounts: the curator and admin roles."""
+"""Writes for accounts: the curator and admin roles, and API tokens."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group as Role
 from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from annotations.services.audit import audit_record
 
 CURATORS = "curators"
 
@@ -28,3 +31,18 @@ def user_ensure(
         role, _ = Role.objects.get_or_create(name=CURATORS)
         user.groups.add(role)
     return user, created
+
+
+def api_token_replace(*, user) -> str:
+    """A new API token for ``user``; the old one, if any, stops working at once. Audited (the
+    key itself is not: the audit trail is readable by admins)."""
+    with transaction.atomic():
+        replaced = Token.objects.filter(user=user).delete()[0] > 0
+        token = Token.objects.create(user=user)
+        audit_record(
+            actor=user,
+            action="api_token.replace" if replaced else "api_token.create",
+            obj=user,
+            after={"user": user.username},
+        )
+    return token.key

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.browser
 
 def test_the_api_docs_link_back_to_the_app(page, live_server, curator, tiny_taxonomy):
     log_in(page, live_server, "carla", "carla-pass-123")
-    page.get_by_role("link", name="API").click()
+    page.get_by_role("link", name="API", exact=True).click()
     expect(page).to_have_url(f"{live_server.url}/api/v1/docs")
     expect(page.locator("#swagger-ui")).to_contain_text("Siamweb API")  # the docs rendered
 

@@ -1,4 +1,4 @@
-"""On a phone (375 × 667, an iPhone SE): the page fits the screen's width, the menu scrolls
+"""On a phone (375 x 667, an iPhone SE): the page fits the screen's width, the menu scrolls
 sideways on one row, and the review card starts on the first screen."""
 
 from __future__ import annotations
