@@ -25,6 +25,16 @@ class TaxonomyField(forms.ModelChoiceField):
         return obj.name
 
 
+def preselect_only_taxonomy(form: forms.Form, field: str = "taxonomy") -> None:
+    """One taxonomy: nothing to choose, so it is chosen and there is no "---------" to trip
+    over; with several the form asks which."""
+    only = list(form.fields[field].queryset[:2])
+    if len(only) == 1:
+        form.fields[field].empty_label = None
+        if not form.initial.get(field):
+            form.initial[field] = only[0].slug
+
+
 class CleanTextField(forms.Field):
     """One short text, whitespace collapsed; empty, over-long and control characters refused
     with the same words the API uses."""
@@ -61,12 +71,7 @@ class InputsUploadForm(FieldErrorsMixin, forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        only = list(self.fields["taxonomy"].queryset[:2])
-        if len(only) == 1:
-            # One taxonomy: nothing to choose, so no "---------" to trip over.
-            self.fields["taxonomy"].empty_label = None
-            if not self.initial.get("taxonomy"):
-                self.initial["taxonomy"] = only[0].slug
+        preselect_only_taxonomy(self)
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from annotations.forms_inputs import FieldErrorsMixin, TaxonomyField
+from annotations.forms_inputs import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
 from annotations.services.inputs_upload import format_size
 from models_app.bulk import bulk_max_bytes
 from models_app.bulk_files import BULK_FORMATS, TEXT_COLUMN
@@ -42,6 +42,10 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         label="… or ahead of the runner-up by less than",
         help_text="0 to 1; empty: none",
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        preselect_only_taxonomy(self)
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -92,7 +92,9 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
             except (BulkFileError, NoLiveModel) as exc:
                 form.add_error("file" if isinstance(exc, BulkFileError) else "taxonomy", str(exc))
             else:
-                messages.info(request, f"{job.filename} is queued: this page follows its progress.")
+                messages.info(
+                    request, f"{job.filename} was accepted: this page follows its progress."
+                )
                 return redirect("bulk-job", job_id=job.id)
     context = {
         "form": form,

@@ -139,3 +139,19 @@ def test_a_job_whose_worker_died_offers_a_retry_from_its_page(curator, tiny_taxo
     response = client.post(f"/bulk/{job.id}/retry")
     assert response.status_code == 302
     assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.QUEUED
+
+
+def test_the_form_preselects_the_only_taxonomy_and_the_page_never_calls_a_done_job_queued(
+    curator, tiny_taxonomy
+):
+    client = logged_in(curator)
+    form = client.get("/bulk/").content.decode()
+    assert '<option value="jobs" selected>' in form and "---------" not in form
+    upload = SimpleUploadedFile("ads.csv", DATA)
+    body = {"column": "title", "file": upload, "taxonomy": "jobs"}
+    response = client.post("/bulk/", body, follow=True)
+    job = BulkJob.objects.get()
+    assert "ads.csv was accepted: this page follows its progress." in response.content.decode()
+    bulk_job_execute(job_id=job.id)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert 'data-status="succeeded"' in page and "queued" not in page.lower().split("<footer")[0]

@@ -84,7 +84,11 @@ class Normalization:
 
     @property
     def low_confidence(self) -> bool:
-        return self.probability is not None and self.probability < LOW_CONFIDENCE
+        """Less likely right than not; before the ranker is fitted (no probability), only an
+        answer with no evidence at all: its best group's similarity is zero or less."""
+        if self.probability is not None:
+            return self.probability < LOW_CONFIDENCE
+        return bool(self.groups) and self.source == "model" and self.groups[0].score <= 0.0
 
     def as_dict(self) -> dict:
         return {
