@@ -133,3 +133,16 @@ def test_a_corrupt_shipped_model_stops_setup_with_a_clear_error(data_dir):
     with pytest.raises(CommandError, match="unreadable"):
         call_command("setup_demo", "--data-dir", str(data), stdout=io.StringIO())
     assert not ModelVersion.objects.exists()
+
+
+def test_the_bundled_demo_gives_batch_review_groups_with_many_inputs():
+    """The demo's own queue lets a new user try batch review: several groups hold a grid's
+    worth of pending inputs (it used to hold at most two a group)."""
+    from annotations.selectors import review_groups_pending
+    from annotations.services.accounts import user_ensure
+
+    call_command("setup_demo", stdout=io.StringIO())
+    curator, _ = user_ensure(username="carla", password="carla-pass-123", admin=False)
+    taxonomy = Group.objects.first().taxonomy
+    pending = [row["pending"] for row in review_groups_pending(taxonomy=taxonomy, user=curator)]
+    assert sum(count >= 6 for count in pending) >= 4
