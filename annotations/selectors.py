@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from django.utils import timezone
 
 from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem, Taxonomy
 from annotations.text_match import name_relevance, nearest
+from models_app.serving.engines import NoLiveModel
+from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.text import TextError, clean_text, comparison_key
 from siamweb.plain_sql import ModelColumns
 
 _TAXONOMY = ModelColumns(Taxonomy, "t")
@@ -284,6 +289,81 @@ def group_search(
         )
 
     return sorted(candidates, key=rank)[:limit]
+
+
+@dataclass(frozen=True)
+class GroupFound:
+    group: Group
+    why: str  # "name", a member's text that holds the query, or "similar"
+
+
+# When neither a name nor a member title holds the query (a synonym, a misspelling), the
+# groups the ranker finds likely for the query itself are offered: this many at most, each at
+# least this likely (a raw similarity says too little on its own: before the ranker is fitted
+# none are offered).
+SIMILAR_OFFERED = 3
+SIMILAR_AT_LEAST = 0.5
+
+
+def reassign_group_search(
+    *,
+    taxonomy: Taxonomy,
+    query: str,
+    exclude: Collection[int] = (),
+    scores: Mapping[int, float] | None = None,
+    limit: int = 10,
+) -> list[GroupFound]:
+    """The groups a curator reassigning an input may mean by ``query``: first those whose name
+    or code holds it (``group_search``'s order); then those with a member title holding its
+    words, each at the start of a word ("RN" finds Registered Nurses by its member "RN";
+    "python" Software Developers by "Python Developer"), the model's score for the input
+    (``scores``) first; and when neither finds any, the groups the ranker finds likely for the
+    query itself."""
+    try:
+        query = clean_text(query, max_length=200)
+    except TextError:
+        return []
+    found = [
+        GroupFound(group, "name")
+        for group in group_search(
+            taxonomy=taxonomy, query=query, limit=limit, exclude=exclude, scores=scores
+        )
+    ]
+    seen = {hit.group.id for hit in found} | set(exclude)
+    words = [re.escape(word) for word in comparison_key(query).split()[:6] if len(word) >= 2]
+    if words and len(found) < limit:
+        members = Member.objects.filter(taxonomy=taxonomy).exclude(group_id__in=list(seen))
+        for word in words:
+            # At the start of a word of the title: a word being typed matches, a piece of
+            # another word ("rn" in "journeyman") does not.
+            members = members.filter(normalized_text__regex=rf"(^|[^a-z0-9]){word}")
+        by_group: dict[int, Member] = {}
+        for member in members.select_related("group").order_by(Length("text"), "id")[:500]:
+            by_group.setdefault(member.group_id, member)
+        scores = scores or {}
+        ordered = sorted(
+            by_group.values(),
+            key=lambda m: (m.group_id not in scores, -scores.get(m.group_id, 0.0), len(m.text)),
+        )
+        found += [GroupFound(m.group, m.text) for m in ordered[: limit - len(found)]]
+    if found:
+        return found
+    try:
+        (answer,) = rank_taxonomy_groups(taxonomy, [query], k=SIMILAR_OFFERED + len(seen))
+    except (NoLiveModel, ArtifactError):
+        return []
+    near = [g.group_id for g in answer.groups if g.group_id not in seen]
+    near = [
+        g
+        for g in answer.groups
+        if g.group_id in near and (g.probability or 0.0) >= SIMILAR_AT_LEAST
+    ]
+    groups = Group.objects.in_bulk([g.group_id for g in near])
+    return [
+        GroupFound(groups[g.group_id], "similar")
+        for g in near[:SIMILAR_OFFERED]
+        if g.group_id in groups
+    ]
 
 
 def review_item_held(*, user, item_id: int) -> ReviewItem | None:

@@ -26,6 +26,7 @@ from annotations.selectors import (
     group_descriptions,
     group_search,
     judgements_today_count,
+    reassign_group_search,
     recent_judgements,
     rejected_group_names,
     rejected_groups_for,
@@ -293,13 +294,15 @@ def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse
         target = "#conflicts-panel"
     else:
         # A group already rejected for this input would only be refused: it is not offered.
-        scores = {g["group_id"]: g["score"] for g in item.prediction.ranked_groups}
-        groups = group_search(
+        found = reassign_group_search(
             taxonomy=item.taxonomy,
             query=query,
             exclude=rejected_groups_for(item, user=request.user),
-            scores=scores,
+            scores={g["group_id"]: g["score"] for g in item.prediction.ranked_groups},
         )
+        groups = [hit.group for hit in found]
+        for hit in found:
+            hit.group.why = hit.why
         filters_form = ReviewFiltersForm(request.GET)
         filters_query = filters_form.query_string() if filters_form.is_valid() else ""
         action = with_query(reverse("review-item-judge", args=[item.id]), filters_query)

@@ -3,6 +3,8 @@ nothing stored) when they cannot be taken; the group search; who may judge."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -226,3 +228,40 @@ def test_a_second_curator_sees_every_group_the_first_one_rejected(
     assert card_item_id(page) == item.id
     assert page.count('data-testid="group-option"') == len(item.prediction.ranked_groups)
     assert 'data-testid="confirm"' in page
+
+
+def found(client, item_id: int, query: str) -> list[tuple[str, str]]:
+    """(group name, why it was found) of each type-ahead result, in order."""
+    page = client.get(f"/review/items/{item_id}/groups", {"q": query}).content.decode()
+    results = re.findall(
+        r'<span class="name">([^<]+)</span>(?: <span class="why muted" data-testid="found-by">'
+        r"([^<]+)</span>)?",
+        page,
+    )
+    return [(name, why or "name") for name, why in results]
+
+
+def test_reassign_search_finds_a_group_by_its_members_titles(client, curator, items):
+    """ "python" names no group, but Software Developers has the member "Python Developer"; a
+    piece of another word ("ist" in "Barista") finds nothing by members."""
+    client.force_login(curator)
+    results = found(client, items[0].id, "python")
+    assert results[0] == ("Software Developers", "has “Python Developer”")
+    assert all(
+        why != "has “Espresso Bar Attendant”" for _, why in found(client, items[0].id, "ist")
+    )
+
+
+def test_reassign_search_offers_what_the_ranker_finds_likely_for_a_misspelt_title(
+    client, curator, tiny_taxonomy
+):
+    """A misspelt title names no group and no member: once the ranker is fitted, the groups it
+    finds likely for the query are offered, marked as similar; before, nothing is guessed."""
+    from tests.test_match_probability import judge_all
+
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Lorry Driver"], source="api")
+    client.force_login(curator)
+    assert found(client, item.id, "acountant") == []
+    judge_all(tiny_taxonomy, curator)
+    results = found(client, item.id, "acountant")
+    assert results and results[0] == ("Accountants", "similar")
