@@ -103,8 +103,15 @@ class ReviewFiltersForm(BlindModeForm):
 
 
 class QueuePageForm(ReviewFiltersForm):
-    """The filters plus the keyset cursor of the queue table: ``after=<priority>:<id>``."""
+    """The filters plus the keyset cursor of the queue table: ``after=<priority>:<id>``. The
+    table lists judged items too (a verdict is found there, and changed from its input's
+    page); the card only ever takes open ones."""
 
+    STATUS_CHOICES = [
+        *ReviewFiltersForm.STATUS_CHOICES,
+        (ReviewItem.Status.DONE, "Done (judged)"),
+    ]
+    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
     after = forms.CharField(required=False, max_length=80)
 
     def clean_after(self) -> tuple[float, int] | None:

@@ -24,7 +24,15 @@ from django.db.models import (
 from django.db.models.functions import Length, RowNumber
 from django.utils import timezone
 
-from annotations.models import Group, Judgement, Member, ReviewFlag, ReviewItem, Taxonomy
+from annotations.models import (
+    Group,
+    Input,
+    Judgement,
+    Member,
+    ReviewFlag,
+    ReviewItem,
+    Taxonomy,
+)
 from annotations.text_match import name_relevance, nearest
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
@@ -364,6 +372,39 @@ def reassign_group_search(
         for g in near[:SIMILAR_OFFERED]
         if g.group_id in groups
     ]
+
+
+@dataclass(frozen=True)
+class InputHistory:
+    input: Input
+    item: ReviewItem | None
+    # Every verdict on it, oldest first, undone ones included (``undone_at`` set).
+    judgements: list[Judgement]
+    # The verdict that can be taken back and judged again now: the latest live one.
+    latest: Judgement | None
+
+
+def input_history(*, input_id: int) -> InputHistory | None:
+    """An input with its review item and every verdict it got, for its page."""
+    found = Input.objects.select_related("taxonomy").filter(id=input_id).first()
+    if found is None:
+        return None
+    item = (
+        ReviewItem.objects.select_related("top_group", "prediction__model_version")
+        .filter(input=found)
+        .first()
+    )
+    judgements = (
+        list(
+            Judgement.objects.filter(review_item=item)
+            .select_related("user", "group", "rejected_group")
+            .order_by("created_at", "id")
+        )
+        if item is not None
+        else []
+    )
+    live = [j for j in judgements if j.undone_at is None]
+    return InputHistory(found, item, judgements, live[-1] if live else None)
 
 
 def review_item_held(*, user, item_id: int) -> ReviewItem | None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.decorators import curator_required
@@ -14,6 +15,8 @@ from annotations.forms_inputs import (
     PlaygroundForm,
     PlaygroundSendForm,
 )
+from annotations.models import Judgement
+from annotations.selectors import input_history
 from annotations.services.inputs_upload import (
     INPUTS_PAGE_SIZE,
     UPLOAD_ERRORS_SHOWN,
@@ -27,6 +30,8 @@ from annotations.services.inputs_upload import (
     upload_max_bytes,
     upload_max_rows,
 )
+from annotations.services.review.undo import judgement_undo
+from annotations.services.review.verdicts import VerdictError
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
@@ -182,3 +187,48 @@ def playground_send(request: HttpRequest) -> HttpResponse:
     return render(
         request, "inputs/playground.html", {"form": page, **results, **context}, status=status
     )
+
+
+@curator_required
+@require_GET
+def input_detail(request: HttpRequest, input_id: int) -> HttpResponse:
+    return _input_page(request, input_id)
+
+
+def _input_page(request, input_id: int, *, error: str | None = None, status: int = 200):
+    history = input_history(input_id=input_id)
+    if history is None:
+        raise Http404(f"no input {input_id}")
+    latest = history.latest
+    context = {
+        "history": history,
+        "error": error,
+        "can_reopen": latest is not None
+        and (latest.user_id == request.user.id or request.user.is_staff),
+    }
+    return render(request, "inputs/detail.html", context, status=status)
+
+
+@curator_required
+@require_POST
+def input_reopen(request: HttpRequest, input_id: int) -> HttpResponse:
+    """Take back the verdict the page showed as latest and put the card in front of this
+    curator to judge again: a changed verdict is undone (audited) and judged anew, and the new
+    one trains like any other. A verdict someone changed meanwhile is a 409 naming them."""
+    try:
+        judgement_id = int(request.POST.get("judgement", ""))
+    except ValueError:
+        return _input_page(
+            request, input_id, error="judgement: which verdict to change?", status=400
+        )
+    judgement = Judgement.objects.filter(id=judgement_id, review_item__input_id=input_id).first()
+    if judgement is None:
+        raise Http404(f"no verdict {judgement_id} on input {input_id}")
+    try:
+        judgement_undo(judgement=judgement, user=request.user)
+    except VerdictError as exc:
+        status = 409 if exc.conflict else 400
+        return _input_page(request, input_id, error=str(exc), status=status)
+    text = judgement.review_item.input.text
+    messages.info(request, f"The verdict on “{text}” is taken back: judge it again.")
+    return redirect("review")

@@ -11,7 +11,7 @@ from tests.conftest import TINY_CSV
 
 
 def row_texts(response) -> list[str]:
-    return re.findall(r'<td class="text">([^<]*)</td>', response.content.decode())
+    return re.findall(r'<td class="text"><a [^>]*>([^<]*)</a></td>', response.content.decode())
 
 
 @pytest.fixture

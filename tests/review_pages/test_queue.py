@@ -67,7 +67,7 @@ def test_a_bad_queue_cursor_is_a_400_naming_it(client, curator, items, after):
 
 def test_bad_queue_filters_are_a_400_naming_the_field(client, curator, items):
     client.force_login(curator)
-    response = client.get("/review/queue/?status=done")
+    response = client.get("/review/queue/?status=finished")
     assert response.status_code == 400
     assert "status: Select a valid choice" in response.content.decode()
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import (
+    AuditEvent,
     Group,
     Judgement,
     Member,
@@ -39,12 +40,23 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
     )
     item = ReviewItem.objects.select_for_update(of=("self",)).get(id=judgement.review_item_id)
     if judgement.undone_at is not None:
-        raise VerdictError("judgement", "this verdict was already undone")
+        raise VerdictError("judgement", f"this verdict was already {_changed_by(judgement)}")
     if judgement.user_id != user.id and not user.is_staff:
         raise VerdictError("judgement", "only its curator or an admin can undo a verdict")
-    latest = Judgement.objects.live().filter(review_item=item).order_by("-created_at", "-id")
-    if latest.values_list("id", flat=True).first() != judgement.id:
-        raise VerdictError("judgement", "a later verdict on this item must be undone first")
+    latest = (
+        Judgement.objects.live()
+        .filter(review_item=item)
+        .select_related("user")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if latest is not None and latest.id != judgement.id:
+        raise VerdictError(
+            "judgement",
+            "a later verdict on this item must be undone first: "
+            f"{latest.user.username if latest.user else 'someone'} judged it later "
+            f"({latest.get_verdict_display().lower()}, {_when(latest.created_at)})",
+        )
 
     judgement.undone_at = timezone.now()
     judgement.save(update_fields=["undone_at"])
@@ -71,6 +83,24 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
         after={"review_item": item.id, "status": item.status},
     )
     return item
+
+
+def _when(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+
+
+def _changed_by(judgement: Judgement) -> str:
+    """Who took the verdict back and when, from the audit trail: a 409 names them."""
+    event = (
+        AuditEvent.objects.filter(
+            action="judgement.undo", object_type="judgement", object_id=str(judgement.id)
+        )
+        .select_related("actor")
+        .order_by("-id")
+        .first()
+    )
+    who = event.actor.username if event is not None and event.actor else "someone"
+    return f"undone by {who} at {_when(judgement.undone_at)}"
 
 
 @transaction.atomic
