@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import connection
 from django.db.models import (
@@ -21,7 +22,7 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import Length, RowNumber
+from django.db.models.functions import Length, RowNumber, TruncDate
 from django.utils import timezone
 
 from annotations.models import (
@@ -213,12 +214,29 @@ def review_conflicts(*, taxonomy: Taxonomy | None = None) -> QuerySet[ReviewItem
 
 
 def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
-    """Per curator: live verdicts, items also judged by someone else, and the share of those
-    where both put the input in the same place."""
-    judgements = Judgement.objects.live()
+    """Per curator: live verdicts (today, the last seven days, a day on the days they worked),
+    items also judged by someone else and the share of those where both put the input in the
+    same place, and the share of their verdicts taken back since (undone or changed)."""
+    every = Judgement.objects.all()
     if taxonomy is not None:
-        judgements = judgements.filter(review_item__taxonomy=taxonomy)
-    counts = dict(judgements.order_by().values_list("user__username").annotate(n=Count("id")))
+        every = every.filter(review_item__taxonomy=taxonomy)
+    judgements = every.filter(undone_at__isnull=True)
+    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    standing = Q(undone_at__isnull=True)
+    figures = {
+        row["user__username"]: row
+        for row in every.order_by()
+        .values("user__username")
+        .annotate(
+            given=Count("id"),
+            verdicts=Count("id", filter=standing),
+            today=Count("id", filter=standing & Q(created_at__gte=today)),
+            week=Count("id", filter=standing & Q(created_at__gte=today - timedelta(days=6))),
+            days=Count(TruncDate("created_at"), distinct=True, filter=standing),
+            taken_back=Count("id", filter=Q(undone_at__isnull=False)),
+        )
+        if row["verdicts"]
+    }
     shared_items = (
         judgements.filter(verdict__in=Judgement.FINAL_VERDICTS)
         .order_by()
@@ -242,13 +260,17 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
     return [
         {
             "username": username,
-            "verdicts": counts[username],
+            "verdicts": row["verdicts"],
+            "today": row["today"],
+            "last_7_days": row["week"],
+            "per_day": row["verdicts"] / max(row["days"], 1),
+            "reversal_rate": row["taken_back"] / row["given"],
             "seen_twice": seen_twice[username],
             "agreement": (agreed[username] / seen_twice[username])
             if seen_twice[username]
             else None,
         }
-        for username in sorted(counts)
+        for username, row in sorted(figures.items())
     ]
 
 

@@ -37,6 +37,7 @@ urlpatterns = [
     ),
     path("review/batch/<slug:slug>/<path:code>/", views_batch.review_batch, name="review-batch"),
     path("review/conflicts/", views_queue.review_conflicts_page, name="review-conflicts"),
+    path("review/curators/", views_queue.review_curators_page, name="review-curators"),
     path(
         "review/conflicts/<int:item_id>/resolve",
         views_queue.review_conflict_resolve_view,

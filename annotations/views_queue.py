@@ -127,3 +127,17 @@ def review_conflict_resolve_view(request: HttpRequest, item_id: int) -> HttpResp
         return redirect("review-conflicts")
     context = _conflicts_context(request, taxonomy, error=error, notice=notice)
     return render(request, "annotations/_conflicts_panel.html", context, status=status)
+
+
+@admin_required
+@require_GET
+def review_curators_page(request: HttpRequest) -> HttpResponse:
+    """Per-curator figures on one page: verdicts a day, agreement, reversal rate."""
+    taxonomy, error = _conflicts_taxonomy(request)
+    context = {
+        "stats": curator_stats(taxonomy=taxonomy) if error is None else [],
+        "taxonomy": taxonomy,
+        "taxonomies": Taxonomy.objects.only("slug", "name"),
+        "error": error,
+    }
+    return render(request, "annotations/curators.html", context, status=400 if error else 200)

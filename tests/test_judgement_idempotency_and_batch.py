@@ -75,6 +75,9 @@ def test_a_batch_confirms_some_items_and_rejects_others(developer_items, curator
     assert statuses[wrong.id] == "awaiting_group"
     assert Member.objects.filter(source="curator", group=developers).count() == len(keep)
     assert FeedbackPair.objects.filter(label=False, text_a=wrong.input.text).count() == 1
+    # As after one false match at a time, the rejected group is no longer the item's answer.
+    wrong.refresh_from_db()
+    assert wrong.top_group_id == wrong.prediction.ranked_groups[1]["group_id"] != developers.id
 
 
 def test_a_batch_with_one_stale_item_changes_nothing(developer_items, curator):

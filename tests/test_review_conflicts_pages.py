@@ -62,12 +62,13 @@ def test_an_admin_sees_each_curators_verdict_and_their_agreement(client, admin_u
         "oscar: Reassign → 15-1252 Software Developers",
     ]
     assert "Settle: Baristas" in page and "Settle: Software Developers" in page
-    stats = re.findall(
-        r'data-testid="curator-row"><td>(\w+)</td><td class="num">(\d+)</td>'
-        r'<td class="num">(\d+)</td>\s*<td class="num">([^<]+)</td>',
-        page,
-    )
-    assert stats == [("carla", "2", "2", "50%"), ("oscar", "2", "2", "50%")]
+    rows = re.findall(r'data-testid="curator-row">(.*?)</tr>', page, re.S)
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
+    # curator, verdicts, today, last 7 days, a day, seen twice, agreement, reversed
+    assert cells == [
+        ["carla", "2", "2", "2", "2.0", "2", "50%", "0%"],
+        ["oscar", "2", "2", "2", "2.0", "2", "50%", "0%"],
+    ]
 
 
 def test_settling_with_a_curators_group_undoes_the_other_verdict(client, admin_user, conflict):
@@ -164,3 +165,26 @@ def test_the_conflicts_page_costs_a_few_queries(
     with django_assert_max_num_queries(10):
         response = client.get("/review/conflicts/?taxonomy=jobs")
     assert response.status_code == 200
+
+
+def test_the_curators_page_gives_each_curators_pace_agreement_and_reversals(
+    client, admin_user, curator, other_curator, tiny_taxonomy
+):
+    from annotations.services.review.undo import judgement_undo
+
+    items = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["icu nurse", "Java Barista", "Tax Clerk"], source="api"
+    )
+    for item in items:
+        judgement_create(review_item=item, user=curator, verdict="confirm")
+    judgement_undo(judgement=Judgement.objects.filter(user=curator).last(), user=admin_user)
+    client.force_login(admin_user)
+    page = client.get("/review/curators/").content.decode()
+    rows = re.findall(r'data-testid="curator-row">(.*?)</tr>', page, re.S)
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
+    # Two verdicts stand; one of three was taken back: a third reversed.
+    assert cells == [["carla", "2", "2", "2", "2.0", "0", "—", "33%"]]
+    client.force_login(curator)
+    assert client.get("/review/curators/").status_code == 403
+    client.force_login(admin_user)
+    assert client.get("/review/curators/", {"taxonomy": "nope"}).status_code == 400

@@ -57,7 +57,16 @@ def test_agreeing_curators_close_the_item(item, curator, other_curator):
     item.refresh_from_db()
     assert (item.status, item.conflict) == (ReviewItem.Status.DONE, False)
     stats = {row["username"]: row for row in curator_stats()}
-    assert stats["carla"] == {"username": "carla", "verdicts": 1, "seen_twice": 1, "agreement": 1.0}
+    assert stats["carla"] == {
+        "username": "carla",
+        "verdicts": 1,
+        "today": 1,
+        "last_7_days": 1,
+        "per_day": 1.0,
+        "reversal_rate": 0.0,
+        "seen_twice": 1,
+        "agreement": 1.0,
+    }
     assert stats["oscar"]["agreement"] == 1.0
 
 

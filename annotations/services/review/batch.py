@@ -143,10 +143,26 @@ def judgements_create_for_group(
             outcomes.setdefault(row_item, {})[row_user] = (
                 "none" if verdict == Judgement.Verdict.NONE else group_id
             )
+    rejected_before: dict[int, set[int]] = {}
+    for row_item, _, _, _, rejected_id in live:
+        if rejected_id is not None:
+            rejected_before.setdefault(row_item, set()).add(rejected_id)
     for judgement in judgements:
         item = judgement.review_item
         if judgement.verdict == Judgement.Verdict.FALSE_MATCH:
             item.status = ReviewItem.Status.AWAITING_GROUP
+            if item.reviews_required == 1:
+                # As one verdict at a time (``item_top_now``): the rejected group is never
+                # named as the item's answer; the next group the card offers is.
+                ruled_out = rejected_before.get(item.id, set()) | {group.id}
+                item.top_group_id, item.top_score = next(
+                    (
+                        (g["group_id"], g["score"])
+                        for g in item.prediction.ranked_groups
+                        if g["group_id"] not in ruled_out
+                    ),
+                    (None, None),
+                )
         else:
             per_user = {**outcomes.get(item.id, {}), user.id: group.id}
             item.conflict = len(set(per_user.values())) > 1
@@ -158,7 +174,15 @@ def judgements_create_for_group(
         item.leased_by, item.lease_expires_at, item.updated_at = None, None, now
     ReviewItem.objects.bulk_update(
         [j.review_item for j in judgements],
-        ["status", "conflict", "leased_by", "lease_expires_at", "updated_at"],
+        [
+            "status",
+            "conflict",
+            "leased_by",
+            "lease_expires_at",
+            "updated_at",
+            "top_group",
+            "top_score",
+        ],
     )
     AuditEvent.objects.bulk_create(
         [
