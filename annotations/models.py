@@ -175,6 +175,11 @@ class ReviewItem(models.Model):
         Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     top_score = models.FloatField(null=True, blank=True)
+    # The top group before a new model version changed the answer, while nobody had judged
+    # it: such items go to curators first, marked as such.
+    changed_from = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     # Higher first; set from the prediction so the queue needs no computation to order.
     priority = models.FloatField(default=0.0)

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from annotations.models import ReviewItem
+from annotations.models import Group, Prediction, ReviewItem
+from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id
@@ -101,3 +102,35 @@ def test_the_queue_page_costs_the_same_few_queries_with_sixty_items(
         response = client.get("/review/queue/")
     assert response.status_code == 200
     assert response.content.decode().count('data-testid="queue-row"') == 50
+
+
+def test_answers_a_new_model_changed_go_first_marked_as_such(client, curator, tiny_taxonomy):
+    """After a promotion every open item is predicted again; those whose answer changed and
+    nobody judged come first in the queue and on the card, which says what it was."""
+    from annotations.services.review.inputs import review_items_repredict
+    from models_app.models import ModelVersion
+
+    items = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["icu nurse", "Java Engineer", "Tax Clerk"], source="api"
+    )
+    changed = items[2]
+    live = changed.prediction.model_version
+    # As if an older version had answered it otherwise: the live one changes the answer.
+    older = ModelVersion.objects.create(
+        taxonomy=tiny_taxonomy, number=99, encoder_kind=live.encoder_kind, artifact_path="x"
+    )
+    baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
+    Prediction.objects.filter(id=changed.prediction_id).update(model_version=older)
+    ReviewItem.objects.filter(id=changed.id).update(top_group=baristas)
+
+    assert review_items_repredict(taxonomy=tiny_taxonomy) == 3
+    changed.refresh_from_db()
+    assert changed.changed_from == baristas and changed.top_group != baristas
+    client.force_login(curator)
+    queue = client.get("/review/queue/").content.decode()
+    rows = re.findall(r'data-testid="queue-row" data-item-id="(\d+)"', queue)
+    assert rows[0] == str(changed.id)
+    assert queue.count('data-testid="changed-badge"') == 1
+    card = client.get("/review/").content.decode()
+    assert card_item_id(card) == changed.id
+    assert "answer changed by jobs/v1: it was Baristas" in card
