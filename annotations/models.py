@@ -255,6 +255,9 @@ class Judgement(models.Model):
     previous_status = models.CharField(max_length=16, blank=True)
     # A client's key for one verdict: a retried request finds this row instead of adding one.
     idempotency_key = models.CharField(max_length=100, blank=True)
+    # The verdicts one batch-review submit recorded share this: the batch is undone whole,
+    # from its result page or later from the batch pages.
+    batch = models.UUIDField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # An undone verdict stays for the audit trail but no longer counts anywhere.
     undone_at = models.DateTimeField(null=True, blank=True)

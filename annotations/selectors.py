@@ -274,6 +274,36 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
     ]
 
 
+# Batches stay undoable from the batch pages for this long after they were submitted.
+BATCH_UNDO_HOURS = 24
+
+
+def recent_batches(*, user, taxonomy: Taxonomy, limit: int = 5) -> list[dict]:
+    """``user``'s latest batches on ``taxonomy`` that still have verdicts standing, newest
+    first: when, which group, how many confirmed and rejected, and those verdicts' ids."""
+    since = timezone.now() - timedelta(hours=BATCH_UNDO_HOURS)
+    rows = list(
+        Judgement.objects.live()
+        .filter(user=user, batch__isnull=False, review_item__taxonomy=taxonomy)
+        .filter(created_at__gte=since)
+        .order_by("-created_at", "-id")
+        .values_list(
+            "batch", "id", "verdict", "created_at",
+            "group__code", "group__name", "rejected_group__code", "rejected_group__name",
+        )
+    )  # fmt: skip
+    batches: dict = {}
+    for batch, judgement_id, verdict, created_at, code, name, rejected_code, rejected in rows:
+        entry = batches.setdefault(
+            batch,
+            {"batch": batch, "at": created_at, "code": code or rejected_code,
+             "group": name or rejected, "ids": [], "confirmed": 0, "rejected": 0},
+        )  # fmt: skip
+        entry["ids"].append(judgement_id)
+        entry["confirmed" if verdict == Judgement.Verdict.CONFIRM else "rejected"] += 1
+    return list(batches.values())[:limit]
+
+
 def recent_judgements(*, user, limit: int = 10) -> QuerySet[Judgement]:
     """The curator's latest verdicts that still count: shown beside the card, undoable."""
     return (

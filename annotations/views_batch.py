@@ -19,6 +19,7 @@ from annotations.forms import (
 from annotations.models import Group, ReviewItem, Taxonomy
 from annotations.selectors import (
     group_members_sample,
+    recent_batches,
     review_batch_queue,
     review_groups_pending,
     review_items_probability,
@@ -50,6 +51,8 @@ def review_batch_groups(request: HttpRequest, slug: str) -> HttpResponse:
         "taxonomy": taxonomy,
         "groups": review_groups_pending(taxonomy=taxonomy, user=request.user),
         "options_query": options.query_string(),
+        # A batch stays undoable after its result page is left.
+        "batches": recent_batches(user=request.user, taxonomy=taxonomy),
     }
     return render(request, "annotations/batch_groups.html", context)
 

@@ -271,7 +271,7 @@ def test_the_batch_page_costs_the_same_few_queries_with_sixty_items(
     with django_assert_max_num_queries(12):
         response = client.get(URL)
     assert len(tile_ids(response.content.decode())) == 48
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):  # the groups, and the curator's recent batches
         response = client.get("/review/batch/jobs/")
     assert response.status_code == 200
 
@@ -293,3 +293,44 @@ def test_confirming_a_full_batch_costs_a_bounded_number_of_queries(
     assert len(verdicts) == 48
     assert [verdicts[int(i)] for i in shown[:3]] == ["false_match"] * 3
     assert {verdicts[int(i)] for i in shown[3:]} == {"confirm"}
+
+
+def submitted_batch(client) -> list[int]:
+    """A grid confirmed whole; the ids of the items it held."""
+    ids = tile_ids(client.get(URL).content.decode())
+    assert client.post(URL, {"item": ids}, **HTMX).status_code == 200
+    return ids
+
+
+def test_a_batch_stays_undoable_from_the_groups_page_after_its_result_page_is_left(
+    client, curator, developers
+):
+    client.force_login(curator)
+    ids = submitted_batch(client)
+    page = client.get("/review/batch/jobs/").content.decode()
+    (row,) = re.findall(r'data-testid="recent-batch">(.*?)</tr>', page, re.S)
+    assert "15-1252</span> Software Developers" in row
+    assert f'<td class="num">{len(ids)}</td><td class="num">0</td>' in row
+    posted = re.findall(r'name="judgement" value="(\d+)"', row)
+    response = client.post("/review/batch/jobs/15-1252/undo", {"judgement": posted}, follow=True)
+    assert f"Batch undone: {len(ids)} verdicts taken back." in response.content.decode()
+    assert not Judgement.objects.live().exists()
+    assert 'data-testid="recent-batch"' not in client.get("/review/batch/jobs/").content.decode()
+
+
+def test_undoing_a_batch_one_of_whose_items_was_judged_again_changes_nothing_and_says_why(
+    client, curator, other_curator, developers
+):
+    client.force_login(curator)
+    ids = submitted_batch(client)
+    posted = list(Judgement.objects.filter(review_item_id__in=ids).values_list("id", flat=True))
+    # One item is double-reviewed meanwhile: a later verdict by someone else stands on it.
+    item = ReviewItem.objects.get(id=ids[0])
+    ReviewItem.objects.filter(id=item.id).update(reviews_required=2, status="pending")
+    judgement_create(review_item=item, user=other_curator, verdict="none")
+    before = sorted(Judgement.objects.live().values_list("id", flat=True))
+    response = client.post("/review/batch/jobs/15-1252/undo", {"judgement": posted}, follow=True)
+    assert "a later verdict on this item must be undone first: oscar judged it later" in (
+        response.content.decode()
+    )
+    assert sorted(Judgement.objects.live().values_list("id", flat=True)) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -85,8 +86,10 @@ def judgements_create_for_group(
                 done = "is already marked" if item_id in rejecting else "was rejected"
                 raise VerdictError("group", f"{group.name} {done} for item {item_id}")
 
+    batch = uuid.uuid4()
     judgements = [
         Judgement(
+            batch=batch,
             review_item=items[item_id],
             verdict=Judgement.Verdict.FALSE_MATCH
             if item_id in rejecting
