@@ -81,6 +81,7 @@ def line_chart_svg(chart: Chart) -> SafeString:
             f'stroke="{colour}" stroke-dasharray="3 3" stroke-width="1"/>'
             f'<circle cx="{px(x):.1f}" cy="{TOP + 5}" r="4" fill="{colour}"/></g>'
         )
+    legend_x = LEFT + 4
     for i, series in enumerate(chart.series):
         if not series.points:
             continue
@@ -96,11 +97,12 @@ def line_chart_svg(chart: Chart) -> SafeString:
                 f"<title>{escape(series.name)}: {y:.3f}</title></circle>"
             )
         parts.append("</g>")
-        legend_x = LEFT + 4 + i * 195
+        # Each entry as wide as its name (about 5.6 px a character at 10 px): whole names.
         parts.append(
             f'<rect x="{legend_x}" y="{HEIGHT - 12}" width="10" height="3" fill="{colour}"/>'
             f'<text x="{legend_x + 14}" y="{HEIGHT - 8}" font-size="10" fill="#374151">'
-            f"{escape(series.name[:32])}</text>"
+            f"{escape(series.name)}</text>"
         )
+        legend_x += 14 + round(5.6 * len(series.name)) + 18
     parts.append("</svg>")
     return mark_safe("".join(parts))

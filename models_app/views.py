@@ -24,8 +24,12 @@ from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
 from models_app.retraining import finetune_now_request, training_run_retry
-from models_app.selectors.charts import run_training_chart, taxonomy_history_chart
-from models_app.selectors.reports import flip_report_of, gate_report_of, suite_primary, suite_rows
+from models_app.selectors.charts import (
+    run_training_chart,
+    run_validations,
+    taxonomy_history_chart,
+)
+from models_app.selectors.reports import flip_report_of, gate_report_of, suite_rows
 from models_app.selectors.runs import (
     RunRow,
     run_is_active,
@@ -38,6 +42,7 @@ from models_app.selectors.versions import (
     model_version_get,
     model_versions_page,
     taxonomies_for_models,
+    version_measured,
 )
 from models_app.serving.engines import NoLiveModel
 
@@ -76,7 +81,7 @@ def _overview(
         context.update(
             live=live,
             live_suite=suite_rows(live) if live else [],
-            live_primary=suite_primary(live) if live else None,
+            live_measured=version_measured(live) if live else (None, {}, ""),
             history_chart=line_chart_svg(taxonomy_history_chart(taxonomy=taxonomy)),
             versions=model_versions_page(
                 taxonomy=taxonomy, live=live, page=request.GET.get("page")
@@ -205,6 +210,7 @@ def _run_page(
         "polling": run_is_active(run),
         "gate": gate_report_of(run),
         "training_chart": _chart_or_empty(run_training_chart(run)),
+        "validations": run_validations(run),
         "flip": flip_report_of(run),
         "can_promote": admin
         and run.kind == TrainingRun.Kind.FINETUNE

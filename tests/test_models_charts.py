@@ -8,7 +8,7 @@ import re
 import pytest
 
 from models_app.charts import Chart, Series, line_chart_svg
-from models_app.models import TrainingRun
+from models_app.models import ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import training_run_request
 from tests.models_pages.conftest import first_version, rejected_finetune  # noqa: F401 (fixtures)
@@ -48,12 +48,23 @@ def test_the_models_page_plots_each_version_and_marks_the_gates_decisions(
     curator,
     rejected_finetune,  # noqa: F811
 ):
+    # A version no run made (a shipped model imported) is plotted too, as its record says.
+    ModelVersion.objects.create(
+        taxonomy=rejected_finetune.taxonomy,
+        number=3,
+        encoder_kind="ngram_bag",
+        artifact_path="jobs/models/shipped",
+        metrics={"suite": {"mean_accuracy": 0.9}},
+    )
     client.force_login(curator)
     page = client.get("/models/").content.decode()
     svg = re.search(r'data-testid="history">.*?(<svg.*?</svg>)', page, re.S).group(1)
-    # Runs with a model, oldest first: the build of jobs/v1, the build of jobs/v2 (not made
-    # live) and the fine-tune whose candidate it stands for, which the gate rejected.
+    # Each version, oldest first: jobs/v1 (built), jobs/v2 (the candidate of the fine-tune
+    # the gate rejected) and jobs/v3 (imported, no run).
     assert len(points_of(svg, "frozen suite, mean accuracy")) == 3
+    assert ">v3</text>" in svg
+    # Every series' name whole in the legend.
+    assert ">verdicts right by the model alone</text>" in svg
     assert len(points_of(svg, "verdicts right by the model alone")) == 1  # the gate's 0.75
     assert len(points_of(svg, "held-out verdicts")) == 1
     assert 'data-marker="reject"' in svg and "jobs/v2: reject" in svg

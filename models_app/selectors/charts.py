@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from annotations.models import Taxonomy
 from models_app.charts import Chart, Series
-from models_app.models import TrainingRun
+from models_app.models import ModelVersion, TrainingRun
 from models_app.selectors.reports import suite_primary
 
-HISTORY_RUNS = 60  # the newest runs a taxonomy's history chart shows
+HISTORY = 60  # the newest versions a taxonomy's history chart shows
 
 
 def mean_or_none(values: list[float]) -> float | None:
@@ -16,25 +16,31 @@ def mean_or_none(values: list[float]) -> float | None:
 
 
 def taxonomy_history_chart(*, taxonomy: Taxonomy) -> Chart:
-    """Per build or fine-tune with a model (oldest first): the frozen suite's mean accuracy,
-    the share of all curator verdicts the candidate gets right by itself and its share of the
-    held-out verdicts, each as the gate (or, for a build, the evaluation) measured it; the
-    gate's decisions marked."""
-    runs = list(
-        TrainingRun.objects.filter(
-            taxonomy=taxonomy,
+    """Per model version (oldest first), whether a run built it, fine-tuned it or it was
+    imported (a shipped model has no run): the frozen suite's mean accuracy, the share of all
+    curator verdicts the candidate gets right by itself and its share of the held-out
+    verdicts, each as the gate (or, for a build, the evaluation) measured it; the gate's
+    decisions marked."""
+    versions = list(
+        ModelVersion.objects.filter(taxonomy=taxonomy)
+        .select_related("taxonomy")
+        .order_by("-number")[:HISTORY]
+    )
+    versions.reverse()
+    runs = {
+        run.model_version_id: run
+        for run in TrainingRun.objects.filter(
+            model_version__in=versions,
             kind__in=(TrainingRun.Kind.BUILD, TrainingRun.Kind.FINETUNE),
-            model_version__isnull=False,
-        )
-        .select_related("model_version")
-        .order_by("-id")[:HISTORY_RUNS]
-    )[::-1]
+        ).order_by("id")
+    }
     frozen, verdicts, held_out = [], [], []
     labels, markers = {}, []
-    for x, run in enumerate(runs):
-        report = run.gate_report or {}
+    for x, version in enumerate(versions):
+        run = runs.get(version.id)
+        report = (run.gate_report if run is not None else None) or {}
         rows = report.get("metrics", [])
-        mean = suite_primary(run.model_version)
+        mean = suite_primary(version)
         if mean is None:
             mean = mean_or_none(
                 [r["candidate"] for r in rows if r.get("suite") == "frozen" and "candidate" in r]
@@ -46,11 +52,11 @@ def taxonomy_history_chart(*, taxonomy: Taxonomy) -> Chart:
         for row in rows:
             if row.get("name") == "held_out_feedback" and "candidate" in row:
                 held_out.append((x, row["candidate"]))
-        labels[x] = run.model_version.label.rsplit("/", 1)[-1]
+        labels[x] = version.label.rsplit("/", 1)[-1]
         if report.get("decision"):
             decision = report["decision"]
             forced = f", promoted anyway by {report['forced_by']}" if "forced_by" in report else ""
-            markers.append((x, decision, f"{run.model_version.label}: {decision}{forced}"))
+            markers.append((x, decision, f"{version.label}: {decision}{forced}"))
     return Chart(
         title=f"{taxonomy.slug}: each version as measured when it was made",
         series=[
@@ -63,15 +69,21 @@ def taxonomy_history_chart(*, taxonomy: Taxonomy) -> Chart:
     )
 
 
-def run_training_chart(run: TrainingRun) -> Chart | None:
-    """The training curve its model stored (validation accuracy by step); None without one."""
+def run_validations(run: TrainingRun) -> list[tuple[float, float]]:
+    """(step, validation accuracy) of each validation its model stored, in step order."""
     history = (run.model_version.metrics or {}).get("history") if run.model_version else None
-    points = [
+    return [
         (float(h["step"]), float(h["validation_accuracy"]))
         for h in history or []
         if "step" in h and "validation_accuracy" in h
     ]
-    if not points:
+
+
+def run_training_chart(run: TrainingRun) -> Chart | None:
+    """The training curve its model stored (validation accuracy by step); None with fewer than
+    two validations, which make no curve (the page says the one figure instead)."""
+    points = run_validations(run)
+    if len(points) < 2:
         return None
     return Chart(
         title=f"{run.model_version.label}: validation accuracy by training step",

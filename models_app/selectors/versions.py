@@ -91,14 +91,7 @@ def model_versions_page(
     rows = []
     for version in versions_page.object_list:
         is_live = live is not None and version.id == live.id
-        primary, accuracy, measured_by = suite_primary(version), suite_key_metrics(version), ""
-        if primary is not None:
-            measured_by = "build"
-        else:
-            gate = gate_candidate_metrics(version)
-            if gate:
-                accuracy = {name: gate.get(name) for name in SUITE_SETS}
-                primary, measured_by = mean_or_none(list(gate.values())), "gate"
+        primary, accuracy, measured_by = version_measured(version)
         rows.append(
             VersionRow(
                 version=version,
@@ -111,6 +104,19 @@ def model_versions_page(
         )
     versions_page.object_list = rows
     return versions_page
+
+
+def version_measured(version: ModelVersion) -> tuple[float | None, dict, str]:
+    """A version's frozen-suite mean and accuracy per test, and who measured them: its own
+    evaluation ("build"), else the gate that compared it ("gate"), else nobody ("")."""
+    primary, accuracy = suite_primary(version), suite_key_metrics(version)
+    if primary is not None:
+        return primary, accuracy, "build"
+    gate = gate_candidate_metrics(version)
+    if gate:
+        accuracy = {name: gate.get(name) for name in SUITE_SETS}
+        return mean_or_none(list(gate.values())), accuracy, "gate"
+    return None, accuracy, ""
 
 
 def gate_candidate_metrics(version: ModelVersion) -> dict[str, float]:

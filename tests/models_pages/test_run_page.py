@@ -124,3 +124,33 @@ def test_the_gate_report_leads_with_a_sentence_a_row_in_plain_words(
         "New verdicts held out: 3 of 4 right against 2 of 4 before; no drop: not blocking.",
     ]
     assert page.index('data-testid="gate-sentences"') < page.index('data-testid="gate-metrics"')
+
+
+def test_a_run_validated_once_says_its_figure_instead_of_drawing_a_dot(
+    client, curator, rejected_finetune
+):
+    version = rejected_finetune.model_version
+    version.metrics = {**version.metrics, "history": [{"step": 40, "validation_accuracy": 0.875}]}
+    version.save()
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
+    assert 'data-testid="training-curve"' not in page
+    assert "Validated once, at step 40: 0.875 of the held-out strings" in page
+
+
+def test_the_header_gives_the_figure_the_versions_table_gives(client, curator, rejected_finetune):
+    """A live version the gate measured (no evaluation of its own) shows the gate's figure in
+    the header, as the table does, not "not evaluated"."""
+    from models_app.models import Deployment
+
+    version = rejected_finetune.model_version
+    version.metrics = {"gate": rejected_finetune.gate_report}
+    version.save()
+    Deployment.objects.filter(taxonomy=version.taxonomy).update(
+        index_build=rejected_finetune.index_build
+    )
+    client.force_login(curator)
+    page = client.get("/models/", {"taxonomy": "jobs"}).content.decode()
+    header = re.search(r'data-testid="live-primary">(.*?)</dd>', page, re.S).group(1)
+    assert "not evaluated" not in header
+    assert "(as its gate measured it)" in header
