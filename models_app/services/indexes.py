@@ -20,7 +20,7 @@ from models_app.serving.groups import description_vectors, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.progress import Progress, no_progress
+from models_app.siamese.progress import Progress, encode_reporting, no_progress
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def index_build_create(
     When the live index was built with the same model, the members it holds keep the vectors it
     holds (a member's text never changes in place) and only the members added since are
     encoded: the scheduled reindex after a round of verdicts costs a few encodings, not the
-    whole taxonomy (about 30 s for 13,000 members with the tower on 2 cores).
+    whole taxonomy.
     """
     taxonomy = model_version.taxonomy
     rows = member_rows(taxonomy)
@@ -51,7 +51,7 @@ def index_build_create(
     if live is not None:
         vectors = member_vectors(encoder, live.index_build, ids, texts)
     else:
-        vectors = encoder.encode(texts)
+        vectors = encode_reporting(encoder, texts, progress, "encode")
     progress("index", 0.5, None)
     index = MemberIndex.build(vectors, ids)
     relative = f"{taxonomy.slug}/indexes/{uuid.uuid4().hex}"

@@ -26,7 +26,7 @@ from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
-from models_app.siamese.progress import no_progress
+from models_app.siamese.progress import budget_fraction, encode_reporting, no_progress
 from models_app.siamese.specs import DistillConfig
 from models_app.siamese.train import TrainResult, choose_device, set_threads
 
@@ -79,7 +79,7 @@ def distill_encoder(
     texts = list(texts)
     if teacher_vectors is None:
         progress("teacher", 0.0, None)
-        teacher_vectors = teacher.encode(texts)
+        teacher_vectors = encode_reporting(teacher, texts, progress, "teacher")
     if teacher_vectors.shape != (len(texts), teacher.dim):
         raise ConfigError("teacher vectors do not match the texts")
     rng = random.Random(config.seed)
@@ -120,7 +120,8 @@ def distill_encoder(
             elapsed = time.monotonic() - started
             left = max(0.0, deadline - time.monotonic())
             eta = min(elapsed / step * (config.max_steps - step), left)
-            progress("distil", step / config.max_steps, eta)
+            done = budget_fraction(step, config.max_steps, started, config.max_minutes)
+            progress("distil", done, eta)
     student.to("cpu")
     student.after_training(texts)
     student.eval()

@@ -25,7 +25,7 @@ from models_app.siamese.encoders import Encoder, encoder_class, parse_config
 from models_app.siamese.losses import build_loss
 from models_app.siamese.networks.base import NeuralEncoder
 from models_app.siamese.optim import Optimizer
-from models_app.siamese.progress import Progress, no_progress
+from models_app.siamese.progress import Progress, budget_fraction, no_progress
 from models_app.siamese.sampling import BatchSampler, TrainingData
 from models_app.siamese.specs import (
     DEFAULT_LOSS_PARAMS,
@@ -296,7 +296,8 @@ def train_encoder(
                 elapsed / step * (config.max_steps - step),
                 max(0.0, deadline - time.monotonic()),
             )
-            progress("train", step / config.max_steps, eta)
+            done = budget_fraction(step, config.max_steps, started, config.max_minutes)
+            progress("train", done, eta)
 
     if best_state is not None and config.select_best:
         encoder.load_state_dict(best_state)
