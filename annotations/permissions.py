@@ -28,5 +28,8 @@ class CuratorReadsAdminWrites(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         if request.method in SAFE_METHODS:
+            # The refusal names the role a read needs.
+            self.message = "curators only"
             return is_curator(request.user)
+        self.message = "admins only"
         return is_admin(request.user)

@@ -8,10 +8,6 @@ reads. A group's page and its edits are ``annotations.views_taxonomy_groups``; t
 from __future__ import annotations
 
 import csv
-import re
-import tempfile
-import zipfile
-from pathlib import Path
 
 from django import forms
 from django.contrib import messages
@@ -19,12 +15,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.defaultfilters import filesizeformat
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.csv_cells import spreadsheet_cell
 from annotations.decorators import admin_required
-from annotations.importers import ONET_ALTERNATES, ONET_OCCUPATIONS, ONET_RELATED, ImportFileError
+from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
 from annotations.selectors_taxonomy import (
@@ -34,20 +29,20 @@ from annotations.selectors_taxonomy import (
     taxonomy_export_rows,
     taxonomy_group_search,
 )
-from annotations.services.taxonomy import ImportRejected, taxonomy_import
+from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.guidelines import (
     GUIDELINES_MAX_CHARS,
     taxonomy_guidelines_update,
 )
+from annotations.services.taxonomy_upload import (
+    MAX_IMPORT_BYTES,
+    taxonomy_import_upload,
+    upload_too_large,
+)
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
 
-# An upload larger than this is refused before it is read: O*NET's zip is a few MB and ESCO's
-# occupations file about 20 MB; the command line imports anything bigger.
-MAX_IMPORT_BYTES = 50 * 1024 * 1024
-# What an O*NET zip may unpack to, in all (a zip's header can lie: the copy is counted too).
-MAX_UNZIPPED_BYTES = 200 * 1024 * 1024
 MAX_REPORTED_ROW_ERRORS = 200
 SEARCH_RESULTS = 50
 
@@ -78,16 +73,10 @@ class ImportForm(forms.Form):
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
-        if upload.size > MAX_IMPORT_BYTES:
-            raise forms.ValidationError(_too_large(upload.size))
+        too_large = upload_too_large(upload.size)
+        if too_large:
+            raise forms.ValidationError(too_large)
         return upload
-
-
-def _too_large(size: int) -> str:
-    return (
-        f"the file is {filesizeformat(size)}; the page takes up to "
-        f"{filesizeformat(MAX_IMPORT_BYTES)} (the import_taxonomy command takes bigger ones)"
-    )
 
 
 # --- the taxonomy list and imports ----------------------------------------------------------
@@ -101,21 +90,21 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > MAX_IMPORT_BYTES + 64 * 1024:
         # Refused before Django reads the body into a temporary file.
-        return _list_page(request, ImportForm(), error=f"file: {_too_large(declared)}", status=400)
+        return _list_page(
+            request, ImportForm(), error=f"file: {upload_too_large(declared)}", status=400
+        )
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
         return _list_page(request, form, error=form_errors(form), status=400)
     data = form.cleaned_data
     try:
-        with tempfile.TemporaryDirectory(prefix="siamweb-import-") as folder:
-            path = _unpack(data["file"], data["format"], Path(folder))
-            report = taxonomy_import(
-                slug=data["slug"],
-                path=path,
-                fmt=data["format"],
-                name=data["name"].strip() or None,
-                user=request.user,
-            )
+        report = taxonomy_import_upload(
+            upload=data["file"],
+            fmt=data["format"],
+            slug=data["slug"],
+            name=data["name"].strip() or None,
+            user=request.user,
+        )
     except ImportFileError as exc:
         return _list_page(request, form, error=f"file: {exc}", status=400)
     except ImportRejected as exc:
@@ -144,55 +133,6 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
 def _list_page(request: HttpRequest, form: ImportForm, status: int = 200, **extra) -> HttpResponse:
     context = {"taxonomies": taxonomies_with_counts(), "form": form, **extra}
     return render(request, "taxonomy/list.html", context, status=status)
-
-
-def _upload_name(upload) -> str:
-    """The uploaded file's own name, so that the import report says "jobs.csv:12"."""
-    name = re.sub(r"[^\w.\- ]", "_", Path(upload.name or "").name)[:100].strip(" .")
-    return name or "upload"
-
-
-def _unpack(upload, fmt: str, folder: Path) -> Path:
-    """Put the upload where the importer reads it: a file for csv and esco, a folder for onet."""
-    if fmt != Taxonomy.Format.ONET:
-        path = folder / _upload_name(upload)
-        with path.open("wb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
-        return path
-    try:
-        archive = zipfile.ZipFile(upload)
-    except zipfile.BadZipFile:
-        raise ImportFileError(
-            f"{_upload_name(upload)} is not a zip archive; the onet format takes a .zip of the "
-            f"O*NET text files"
-        ) from None
-    wanted = {ONET_OCCUPATIONS, ONET_ALTERNATES, ONET_RELATED}
-    budget = MAX_UNZIPPED_BYTES
-    target = folder / "onet"
-    target.mkdir()
-    with archive:
-        for info in archive.infolist():
-            # Matched by file name wherever the zip keeps it; nothing else is written out.
-            name = Path(info.filename).name
-            if info.is_dir() or name not in wanted or (target / name).exists():
-                continue
-            with archive.open(info) as source, (target / name).open("wb") as out:
-                budget -= _copy_bounded(source, out, budget)
-    return target
-
-
-def _copy_bounded(source, out, budget: int) -> int:
-    copied = 0
-    while chunk := source.read(1024 * 1024):
-        copied += len(chunk)
-        if copied > budget:
-            raise ImportFileError(
-                f"the zip unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB; "
-                "use the import_taxonomy command"
-            )
-        out.write(chunk)
-    return copied
 
 
 # --- one taxonomy: group search, export -----------------------------------------------------

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 ROOT = Path(__file__).resolve().parent.parent
 
 ENDPOINTS = {
-    "/api/v1/taxonomies": {"get"},
+    "/api/v1/taxonomies": {"get", "post"},
     "/api/v1/taxonomies/{slug}": {"get"},
     "/api/v1/taxonomies/{slug}/groups": {"get", "post"},
     "/api/v1/taxonomies/{slug}/members": {"get", "post"},

@@ -7,6 +7,7 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,17 +39,24 @@ from annotations.api.serializers import (
     GroupRefSerializer,
     ModelVersionRefSerializer,
 )
-from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH
+from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH, ImportFileError
 from annotations.models import (
     Group,
+    Taxonomy,
 )
 from annotations.selectors import (
     QueueFilters,
     review_counts,
 )
+from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
+from annotations.services.taxonomy_upload import taxonomy_import_upload, upload_too_large
+from models_app.services.runs import taxonomy_model_refresh
+
+# Bad rows listed in a refusal; the count says how many there were in all.
+MAX_ROW_ERRORS = 200
 
 
 class TaxonomySerializer(serializers.Serializer):
@@ -64,15 +72,90 @@ class TaxonomySerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-class TaxonomyListApi(CuratorApi):
+class TaxonomyListApi(CuratorReadsAdminWritesApi):
     pagination_class = PagePagination
+    parser_classes = [MultiPartParser]
 
     class OutputSerializer(TaxonomySerializer):
         pass
 
+    class ImportInputSerializer(serializers.Serializer):
+        slug = serializers.SlugField(
+            max_length=64, help_text="An existing taxonomy's slug updates it from the file"
+        )
+        format = serializers.ChoiceField(choices=Taxonomy.Format.choices)
+        file = serializers.FileField(
+            help_text="csv: group_code, group_name, text[, description]; onet: a .zip of the "
+            "O*NET text files; esco: occupations_en.csv"
+        )
+        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        skip_bad_rows = serializers.BooleanField(
+            required=False, default=False, help_text="Import the good rows, list the bad ones"
+        )
+        serve = serializers.BooleanField(
+            required=False,
+            default=True,
+            help_text="Queue what makes it serve, as the page's import does: the pretrained "
+            "tower for a new taxonomy (its training follows), a reindex for a live one",
+        )
+
+    class ImportOutputSerializer(serializers.Serializer):
+        taxonomy = TaxonomySerializer()
+        summary = serializers.CharField()
+        created = serializers.BooleanField()
+        rows_read = serializers.IntegerField()
+        members_created = serializers.IntegerField()
+        members_removed = serializers.IntegerField()
+        skipped_rows = serializers.ListField(child=serializers.CharField())
+        queued_run = serializers.IntegerField(allow_null=True)
+
     @extend_schema(summary="Taxonomies", responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         return paginated(self, request, taxonomies().order_by("slug"), self.OutputSerializer)
+
+    @extend_schema(
+        summary="Import a taxonomy file (admins): create or update, all or nothing",
+        request={"multipart/form-data": ImportInputSerializer},
+        responses={201: ImportOutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN},
+    )
+    def post(self, request: Request) -> Response:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        too_large = upload_too_large(max(declared - 64 * 1024, 0))
+        if too_large:  # refused before the body is read
+            return field_error("file", too_large)
+        serializer = self.ImportInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            report = taxonomy_import_upload(
+                upload=data["file"],
+                fmt=data["format"],
+                slug=data["slug"],
+                name=data.get("name", "").strip() or None,
+                user=request.user,
+                skip_bad_rows=data["skip_bad_rows"],
+            )
+        except ImportFileError as exc:
+            return field_error("file", str(exc))
+        except ImportRejected as exc:
+            rows = [str(error) for error in exc.errors[:MAX_ROW_ERRORS]]
+            return Response({"file": [str(exc)], "rows": rows}, status=status.HTTP_400_BAD_REQUEST)
+        run = (
+            taxonomy_model_refresh(taxonomy=report.taxonomy, requested_by=request.user)
+            if data["serve"]
+            else None
+        )
+        body = {
+            "taxonomy": taxonomies().get(id=report.taxonomy.id),
+            "summary": report.summary(),
+            "created": report.taxonomy_created,
+            "rows_read": report.rows_read,
+            "members_created": report.members_created,
+            "members_removed": report.members_removed,
+            "skipped_rows": [str(error) for error in report.skipped_rows[:MAX_ROW_ERRORS]],
+            "queued_run": run.id if run is not None else None,
+        }
+        return Response(self.ImportOutputSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 class TaxonomyCountsSerializer(serializers.Serializer):

@@ -43,3 +43,83 @@ def test_an_unknown_taxonomy_is_a_404_naming_it(api_client, tiny_taxonomy):
         response = api_client.get(API + path)
         assert response.status_code == 404
         assert response.json() == {"detail": "no taxonomy 'nope'"}
+
+
+# --- importing a taxonomy file ---------------------------------------------------------------
+
+CSV = (
+    b"group_code,group_name,text,description\n"
+    b"A-1,Alpha,alpha one,The first\nA-1,Alpha,alpha two,\nB-2,Beta,beta one,\n"
+)
+
+
+def upload(body: bytes = CSV, name: str = "skills.csv"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, body, content_type="text/csv")
+
+
+def test_an_admin_imports_a_taxonomy_file_and_it_is_queued_to_serve(db, admin_user):
+    from models_app.models import TrainingRun
+    from models_app.siamese.specs import PRETRAINED_SPEC
+    from tests.api_taxonomy.conftest import client_for
+
+    response = client_for(admin_user).post(
+        f"{API}/taxonomies",
+        {"slug": "skills", "format": "csv", "name": "Skills", "file": upload()},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["taxonomy"]["slug"], body["taxonomy"]["name"], body["created"]) == (
+        "skills",
+        "Skills",
+        True,
+    )
+    assert (body["rows_read"], body["members_created"], body["skipped_rows"]) == (3, 3, [])
+    run = TrainingRun.objects.get(id=body["queued_run"])
+    assert (run.kind, run.status, run.config) == ("build", "queued", PRETRAINED_SPEC)
+
+
+def test_a_file_with_bad_rows_is_refused_whole_naming_them(db, admin_user):
+    from annotations.models import Taxonomy
+    from tests.api_taxonomy.conftest import client_for
+
+    bad = CSV + b"C-3,Gamma,,\n"
+    response = client_for(admin_user).post(
+        f"{API}/taxonomies", {"slug": "skills", "format": "csv", "file": upload(bad)},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 400
+    body = response.json()
+    assert body["file"] == ["1 of 4 rows are bad; nothing was imported"]
+    assert body["rows"] == ["skills.csv:5: text is empty"]
+    assert not Taxonomy.objects.exists()
+
+
+def test_a_bad_request_or_a_curator_imports_nothing(db, admin_user, curator):
+    from annotations.models import Taxonomy
+    from tests.api_taxonomy.conftest import client_for
+
+    admin = client_for(admin_user)
+    missing = admin.post(
+        f"{API}/taxonomies", {"slug": "skills", "format": "csv"}, format="multipart"
+    )
+    assert missing.status_code == 400 and list(missing.json()) == ["file"]
+    wrong = admin.post(
+        f"{API}/taxonomies", {"slug": "no spaces", "format": "xml", "file": upload()},
+        format="multipart",
+    )  # fmt: skip
+    assert wrong.status_code == 400 and set(wrong.json()) == {"slug", "format"}
+    zipped = admin.post(
+        f"{API}/taxonomies", {"slug": "o", "format": "onet", "file": upload(name="o.zip")},
+        format="multipart",
+    )  # fmt: skip
+    assert zipped.status_code == 400
+    assert zipped.json()["file"][0].startswith("o.zip is not a zip archive")
+    forbidden = client_for(curator).post(
+        f"{API}/taxonomies", {"slug": "skills", "format": "csv", "file": upload()},
+        format="multipart",
+    )  # fmt: skip
+    assert forbidden.status_code == 403
+    assert not Taxonomy.objects.exists()

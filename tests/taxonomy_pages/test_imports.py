@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotations import views_taxonomy
 from annotations.models import AuditEvent, Member, Taxonomy
+from annotations.services import taxonomy_upload
 from models_app.models import TrainingRun
 from models_app.siamese.specs import PRETRAINED_SPEC
 from tests.taxonomy_pages.conftest import GOOD_CSV, csv_upload
@@ -119,12 +120,13 @@ def test_a_bad_import_form_is_a_400_naming_the_field(client, db, admin_user, dat
 def test_a_file_over_the_size_limit_is_refused(client, db, admin_user, monkeypatch, rows):
     # Small: refused by the form; big: refused by its declared length, before it is read.
     monkeypatch.setattr(views_taxonomy, "MAX_IMPORT_BYTES", 50)
+    monkeypatch.setattr(taxonomy_upload, "MAX_IMPORT_BYTES", 50)
     client.force_login(admin_user)
     body = GOOD_CSV + "".join(f"A-1,Alpha,alpha {i}\n" for i in range(rows))
     response = client.post("/taxonomies/", {"slug": "t", "format": "csv", "file": csv_upload(body)})
     assert response.status_code == 400
     assert "file: the file is" in response.content.decode()
-    assert "the page takes up to 50" in response.content.decode()
+    assert "uploads take up to 50" in response.content.decode()
     assert not Taxonomy.objects.exists()
 
 
