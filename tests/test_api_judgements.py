@@ -126,6 +126,24 @@ def test_after_a_false_match_the_item_names_the_next_group_and_a_bare_confirm_ta
     assert response.json()["group"]["id"] == offered[1]
 
 
+def test_a_fractional_id_is_refused_not_truncated(api_client, item, barista):
+    """{"review_item": 3116.9, "group": 442.7} once reassigned item 3116 to group 442."""
+    accountants = Group.objects.get(taxonomy__slug="jobs", code="13-2011")
+    for body in (
+        {"review_item": item.id + 0.9, "verdict": "confirm"},
+        {"review_item": item.id, "verdict": "reassign", "group": accountants.id + 0.7},
+    ):
+        response = api_client.post(URL, body, format="json")
+        assert response.status_code == 400
+        (field,) = response.json()
+        assert response.json()[field] == ["A valid integer is required."]
+    assert not Judgement.objects.exists()
+    whole = api_client.post(
+        URL, {"review_item": float(item.id), "verdict": "confirm"}, format="json"
+    )
+    assert whole.status_code == 201  # 7.0 is 7
+
+
 def test_after_none_of_these_the_item_names_no_group_until_it_is_undone(api_client, barista):
     top = barista.top_group_id
     response = api_client.post(URL, {"review_item": barista.id, "verdict": "none"}, format="json")
@@ -141,7 +159,8 @@ def test_after_none_of_these_the_item_names_no_group_until_it_is_undone(api_clie
     [
         ({"verdict": "confirm"}, "review_item", "This field is required."),
         ({"review_item": 999999, "verdict": "confirm"}, "review_item", "does not exist"),
-        ({"review_item": "one", "verdict": "confirm"}, "review_item", "Incorrect type"),
+        ({"review_item": "one", "verdict": "confirm"}, "review_item", "A valid integer"),
+        ({"review_item": True, "verdict": "confirm"}, "review_item", "A valid integer"),
         ({"review_item": "{item}"}, "verdict", "This field is required."),
         ({"review_item": "{item}", "verdict": "maybe"}, "verdict", "is not a valid choice"),
         ({"review_item": "{item}", "verdict": "reassign"}, "group", "reassign needs the group"),

@@ -218,3 +218,12 @@ VerdictField = named_choice_field("Verdict", Judgement.Verdict.choices)
 
 
 FeedbackOriginField = named_choice_field("FeedbackOrigin", FeedbackPair.Origin.choices)
+
+
+class IdField(serializers.PrimaryKeyRelatedField):
+    """A related row by its integer id: ``3116.9`` is refused, not truncated to row 3116 (the
+    database would cast it), as are ``true`` and ``"12abc"``; ``7.0`` and ``"7"`` read as 7."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("pk_field", serializers.IntegerField())
+        super().__init__(**kwargs)

@@ -24,6 +24,7 @@ from annotations.api.base import (
     CursorNewestFirst,
     CursorQueueOrder,
     FeedbackOriginField,
+    IdField,
     ReviewItemStatusField,
     VerdictField,
     field_error,
@@ -157,9 +158,9 @@ class JudgementListCreateApi(CuratorApi):
         pass
 
     class CreateInputSerializer(serializers.Serializer):
-        review_item = serializers.PrimaryKeyRelatedField(queryset=ReviewItem.objects.all())
+        review_item = IdField(queryset=ReviewItem.objects.all())
         verdict = VerdictField()
-        group = serializers.PrimaryKeyRelatedField(
+        group = IdField(
             queryset=Group.objects.all(),
             required=False,
             allow_null=True,

@@ -12,7 +12,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
-from annotations.api.base import QUEUE_OPEN, QueueStatusField, ReviewItemStatusField, VerdictField
+from annotations.api.base import (
+    QUEUE_OPEN,
+    IdField,
+    QueueStatusField,
+    ReviewItemStatusField,
+    VerdictField,
+)
 from annotations.api.reads import item_judgements
 from annotations.api_schema import SLUG_PATTERN
 from annotations.models import (
@@ -214,7 +220,7 @@ class QueueFilterSerializer(serializers.Serializer):
     """What a curator narrows the queue to, for listing and for claiming."""
 
     taxonomy = TaxonomySlugField(required=False)
-    group = serializers.PrimaryKeyRelatedField(
+    group = IdField(
         queryset=Group.objects.select_related("taxonomy"),
         required=False,
         help_text="Items whose top predicted group is this one (id)",

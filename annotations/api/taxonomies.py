@@ -18,6 +18,7 @@ from annotations.api.base import (
     AdminApi,
     CuratorApi,
     CuratorReadsAdminWritesApi,
+    IdField,
     MemberSourceField,
     PagePagination,
     edit_error_response,
@@ -266,7 +267,7 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
 
 class GroupMergeApi(AdminApi):
     class InputSerializer(serializers.Serializer):
-        into = serializers.PrimaryKeyRelatedField(
+        into = IdField(
             queryset=Group.objects.all(), help_text="The group that takes this one's members"
         )
 
@@ -306,14 +307,14 @@ class MemberListCreateApi(CuratorReadsAdminWritesApi):
     pagination_class = PagePagination
 
     class FilterSerializer(serializers.Serializer):
-        group = serializers.PrimaryKeyRelatedField(queryset=Group.objects.all(), required=False)
+        group = IdField(queryset=Group.objects.all(), required=False)
         source = MemberSourceField(required=False)
 
     class OutputSerializer(MemberSerializer):
         pass
 
     class CreateInputSerializer(serializers.Serializer):
-        group = serializers.PrimaryKeyRelatedField(queryset=Group.objects.all())
+        group = IdField(queryset=Group.objects.all())
         text = CleanTextField()
 
     class CreateOutputSerializer(MemberSerializer):
@@ -367,9 +368,7 @@ class MemberDetailApi(CuratorReadsAdminWritesApi):
         pass
 
     class MoveInputSerializer(serializers.Serializer):
-        group = serializers.PrimaryKeyRelatedField(
-            queryset=Group.objects.all(), help_text="The group the member moves to"
-        )
+        group = IdField(queryset=Group.objects.all(), help_text="The group the member moves to")
 
     @extend_schema(summary="One member string", responses={200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, member_id: int) -> Response:

@@ -148,7 +148,7 @@ def test_an_admin_merges_a_group_into_another(admin_client, tiny_taxonomy):
         ("self", "cannot be merged into itself"),
         ("other", "another taxonomy"),
         (999999, 'Invalid pk "999999" - object does not exist.'),
-        ("text", "Incorrect type. Expected pk value, received str."),
+        ("text", "A valid integer is required."),
         (None, "This field may not be null."),
     ],
 )

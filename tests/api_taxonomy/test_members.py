@@ -121,6 +121,8 @@ def test_an_admin_moves_a_member(admin_client, tiny_taxonomy):
         ("other", "another taxonomy"),
         (999999, "does not exist"),
         (None, "This field may not be null."),
+        # It used to move the member to the group whose id it truncated to.
+        ("fraction", "A valid integer is required."),
     ],
 )
 def test_a_bad_move_is_a_400_naming_group(
@@ -130,6 +132,7 @@ def test_a_bad_move_is_a_400_naming_group(
     target = {
         "same": icu.group_id,
         "other": Group.objects.get(taxonomy=other_taxonomy).id,
+        "fraction": Group.objects.get(taxonomy__slug="jobs", code="35-3023").id + 0.9,
     }.get(target, target)
     before = db_state()
     response = admin_client.patch(f"{API}/members/{icu.id}", {"group": target}, format="json")
