@@ -174,8 +174,13 @@ def _run(
                 "eta_seconds": (job.input_bytes - offset) / rate if rate > 0 else None,
                 "heartbeat_at": timezone.now(),
             }
+            # The queue takes a bounded number of rows from one job; the rest are counted.
+            room = max(settings.SIAMWEB_BULK_REVIEW_MAX_ROWS - job.rows_queued, 0)
+            review, overflow = review[:room], len(review) - min(len(review), room)
             if review:
                 checkpoint["rows_queued"] = F("rows_queued") + len(review)
+            if overflow:
+                checkpoint["rows_not_queued"] = F("rows_not_queued") + overflow
             # One transaction: rows go for review once, and only while this worker holds the
             # job (not after it was cancelled or deleted: an upload may hold private data).
             with transaction.atomic():

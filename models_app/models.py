@@ -234,6 +234,9 @@ class BulkJob(models.Model):
     review_below = models.FloatField(null=True, blank=True)
     review_margin_below = models.FloatField(null=True, blank=True)
     rows_queued = models.BigIntegerField(default=0, help_text="Rows sent to the review queue")
+    rows_not_queued = models.BigIntegerField(
+        default=0, help_text="Rows that qualified for review past the job's cap, not sent"
+    )
     # Pinned by the first chunk: every row is answered by this version and index.
     model_version = models.ForeignKey(
         ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -6,6 +6,7 @@ panel that answers once it is over carries no trigger, and shows the downloads i
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -56,6 +57,7 @@ def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
         "eta": duration_text(job.eta_seconds) if job.active else "",
         "polling": job.active,
         "poll_seconds": POLL_SECONDS,
+        "review_max_rows": settings.SIAMWEB_BULK_REVIEW_MAX_ROWS,
         "downloads": job.status == BulkJob.Status.SUCCEEDED,
         # A running job whose worker died: retried by hand, or by beat's next check.
         "worker_lost": duration_text((timezone.now() - job.heartbeat_at).total_seconds())

@@ -220,6 +220,9 @@ SIAMWEB_UPLOAD_MAX_ROWS = env_int("SIAMWEB_UPLOAD_MAX_ROWS", default=2000, minim
 # A bulk job's file streams to disk and is read in chunks by a worker: bounded by disk, not memory.
 SIAMWEB_BULK_MAX_BYTES = env_int("SIAMWEB_BULK_MAX_BYTES", default=1024**3, minimum=1024)
 SIAMWEB_BULK_CHUNK_ROWS = env_int("SIAMWEB_BULK_CHUNK_ROWS", default=2000, minimum=1)
+# At most this many rows of one bulk job go to the review queue (a 1 GiB file could queue
+# millions); the rest that qualified are counted on the job.
+SIAMWEB_BULK_REVIEW_MAX_ROWS = env_int("SIAMWEB_BULK_REVIEW_MAX_ROWS", default=2000, minimum=0)
 # A running bulk job silent this long has lost its worker: another delivery may take it over.
 SIAMWEB_BULK_STALE_SECONDS = env_int("SIAMWEB_BULK_STALE_SECONDS", default=120, minimum=1)
 # A finished bulk job, its upload and its results are deleted this many days after it ended: an

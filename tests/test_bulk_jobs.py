@@ -698,6 +698,24 @@ def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(
     assert Input.objects.get(text=low[0]).source == Input.Source.UPLOAD
 
 
+def test_one_job_sends_at_most_the_cap_for_review_and_counts_the_rest(
+    tiny_taxonomy, settings, client, curator
+):
+    """review_below=1 sends every row not matched exactly (300 of 300 once); a 1 GiB file
+    would queue millions."""
+    answers = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)
+    qualified = sum(answer.groups[0].score < 1.0 for answer in answers)
+    assert qualified > 3
+    settings.SIAMWEB_BULK_REVIEW_MAX_ROWS = 3
+    job = create(tiny_taxonomy, jobs_csv(), review_below=1.0, user=curator)
+    done = bulk_job_execute(job_id=job.id, chunk_rows=2)
+    assert (done.rows_queued, done.rows_not_queued) == (3, qualified - 3)
+    assert ReviewItem.objects.filter(taxonomy=tiny_taxonomy).count() == 3
+    client.force_login(curator)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert f"{qualified - 3} more qualified: the queue takes at most 3 rows from one job" in page
+
+
 def test_without_a_threshold_nothing_goes_to_the_review_queue(tiny_taxonomy):
     done = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
     assert done.rows_queued == 0 and not ReviewItem.objects.exists()
