@@ -8,12 +8,16 @@ functions are exact inverses on every string.
 
 from __future__ import annotations
 
-# A spreadsheet runs a cell that starts with one of these as a formula.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A spreadsheet runs a cell that starts with one of these as a formula, after any spaces or line
+# breaks in front of it, and some read the full-width forms as the ASCII ones.
+FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+# A cell that starts with one of these is suspect whatever follows.
+CONTROL_START = ("\t", "\r", "\n")
 
 
 def _formula_like(text: str) -> bool:
-    return text.lstrip("'").startswith(FORMULA_START)
+    text = text.lstrip("'")
+    return text.startswith(CONTROL_START) or text.lstrip(" \t\r\n").startswith(FORMULA_START)
 
 
 def spreadsheet_cell(text: str) -> str:

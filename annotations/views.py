@@ -52,7 +52,7 @@ def with_query(url: str, query: str) -> str:
 
 
 def verdict_error(exc: VerdictError) -> tuple[str, int]:
-    return f"{exc.field}: {exc}", 409 if exc.conflict else 400
+    return f"{exc.field}: {exc}", exc.status_code
 
 
 def form_errors(form) -> str:

@@ -227,8 +227,7 @@ def input_reopen(request: HttpRequest, input_id: int) -> HttpResponse:
     try:
         judgement_undo(judgement=judgement, user=request.user)
     except VerdictError as exc:
-        status = 409 if exc.conflict else 400
-        return _input_page(request, input_id, error=str(exc), status=status)
+        return _input_page(request, input_id, error=str(exc), status=exc.status_code)
     text = judgement.review_item.input.text
     messages.info(request, f"The verdict on “{text}” is taken back: judge it again.")
     return redirect("review")

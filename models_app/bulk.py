@@ -82,6 +82,11 @@ def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> tuple[in
         rows = read_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
         if next(rows, None) is None:
             raise BulkFileError(f"{filename} holds no rows")
+        if len(head) < _HEAD_BYTES:
+            # The whole file was checked: a fault that would stop the job (a quote never
+            # closed) is refused now, not after it was queued.
+            for _ in rows:
+                pass
     return offset, line
 
 

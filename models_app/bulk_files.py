@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from annotations.csv_cells import spreadsheet_cell
 from annotations.services.inputs_upload import format_size
 from models_app.models import BulkJob
 from models_app.serving.engines import artifact_path
@@ -46,8 +47,7 @@ _UTF8_BOM = codecs.BOM_UTF8
 _QUOTE, _COMMA = ord('"'), ord(",")
 # The longest record (a CSV row, a line of text) a bulk job reads: no title comes near it.
 MAX_RECORD_BYTES = 1024 * 1024
-# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A number stays as it is in a result cell: "-5" reads as minus five, not as a formula.
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -312,9 +312,7 @@ def csv_cell(value) -> str:
     if value is None:
         return ""
     text = str(value)
-    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
-        return "'" + text
-    return text
+    return text if _NUMBER.fullmatch(text) else spreadsheet_cell(text)
 
 
 def remove_partial(job: BulkJob) -> None:

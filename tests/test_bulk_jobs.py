@@ -416,6 +416,9 @@ def test_a_failed_job_is_retried_from_its_checkpoint(tiny_taxonomy):
         (b"title\nnurse\ncaf\xe9\n", "jobs.csv", "title", "is not UTF-8: line 3 (byte 15)"),
         (b"\xff\xfet\x00", "jobs.txt", "", "UTF-16 text; save it as UTF-8"),
         (b'title\n"nurse\n', "jobs.csv", "title", "a quote opened on line 2 is never closed"),
+        # Past the first row, in a file small enough to be read whole before it is accepted:
+        # it once was queued and then failed in the worker.
+        (b'title\nnurse\nbarista\n"trucker\n', "jobs.csv", "title", "on line 4 is never closed"),
         (b"title,title\nnurse,x\n", "jobs.csv", "title", "'title' 2 times (columns 1, 2)"),
         (b"ti\xe9tle\nnurse\n", "jobs.csv", "title", "is not UTF-8: line 1 (byte 2)"),
     ],

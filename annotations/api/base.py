@@ -134,13 +134,13 @@ def serving_error_response(exc: Exception, slug: str) -> Response:
 
 def verdict_error_response(exc: VerdictError) -> Response:
     field = IDEMPOTENCY_HEADER if exc.field == "idempotency_key" else exc.field
-    code = status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_400_BAD_REQUEST
-    return field_error(field, str(exc), code)
+    return field_error(field, str(exc), exc.status_code)
 
 
 def edit_error_response(exc: TaxonomyEditError, *, fields: dict[str, str] | None = None):
     """A refused taxonomy edit, naming the request's field (``fields`` maps service names)."""
-    return field_error((fields or {}).get(exc.field, exc.field), str(exc))
+    code = status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_400_BAD_REQUEST
+    return field_error((fields or {}).get(exc.field, exc.field), str(exc), code)
 
 
 def filters_of(serializer_class: type, request: Request) -> dict:

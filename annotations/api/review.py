@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from annotations.api.base import (
     BAD_REQUEST,
     CONFLICT,
+    FORBIDDEN,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     NOT_FOUND,
@@ -263,7 +264,7 @@ class JudgementUndoApi(CuratorApi):
     @extend_schema(
         summary="Take a verdict back (its author or an admin; the item's latest verdict only)",
         request=None,
-        responses={200: OutputSerializer, 404: NOT_FOUND, 409: CONFLICT},
+        responses={200: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
     )
     def post(self, request: Request, judgement_id: int) -> Response:
         judgement = object_or_404(Judgement.objects.all(), judgement_id, "judgement")

@@ -4,6 +4,7 @@ taxonomy edit services."""
 from __future__ import annotations
 
 from drf_spectacular.utils import (
+    OpenApiResponse,
     extend_schema,
 )
 from rest_framework import serializers, status
@@ -218,7 +219,13 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
     @extend_schema(
         summary="Create an empty group (admins)",
         request=CreateInputSerializer,
-        responses={201: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses={
+            201: OutputSerializer,
+            400: BAD_REQUEST,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: OpenApiResponse(description="The code is already taken in this taxonomy"),
+        },
     )
     def post(self, request: Request, slug: str) -> Response:
         taxonomy = taxonomy_or_404(slug)

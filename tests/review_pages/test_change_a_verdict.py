@@ -74,7 +74,7 @@ def test_another_curator_cannot_change_it_and_sees_whose_it_is(
     response = client.post(
         f"/inputs/{item.input_id}/reopen", {"judgement": Judgement.objects.get().id}
     )
-    assert response.status_code == 409
+    assert response.status_code == 403
     assert Judgement.objects.get().undone_at is None
 
 

@@ -46,11 +46,11 @@ def test_undo_brings_the_card_back_to_judge_again(client, curator, items):
     assert card_item_id(response.content.decode()) != first
 
 
-def test_undo_of_someone_elses_verdict_is_a_409(client, curator, other_curator, items):
+def test_undo_of_someone_elses_verdict_is_a_403(client, curator, other_curator, items):
     judgement = judgement_create(review_item=items[0], user=other_curator, verdict="confirm")
     client.force_login(curator)
     response = client.post(f"/review/judgements/{judgement.id}/undo", **HTMX)
-    assert response.status_code == 409
+    assert response.status_code == 403
     assert "only its curator or an admin can undo" in response.content.decode()
     judgement.refresh_from_db()
     assert judgement.undone_at is None

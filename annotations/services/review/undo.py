@@ -42,7 +42,9 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
     if judgement.undone_at is not None:
         raise VerdictError("judgement", f"this verdict was already {_changed_by(judgement)}")
     if judgement.user_id != user.id and not user.is_staff:
-        raise VerdictError("judgement", "only its curator or an admin can undo a verdict")
+        raise VerdictError(
+            "judgement", "only its curator or an admin can undo a verdict", forbidden=True
+        )
     latest = (
         Judgement.objects.live()
         .filter(review_item=item)

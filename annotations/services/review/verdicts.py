@@ -27,15 +27,22 @@ class VerdictError(ValueError):
     """A verdict that does not fit the item: unknown group, wrong state, missing group.
 
     ``field`` names what was wrong; ``conflict`` marks errors about the item's state (someone
-    else holds it, it changed, it is done) rather than about the request itself.
+    else holds it, it changed, it is done) rather than about the request itself;
+    ``forbidden`` marks what this user may not do whatever the state (another curator's
+    verdict).
     """
 
     CONFLICT_FIELDS = frozenset({"prediction", "review_item", "idempotency_key", "judgement"})
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, forbidden: bool = False) -> None:
         self.field = field
-        self.conflict = field in self.CONFLICT_FIELDS
+        self.forbidden = forbidden
+        self.conflict = field in self.CONFLICT_FIELDS and not forbidden
         super().__init__(message)
+
+    @property
+    def status_code(self) -> int:
+        return 403 if self.forbidden else 409 if self.conflict else 400
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ from models_app.siamese.text import TextError, clean_text
 
 
 class TaxonomyEditError(ValueError):
-    """An edit that cannot be made; ``field`` names the input that was wrong."""
+    """An edit that cannot be made; ``field`` names the input that was wrong. ``conflict``: the
+    input is fine but collides with what exists (a code already taken), a 409 over HTTP."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, conflict: bool = False) -> None:
         self.field = field
+        self.conflict = conflict
         super().__init__(message)
 
 

@@ -29,14 +29,16 @@ def group_create(*, taxonomy: Taxonomy, code: str, name: str, user) -> Group:
         raise TaxonomyEditError("code", "code may not contain '/'")
     name = clean(name, "name", MAX_NAME_LENGTH)
     if Group.objects.filter(taxonomy=taxonomy, code=code).exists():
-        raise TaxonomyEditError("code", f"code {code} is already taken in {taxonomy.slug}")
+        raise TaxonomyEditError(
+            "code", f"code {code} is already taken in {taxonomy.slug}", conflict=True
+        )
     try:
         with transaction.atomic():
             group = Group.objects.create(taxonomy=taxonomy, code=code, name=name)
     except IntegrityError:
         # Created by someone else between the check and the insert.
         raise TaxonomyEditError(
-            "code", f"code {code} is already taken in {taxonomy.slug}"
+            "code", f"code {code} is already taken in {taxonomy.slug}", conflict=True
         ) from None
     audit_record(
         actor=user,
