@@ -13,6 +13,7 @@ import logging
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_cache_control
 
 logger = logging.getLogger(__name__)
 
@@ -64,4 +65,20 @@ class MethodNotAllowedPageMiddleware:
             page = render(request, "405.html", {"allowed": methods}, status=405)
             page["Allow"] = allowed
             return page
+        return response
+
+
+class PrivateWhenSignedInMiddleware:
+    """A page or API answer made for a signed-in user holds their data (their queue, their
+    token): marked ``Cache-Control: private`` so no shared cache (a proxy, a CDN) keeps it, unless
+    the view said how to cache it itself."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
+            patch_cache_control(response, private=True)
         return response

@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "siamweb.middleware.MethodNotAllowedPageMiddleware",
+    "siamweb.middleware.PrivateWhenSignedInMiddleware",
     # Innermost, so it sees what a view raised: a locked or lost database answers 503.
     "siamweb.middleware.TransientDatabaseErrorMiddleware",
 ]

@@ -64,3 +64,12 @@ def test_the_api_keeps_its_json_405(api_client, tiny_taxonomy):
     response = api_client.delete("/api/v1/taxonomies/jobs")
     assert response.status_code == 405
     assert response.json() == {"detail": 'Method "DELETE" not allowed.'}
+
+
+def test_answers_for_a_signed_in_user_are_private_to_caches(client, api_client, curator):
+    client.force_login(curator)
+    assert "private" in client.get("/review/")["Cache-Control"]
+    assert "private" in api_client.get("/api/v1/taxonomies")["Cache-Control"]
+    # What anyone gets the same is not marked.
+    client.logout()
+    assert "private" not in client.get("/healthz").get("Cache-Control", "")
