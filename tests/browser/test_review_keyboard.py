@@ -165,3 +165,15 @@ def test_after_a_keyboard_reassign_the_next_keys_are_shortcuts_again(
     verdicts_today(page, 2)
     expect(search).to_have_value("")
     assert Judgement.objects.get(review_item=following).verdict == "skip"
+
+
+def test_reassign_search_finds_a_group_by_a_members_title(page, live_server, curator, queued):
+    """ "python" names no group; Software Developers has the member "Python Developer", and the
+    result says so."""
+    log_in(page, live_server, "carla", "carla-pass-123")
+    page.keyboard.press("r")
+    page.keyboard.type("python")
+    results = page.get_by_test_id("group-results")
+    first = results.get_by_role("button").first
+    expect(first).to_contain_text("Software Developers")
+    expect(first.get_by_test_id("found-by")).to_have_text("has “Python Developer”")
