@@ -126,6 +126,23 @@ def test_after_a_false_match_the_item_names_the_next_group_and_a_bare_confirm_ta
     assert response.json()["group"]["id"] == offered[1]
 
 
+def test_the_same_skip_sent_again_without_a_key_is_recorded_once(api_client, item, curator):
+    """20 concurrent skips of one item by one curator once stored 20 verdicts."""
+    first = api_client.post(URL, {"review_item": item.id, "verdict": "skip"}, format="json")
+    again = api_client.post(URL, {"review_item": item.id, "verdict": "skip"}, format="json")
+    assert (first.status_code, again.status_code) == (201, 409)
+    assert again.json() == {"review_item": ["you skipped this item already"]}
+    assert Judgement.objects.filter(verdict="skip").count() == 1
+    # On a later pass the card leases it again, and it may be skipped again.
+    from annotations.services.review.leases import review_item_claim
+
+    assert review_item_claim(user=curator).id == item.id
+    assert (
+        api_client.post(URL, {"review_item": item.id, "verdict": "skip"}, format="json").status_code
+        == 201
+    )
+
+
 def test_a_fractional_id_is_refused_not_truncated(api_client, item, barista):
     """{"review_item": 3116.9, "group": 442.7} once reassigned item 3116 to group 442."""
     accountants = Group.objects.get(taxonomy__slug="jobs", code="13-2011")

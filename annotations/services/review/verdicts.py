@@ -128,6 +128,20 @@ def judgement_record(
     now = timezone.now()
     if item.leased_by_id not in (None, user.id) and item.lease_expires_at > now:
         raise VerdictError("review_item", "another curator is reviewing this item right now")
+    if (
+        verdict == Judgement.Verdict.SKIP
+        and item.status == ReviewItem.Status.SKIPPED
+        and item.leased_by_id != user.id
+        and Judgement.objects.live()
+        .filter(review_item=item)
+        .order_by("-created_at", "-id")
+        .values_list("user_id", "verdict")
+        .first()
+        == (user.id, Judgement.Verdict.SKIP)
+    ):
+        # The same skip sent again (a double click, a retry without a key): one is recorded.
+        # Skipping it again on a later pass goes through the card, which leases it first.
+        raise VerdictError("review_item", "you skipped this item already")
     if prediction_id is not None and prediction_id != item.prediction_id:
         raise VerdictError(
             "prediction", "the prediction changed since this card was shown; judge the new one"
