@@ -114,3 +114,23 @@ def test_accept_all_above_p_confirms_the_likely_tiles_and_leaves_the_rest(
     assert set(ReviewItem.objects.filter(id__in=below).values_list("status", flat=True)) == {
         "pending"
     }
+
+
+def test_a_batch_left_behind_is_undone_later_from_the_batch_pages(
+    page, live_server, curator, developers
+):
+    log_in(page, live_server, "carla", "carla-pass-123")
+    page.goto(f"{live_server.url}/review/batch/jobs/15-1252/")
+    expect(page.get_by_test_id("tile")).to_have_count(10)
+    page.get_by_test_id("confirm-rest").click()
+    expect(page.get_by_test_id("batch-done")).to_contain_text("10 confirmed")
+
+    page.goto(f"{live_server.url}/review/batch/jobs/")  # the result page is left
+    batch = page.get_by_test_id("recent-batch")
+    expect(batch).to_have_count(1)
+    expect(batch).to_contain_text("Software Developers")
+    batch.get_by_test_id("recent-batch-undo").click()
+    expect(page.get_by_test_id("notice").first).to_have_text(
+        "Batch undone: 10 verdicts taken back."
+    )
+    assert not Judgement.objects.live().exists()

@@ -1,0 +1,50 @@
+"""What a curator sees after a promotion changed answers nobody judged, and on a wrong address."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotations.models import Group, Prediction, ReviewItem
+from annotations.services.review.inputs import inputs_submit, review_items_repredict
+from models_app.models import ModelVersion
+from tests.browser.test_review_in_browser import log_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_changed_answer_comes_first_and_says_what_it_was(
+    page, live_server, curator, tiny_taxonomy
+):
+    items = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["icu nurse", "Java Engineer", "Tax Clerk"], source="api"
+    )
+    changed = items[2]
+    live = changed.prediction.model_version
+    older = ModelVersion.objects.create(
+        taxonomy=tiny_taxonomy, number=99, encoder_kind=live.encoder_kind, artifact_path="x"
+    )
+    baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
+    Prediction.objects.filter(id=changed.prediction_id).update(model_version=older)
+    ReviewItem.objects.filter(id=changed.id).update(top_group=baristas)
+    review_items_repredict(taxonomy=tiny_taxonomy)
+
+    log_in(page, live_server, "carla", "carla-pass-123")
+    expect(page.get_by_test_id("input-text")).to_have_text("Tax Clerk")
+    expect(page.get_by_test_id("changed-answer")).to_have_text(
+        "answer changed by jobs/v1: it was Baristas"
+    )
+    page.goto(f"{live_server.url}/review/queue/")
+    first = page.get_by_test_id("queue-row").first
+    expect(first).to_contain_text("Tax Clerk")
+    expect(first.get_by_test_id("changed-badge")).to_be_visible()
+
+
+def test_a_wrong_address_gets_a_page_with_the_menu_and_a_way_back(page, live_server, curator):
+    log_in(page, live_server, "carla", "carla-pass-123")
+    response = page.goto(f"{live_server.url}/review/no-such-page/")
+    assert response.status == 404
+    expect(page.get_by_test_id("not-found")).to_contain_text("There is no such page")
+    expect(page.locator(".topbar nav")).to_be_visible()
+    page.get_by_test_id("not-found-home").click()
+    expect(page).to_have_url(f"{live_server.url}/review/")
