@@ -36,7 +36,6 @@ from annotations.services.taxonomy_edit.guidelines import (
     taxonomy_guidelines_update,
 )
 from annotations.services.taxonomy_upload import (
-    MAX_IMPORT_BYTES,
     taxonomy_import_upload,
     upload_too_large,
 )
@@ -87,12 +86,6 @@ class ImportForm(forms.Form):
 def taxonomy_list(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _list_page(request, ImportForm())
-    declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    if declared > MAX_IMPORT_BYTES + 64 * 1024:
-        # Refused before Django reads the body into a temporary file.
-        return _list_page(
-            request, ImportForm(), error=f"file: {upload_too_large(declared)}", status=400
-        )
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
         return _list_page(request, form, error=form_errors(form), status=400)

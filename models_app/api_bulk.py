@@ -40,7 +40,6 @@ from models_app.bulk import (
     bulk_jobs_of,
     bulk_result_download,
     no_result_why,
-    request_too_big,
 )
 from models_app.bulk_files import RESULT_FILES, BulkFileError
 from models_app.models import BulkJob
@@ -151,9 +150,6 @@ class BulkJobListCreateApi(CuratorApi):
         },
     )
     def post(self, request: Request) -> Response:
-        too_big = request_too_big(request.META.get("CONTENT_LENGTH"))
-        if too_big is not None:  # refused before the body is read
-            return Response({"file": [too_big]}, status=status.HTTP_400_BAD_REQUEST)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -173,24 +173,6 @@ def bulk_job_create(
     return job
 
 
-def request_too_big(content_length: str | None) -> str | None:
-    """Why a request this long is refused before its body is read, or None.
-
-    Django writes an uploaded file to a temporary file before a view sees it: a 2 GB body would
-    fill the disk first. The form's fields and multipart framing add a few KB to the file."""
-    try:
-        length = int(content_length or 0)
-    except ValueError:
-        return None
-    limit = bulk_max_bytes()
-    if length <= limit + 64 * 1024:
-        return None
-    return (
-        f"the upload is {format_size(length)}; a bulk job takes files up to {format_size(limit)} "
-        "(SIAMWEB_BULK_MAX_BYTES), split it into smaller files"
-    )
-
-
 def _store(upload: IO[bytes], path: Path, *, filename: str) -> int:
     limit, size = bulk_max_bytes(), 0
     with path.open("wb") as out:

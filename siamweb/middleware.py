@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.defaultfilters import filesizeformat
 from django.utils.cache import patch_cache_control
+
+from annotations.services.taxonomy_upload import MAX_IMPORT_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -82,3 +86,48 @@ class PrivateWhenSignedInMiddleware:
         if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
             patch_cache_control(response, private=True)
         return response
+
+
+# What multipart framing and a form's other fields add to a file's own size.
+FORM_SLACK_BYTES = 64 * 1024
+
+
+def _body_limit(request) -> tuple[int | None, str]:
+    """The most bytes a request to this address may declare, and what the limit is called."""
+    path = request.path
+    if path in ("/bulk/", "/api/v1/bulk-jobs"):
+        return settings.SIAMWEB_BULK_MAX_BYTES + FORM_SLACK_BYTES, "SIAMWEB_BULK_MAX_BYTES"
+    if path in ("/taxonomies/", "/api/v1/taxonomies"):
+        return MAX_IMPORT_BYTES + FORM_SLACK_BYTES, "a taxonomy file's limit"
+    if path == "/inputs/upload/":
+        return settings.SIAMWEB_UPLOAD_MAX_BYTES + FORM_SLACK_BYTES, "SIAMWEB_UPLOAD_MAX_BYTES"
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE, "DATA_UPLOAD_MAX_MEMORY_SIZE"
+
+
+class RequestSizeLimitMiddleware:
+    """Refuse a body longer than its address takes from its declared Content-Length, before
+    anything reads it (the CSRF check reads a whole form, and Django writes an upload to a
+    temporary file before a view sees it): a JSON 413 under the API, a page elsewhere."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        limit, name = _body_limit(request)
+        if limit is None or declared <= limit:
+            return self.get_response(request)
+        logger.warning(
+            "refused %s %s: %d bytes declared, %d allowed", request.method, request.path,
+            declared, limit,
+        )  # fmt: skip
+        message = (
+            f"the request is {filesizeformat(declared)}; this address takes up to "
+            f"{filesizeformat(limit)} ({name})"
+        )
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=413)
+        return render(request, "413.html", {"message": message}, status=413)

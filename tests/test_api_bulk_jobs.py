@@ -193,14 +193,14 @@ def test_an_upload_far_over_the_limit_is_refused_before_it_is_read(
     settings.SIAMWEB_BULK_MAX_BYTES = 1024
     big = b"title\n" + b"icu nurse\n" * 20_000  # 200 KB: past the limit and the form's slack
     response = upload(api_client, data=big)
-    assert response.status_code == 400
-    assert response.json()["file"][0].startswith("the upload is 196 KB; a bulk job takes files")
+    assert response.status_code == 413
+    assert response.json()["detail"].startswith("the request is 195.6")
     client.force_login(curator)
     page = client.post(
         "/bulk/", {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", big)}
     )
-    assert page.status_code == 400
-    assert "the upload is 196 KB; a bulk job takes files up to 1 KB" in page.content.decode()
+    assert page.status_code == 413
+    assert 'data-testid="too-large"' in page.content.decode()
     assert not BulkJob.objects.exists()
 
 

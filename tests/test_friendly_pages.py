@@ -73,3 +73,29 @@ def test_answers_for_a_signed_in_user_are_private_to_caches(client, api_client, 
     # What anyone gets the same is not marked.
     client.logout()
     assert "private" not in client.get("/healthz").get("Cache-Control", "")
+
+
+def test_a_body_declared_too_long_is_refused_before_anything_reads_it(
+    client, api_client, curator, tiny_taxonomy, settings, caplog
+):
+    """An upload declaring 2 GiB once had 42 MB written to /tmp before any answer; anonymous
+    clients could do it to the login page with a CSRF cookie from a GET."""
+    huge = str(2 * 1024**3)
+    login = client.post("/accounts/login/", {"username": "x"}, CONTENT_LENGTH=huge)
+    assert login.status_code == 413
+    assert 'data-testid="too-large"' in login.content.decode()
+    page = login.content.decode().replace("\xa0", " ")
+    assert "the request is 2.0 GB; this address takes up to 2.5 MB" in page
+    api = api_client.post(
+        "/api/v1/bulk-jobs", {"taxonomy": "jobs"}, format="multipart", CONTENT_LENGTH=huge
+    )
+    assert api.status_code == 413
+    assert api.json()["detail"].endswith("(SIAMWEB_BULK_MAX_BYTES)")
+    assert any(
+        r.levelname == "WARNING" and "2147483648 bytes declared" in r.getMessage()
+        for r in caplog.records
+    )
+    # Each address has its own limit: 3 MB is too much for the login page, not for a bulk job.
+    three_mb = str(3 * 1024**2)
+    assert client.post("/accounts/login/", {}, CONTENT_LENGTH=three_mb).status_code == 413
+    assert api_client.get("/api/v1/bulk-jobs", CONTENT_LENGTH=three_mb).status_code != 413

@@ -54,7 +54,7 @@ from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-from annotations.services.taxonomy_upload import taxonomy_import_upload, upload_too_large
+from annotations.services.taxonomy_upload import taxonomy_import_upload
 from models_app.services.runs import taxonomy_model_refresh
 
 # Bad rows listed in a refusal; the count says how many there were in all.
@@ -121,10 +121,6 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
         responses={201: ImportOutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        too_large = upload_too_large(max(declared - 64 * 1024, 0))
-        if too_large:  # refused before the body is read
-            return field_error("file", too_large)
         serializer = self.ImportInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
