@@ -299,6 +299,17 @@ def train_encoder(
             done = budget_fraction(step, config.max_steps, started, config.max_minutes)
             progress("train", done, eta)
 
+    if (
+        stopped_because == "time budget"
+        and step > 0
+        and (not history or history[-1]["step"] != step)
+    ):
+        # Stopped by the clock between two validations: the steps since the last one are
+        # measured too, so the run's curve ends where its training did.
+        metric = validation_accuracy(encoder, data, encoder.encode(train_texts))
+        history.append({"step": step, "validation_accuracy": metric})
+        if metric > best_metric and config.select_best:
+            best_metric, best_state = metric, copy.deepcopy(encoder.state_dict())
     if best_state is not None and config.select_best:
         encoder.load_state_dict(best_state)
     encoder.to("cpu")

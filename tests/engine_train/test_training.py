@@ -158,3 +158,19 @@ def test_a_run_stopped_before_its_first_evaluation_still_reports_a_real_accuracy
     accuracy = result.metrics["validation_accuracy"]
     assert 0.0 <= accuracy <= 1.0
     json.dumps(result.metrics, allow_nan=False)
+
+
+def test_a_run_stopped_by_its_time_budget_validates_where_it_stopped(monkeypatch):
+    """A CPU run that hits its minutes between two validations ends its curve where its
+    training ended, not at the last validation before it (the run page drew one dot)."""
+    from models_app.siamese import train as train_module
+
+    ticks = iter(range(10**6))
+    # A clock that moves a second a call: the one-minute budget ends after about 60 calls.
+    monkeypatch.setattr(train_module.time, "monotonic", lambda: float(next(ticks)))
+    cfg = config(max_steps=10_000, eval_every=1_000, max_minutes=1.0)
+    result = train_encoder(prepare_data(MEMBERS, config=cfg), ENCODER, cfg)
+    assert result.stopped_because == "time budget"
+    assert 0 < result.steps < 1_000
+    # The one validation, where it stopped.
+    assert [point["step"] for point in result.history] == [result.steps]
