@@ -412,11 +412,10 @@ def reassign_group_search(
         (answer,) = rank_taxonomy_groups(taxonomy, [query], k=SIMILAR_OFFERED + len(seen))
     except (NoLiveModel, ArtifactError):
         return []
-    near = [g.group_id for g in answer.groups if g.group_id not in seen]
     near = [
         g
         for g in answer.groups
-        if g.group_id in near and (g.probability or 0.0) >= SIMILAR_AT_LEAST
+        if g.group_id not in seen and (g.probability or 0.0) >= SIMILAR_AT_LEAST
     ]
     groups = Group.objects.in_bulk([g.group_id for g in near])
     return [

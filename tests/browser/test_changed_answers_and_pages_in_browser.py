@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotations.models import Group, Prediction, ReviewItem
-from annotations.services.review.inputs import inputs_submit, review_items_repredict
-from models_app.models import ModelVersion
+from annotations.services.review.inputs import review_items_repredict
 from tests.browser.test_review_in_browser import log_in
+from tests.review_pages.conftest import answer_changed_by_a_new_model
 
 pytestmark = pytest.mark.browser
 
@@ -16,17 +15,7 @@ pytestmark = pytest.mark.browser
 def test_a_changed_answer_comes_first_and_says_what_it_was(
     page, live_server, curator, tiny_taxonomy
 ):
-    items = inputs_submit(
-        taxonomy=tiny_taxonomy, texts=["icu nurse", "Java Engineer", "Tax Clerk"], source="api"
-    )
-    changed = items[2]
-    live = changed.prediction.model_version
-    older = ModelVersion.objects.create(
-        taxonomy=tiny_taxonomy, number=99, encoder_kind=live.encoder_kind, artifact_path="x"
-    )
-    baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
-    Prediction.objects.filter(id=changed.prediction_id).update(model_version=older)
-    ReviewItem.objects.filter(id=changed.id).update(top_group=baristas)
+    answer_changed_by_a_new_model(tiny_taxonomy)
     review_items_repredict(taxonomy=tiny_taxonomy)
 
     log_in(page, live_server, "carla", "carla-pass-123")

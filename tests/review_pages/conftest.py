@@ -42,3 +42,23 @@ def login(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def answer_changed_by_a_new_model(taxonomy):
+    """Three open items; the third ("Tax Clerk") answered Baristas by an older version, so the
+    live one, predicting again, changes its answer. Returns (that item, Baristas)."""
+    from annotations.models import Group, Prediction
+    from models_app.models import ModelVersion
+
+    items = inputs_submit(
+        taxonomy=taxonomy, texts=["icu nurse", "Java Engineer", "Tax Clerk"], source="api"
+    )
+    changed = items[2]
+    live = changed.prediction.model_version
+    older = ModelVersion.objects.create(
+        taxonomy=taxonomy, number=99, encoder_kind=live.encoder_kind, artifact_path="x"
+    )
+    baristas = Group.objects.get(taxonomy=taxonomy, code="35-3023")
+    Prediction.objects.filter(id=changed.prediction_id).update(model_version=older)
+    ReviewItem.objects.filter(id=changed.id).update(top_group=baristas)
+    return changed, baristas

@@ -7,11 +7,10 @@ import re
 
 import pytest
 
-from annotations.models import Group, Prediction, ReviewItem
-from annotations.services.review.inputs import inputs_submit
+from annotations.models import ReviewItem
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import judgement_create
-from tests.review_pages.conftest import HTMX, card_item_id
+from tests.review_pages.conftest import HTMX, answer_changed_by_a_new_model, card_item_id
 
 
 def test_the_queue_lists_fifty_items_and_links_the_next_page(client, curator, many_items):
@@ -108,20 +107,8 @@ def test_answers_a_new_model_changed_go_first_marked_as_such(client, curator, ti
     """After a promotion every open item is predicted again; those whose answer changed and
     nobody judged come first in the queue and on the card, which says what it was."""
     from annotations.services.review.inputs import review_items_repredict
-    from models_app.models import ModelVersion
 
-    items = inputs_submit(
-        taxonomy=tiny_taxonomy, texts=["icu nurse", "Java Engineer", "Tax Clerk"], source="api"
-    )
-    changed = items[2]
-    live = changed.prediction.model_version
-    # As if an older version had answered it otherwise: the live one changes the answer.
-    older = ModelVersion.objects.create(
-        taxonomy=tiny_taxonomy, number=99, encoder_kind=live.encoder_kind, artifact_path="x"
-    )
-    baristas = Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023")
-    Prediction.objects.filter(id=changed.prediction_id).update(model_version=older)
-    ReviewItem.objects.filter(id=changed.id).update(top_group=baristas)
+    changed, baristas = answer_changed_by_a_new_model(tiny_taxonomy)
 
     assert review_items_repredict(taxonomy=tiny_taxonomy) == 3
     changed.refresh_from_db()
