@@ -46,7 +46,7 @@ run: setup ## Set everything up and start the web server, a Celery worker and be
 		--ready "web=Quit the server with" --ready "worker= ready." \
 		--banner "Siamweb is running at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
 
-services: ## Start (installing if needed) PostgreSQL, Redis and Chromium for the tests
+services: ## Start (installing if needed) PostgreSQL, Redis, nginx and Chromium for the tests
 	bash scripts/test_services.sh
 
 # The serving path's SQL differs by database: its tests run again on SQLite, `make run`'s default.

@@ -35,11 +35,14 @@ def start_gunicorn(
     log: Path | None = None,
     config: str | None = None,
     root: Path = ROOT,
+    env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> subprocess.Popen:
     """gunicorn on loopback; ``config``: a ``-c`` argument (``python:siamweb.gunicorn_config``
     preloads the live engines in the master, as deployed); ``root``: the checkout it serves
-    (another commit's, for a before-and-after), with this one's virtual environment."""
-    env = dict(os.environ)
+    (another commit's, for a before-and-after), with this one's virtual environment; ``env``:
+    its whole environment (this process's by default)."""
+    env = dict(os.environ if env is None else env)
     # Each worker is one process on a 2-core machine: intra-op threads beyond this would only
     # fight the other workers for the same cores.
     env["OMP_NUM_THREADS"] = str(torch_threads)
@@ -55,6 +58,7 @@ def start_gunicorn(
         "--timeout=120",
         "--log-level=warning",
         *([f"--config={config}"] if config else []),
+        *extra_args,
     ]
     output = log.open("ab") if log else None
     process = subprocess.Popen(

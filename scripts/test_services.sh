@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure the real services the tests use are up: PostgreSQL, Redis and Debian's Chromium.
+# Make sure the real services the tests use are up: PostgreSQL, Redis, and Debian's nginx and Chromium.
 # Installs them with apt-get when missing (needs root), starts them when stopped. Idempotent.
 set -euo pipefail
 
@@ -46,10 +46,20 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   for _ in $(seq 1 30); do redis-cli ping >/dev/null 2>&1 && break; sleep 0.5; done
 fi
 
+# --- nginx --------------------------------------------------------------------------------------
+# Only the binary: the proxy tests start their own nginx with the config docs/deploying.md gives.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  echo "installing nginx"
+  apt_install nginx
+  # Debian's package starts a server on port 80; the tests run their own instance.
+  (command -v service >/dev/null 2>&1 && service nginx stop >/dev/null 2>&1) || true
+  pkill -x nginx 2>/dev/null || true
+fi
+
 # --- Chromium -----------------------------------------------------------------------------------
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Chromium"
   apt_install chromium
 fi
 
-echo "services ready: PostgreSQL $(pg_isready -h 127.0.0.1 | cut -d- -f2-), Redis $(redis-cli ping), $(chromium --version 2>/dev/null | head -n1)"
+echo "services ready: PostgreSQL $(pg_isready -h 127.0.0.1 | cut -d- -f2-), Redis $(redis-cli ping), $(/usr/sbin/nginx -v 2>&1), $(chromium --version 2>/dev/null | head -n1)"
