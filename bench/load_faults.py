@@ -46,6 +46,7 @@ from bench.load_faults_clients import PASSWORD, Server  # noqa: E402
 from bench.load_faults_phases import (  # noqa: E402
     NORMALIZE_CLIENTS,
     gunicorn_rss,
+    paired_proxy_windows,
     run_phase,
     settle,
     verdict_accounting,
@@ -136,6 +137,7 @@ def one_database(database: str, args) -> dict[str, object]:
     from django.db import connections
 
     from bench import _pg
+    from bench._nginx import start_nginx, stop_nginx
     from bench._servers import free_port, start_celery, start_gunicorn, stop_celery, stop_gunicorn
 
     scratch = Path(tempfile.mkdtemp(prefix=f"siamweb-load-{database}-"))
@@ -146,16 +148,22 @@ def one_database(database: str, args) -> dict[str, object]:
     connections.close_all()
     print(f"{database}: {url}; logs in {scratch}")
 
-    server = Server(free_port())
+    direct = Server(free_port())
     processes = {
         "web": start_gunicorn(
-            port=server.port, workers=2, threads=2, torch_threads=1, log=scratch / "web.log"
+            port=direct.web_port, workers=2, threads=2, torch_threads=1, log=scratch / "web.log"
         ),
         "worker": start_celery("worker", log=scratch / "worker.log"),
         "beat": start_celery(
             "beat", log=scratch / "beat.log", extra=(f"--schedule={scratch / 'beat-schedule'}",)
         ),
     }
+    proxy = None
+    server = direct
+    if args.proxy == "nginx":
+        proxy = start_nginx(scratch / "nginx", upstream_port=direct.web_port,
+                            static_root=scratch / "staticfiles")  # fmt: skip
+        server = Server(direct.web_port, proxy.https_port)
     try:
         warm = run_phase(
             "warm-up",
@@ -186,7 +194,15 @@ def one_database(database: str, args) -> dict[str, object]:
         ]
         settled = settle(state, server, limit_seconds=args.settle_seconds)
         rows[-1]["web_rss_mb_after_settle"] = gunicorn_rss(processes["web"])
+        paired = None
+        if proxy is not None and args.pairs:
+            paired = paired_proxy_windows(
+                direct=direct, proxied=server, state=state, pairs=args.pairs,
+                seconds=args.pair_seconds, processes=processes, log_dir=scratch,
+            )  # fmt: skip
     finally:
+        if proxy is not None:
+            stop_nginx(proxy)
         stop_gunicorn(processes["web"])
         stop_celery(processes["worker"])
         stop_celery(processes["beat"])
@@ -195,8 +211,11 @@ def one_database(database: str, args) -> dict[str, object]:
     print(f"{database}: verdicts {accounting}; runs {settled}")
     return {
         "database": database,
+        "proxy": args.proxy,
         "broker": "redis" if database == "postgres" else "filesystem",
-        "server": "gunicorn 2x2 (gthread), one Celery worker (prefork, 1 child), beat",
+        "server": "gunicorn 2x2 (gthread), one Celery worker (prefork, 1 child), beat"
+        + (", nginx (deploy/nginx-siamweb.conf, HTTPS) in front" if proxy else ""),
+        "nginx_vs_direct": paired,
         "machine": machine,
         "warm_up": warm,
         "phases": rows,
@@ -220,25 +239,42 @@ def main() -> None:
     )
     parser.add_argument("--inputs", type=int, default=3000, help="inputs waiting for review")
     parser.add_argument("--settle-seconds", type=float, default=600.0)
+    parser.add_argument(
+        "--proxy", nargs="+", choices=["none", "nginx"], default=["none", "nginx"],
+        help="clients straight to gunicorn, or through nginx as docs/deploying.md puts it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pairs", type=int, default=10,
+        help="through nginx: alternating windows, direct and proxied, for the throughput ratio",
+    )  # fmt: skip
+    parser.add_argument("--pair-seconds", type=float, default=8.0)
     parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
+    parser.add_argument("--one-proxy", choices=["none", "nginx"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     clients.THINK_SECONDS = args.think_seconds
 
     if args.one:
         # A child: Django can be set up for one database per process.
+        args.proxy = args.one_proxy
         result = one_database(args.one, args)
         args.out.write_text(json.dumps(result, indent=2, default=str))
         return
 
     results = []
-    for database in args.database:
+    for database, proxy in [(d, p) for d in args.database for p in args.proxy]:
         out = Path(tempfile.mkstemp(suffix=".json")[1])
         command = [
             sys.executable,
             __file__,
             "--one",
             database,
+            "--one-proxy",
+            proxy,
+            "--pairs",
+            str(args.pairs),
+            "--pair-seconds",
+            str(args.pair_seconds),
             "--out",
             str(out),
             "--seconds",
@@ -269,6 +305,7 @@ def report(results: list[dict], args) -> None:
             rows.append(
                 {
                     "database": result["database"],
+                    "proxy": result["proxy"],
                     "phase": row["phase"],
                     "normalize_per_s": row["normalize_per_s"],
                     "vs_idle": round(row["normalize_per_s"] / idle["normalize_per_s"], 2),
@@ -286,8 +323,15 @@ def report(results: list[dict], args) -> None:
             )
     _pg.print_table(rows, list(rows[0]))
     for result in results:
-        print(f"{result['database']}: verdicts {result['verdicts']}")
-        print(f"{result['database']}: runs {result['runs']}")
+        name = f"{result['database']}, {result['proxy']}"
+        print(f"{name}: verdicts {result['verdicts']}")
+        print(f"{name}: runs {result['runs']}")
+        if result["nginx_vs_direct"]:
+            paired = result["nginx_vs_direct"]
+            print(
+                f"{name}: normalize/s through nginx / direct, {paired['pairs']} paired windows: "
+                f"{paired['nginx_vs_direct_mean']} (95% CI {paired['nginx_vs_direct_95ci']})"
+            )
     RESULTS.write_text(
         json.dumps(
             {

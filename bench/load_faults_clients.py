@@ -9,6 +9,7 @@ import http.cookiejar
 import json
 import random
 import re
+import ssl
 import threading
 import time
 import urllib.error
@@ -25,12 +26,19 @@ THINK_SECONDS = 1.0
 
 
 class Server:
-    """Where the clients send their requests; the port survives a restart of gunicorn."""
+    """Where the clients send their requests: gunicorn's port (it survives a restart of
+    gunicorn), or nginx's HTTPS port in front of it (``proxy_port``)."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    def __init__(self, web_port: int, proxy_port: int | None = None) -> None:
+        self.web_port = web_port
+        self.port = proxy_port or web_port
+        self.scheme = "https" if proxy_port else "http"
+        # nginx's certificate is self-signed for the benchmark: encrypted, not verified.
+        self.tls = ssl._create_unverified_context() if proxy_port else None
 
     def connection(self) -> http.client.HTTPConnection:
+        if self.tls:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=60, context=self.tls)
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
 
@@ -156,9 +164,11 @@ CARD_FORM = re.compile(
 
 def page_curator(server: Server, stop: threading.Event, rec: Recorder) -> None:
     """A curator on the htmx review page: log in, then confirm card after card."""
-    base = f"http://127.0.0.1:{server.port}"
+    base = f"{server.scheme}://127.0.0.1:{server.port}"
     jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(jar), urllib.request.HTTPSHandler(context=server.tls)
+    )
 
     def csrf() -> str:
         return next((c.value for c in jar if c.name == "csrftoken"), "")

@@ -75,7 +75,7 @@ def run_phase(name, *, server, state, seconds, curators, faults, processes, log_
         time.sleep(seconds / 3 - 2)
         stop_gunicorn(processes["web"])
         processes["web"] = start_gunicorn(
-            port=server.port, workers=2, threads=2, torch_threads=1, log=log_dir / "web.log"
+            port=server.web_port, workers=2, threads=2, torch_threads=1, log=log_dir / "web.log"
         )
         events.append(f"{time.perf_counter() - began:.0f} s: gunicorn restarted")
         time.sleep(max(0.0, seconds - (time.perf_counter() - began)))
@@ -192,4 +192,39 @@ def verdict_accounting(verdicts: dict[str, str]) -> dict[str, int]:
         "refused_not_4xx_or_503": sum(
             not (verdicts[key].startswith("4") or verdicts[key] == "503") for key in refused
         ),
+    }
+
+
+def paired_proxy_windows(
+    *, direct: Server, proxied: Server, state, pairs: int, seconds: float, processes, log_dir
+) -> dict[str, object]:
+    """Normalize traffic alone, alternating between gunicorn direct and nginx in front of the
+    same gunicorn, window by window (which goes first alternates too): the ratio of each pair's
+    throughputs, and a 95% interval over the pairs, so the host's drift cancels out."""
+    from scipy import stats
+
+    ratios, rows = [], []
+    for number in range(pairs):
+        order = [("direct", direct), ("nginx", proxied)]
+        if number % 2:
+            order.reverse()
+        rates = {}
+        for name, server in order:
+            row = run_phase(
+                f"pair {number + 1} {name}", server=server, state=state, seconds=seconds,
+                curators=False, faults=False, processes=processes, log_dir=log_dir,
+            )  # fmt: skip
+            rates[name] = row["normalize_per_s"]
+            rows.append(row)
+        ratios.append(rates["nginx"] / rates["direct"])
+    low, high = stats.t.interval(
+        0.95, len(ratios) - 1, loc=sum(ratios) / len(ratios), scale=stats.sem(ratios)
+    )
+    return {
+        "pairs": pairs,
+        "seconds_per_window": seconds,
+        "nginx_vs_direct_ratios": [round(r, 3) for r in ratios],
+        "nginx_vs_direct_mean": round(sum(ratios) / len(ratios), 3),
+        "nginx_vs_direct_95ci": [round(low, 3), round(high, 3)],
+        "windows": rows,
     }

@@ -14,6 +14,7 @@ import secrets
 import ssl
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +47,23 @@ class Deployment:
         return self.gunicorn_access_log.stat().st_size
 
     def reached_gunicorn(self, since: int, method: str, path: str) -> bool:
-        """Whether gunicorn logged ``method path`` after its access log was ``since`` bytes."""
-        with self.gunicorn_access_log.open("rb") as log:
-            log.seek(since)
-            logged = log.read().decode()
+        """Whether gunicorn logged ``method path`` after its access log was ``since`` bytes.
+
+        gunicorn logs a request once it has answered it: a marker request sent afterwards and
+        waited for makes sure every earlier request that reached it is in the log."""
+        marker = f"/healthz?marker={secrets.token_hex(8)}"
+        connection = self.https()
+        connection.request("GET", marker, headers={"Host": HOST})
+        connection.getresponse().read()
+        logged = ""
+        for _ in range(100):
+            with self.gunicorn_access_log.open("rb") as log:
+                log.seek(since)
+                logged = log.read().decode()
+            if marker in logged:
+                break
+            time.sleep(0.1)
+        assert marker in logged, "gunicorn never logged the marker request"
         return re.search(rf'"{method} {re.escape(path)}[ ?]', logged) is not None
 
 

@@ -3,6 +3,7 @@ HSTS, bodies refused before Django reads them, slow clients kept off gunicorn, s
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import socket
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench._nginx import SITE_CONFIG
+from bench._nginx import SITE_CONFIG, start_nginx, stop_nginx
+from bench._servers import free_port
 from tests.proxy.conftest import HOST, client_tls
 
 # The deployment serves Django's test database: its tests ask for it, so it is created.
@@ -194,3 +196,24 @@ def test_static_files_are_served_by_nginx_with_a_lifetime(deployment):
     assert response.getheader("Cache-Control") == "max-age=86400"
     assert body == (ROOT / "static" / "css" / "siamweb.css").read_bytes()
     assert not deployment.reached_gunicorn(before, "GET", "/static/css/siamweb.css")
+
+
+def test_gunicorn_down_is_a_503_to_retry_not_a_502(tmp_path):
+    nothing_listens = free_port()
+    proxy = start_nginx(tmp_path / "nginx", upstream_port=nothing_listens, static_root=tmp_path)
+    try:
+        for path, content_type in (
+            ("/api/v1/taxonomies/onet/normalize", "application/json"),
+            ("/review/", "text/html"),
+        ):
+            connection = http.client.HTTPSConnection(
+                "127.0.0.1", proxy.https_port, timeout=30, context=client_tls()
+            )
+            response = send_head(connection, "GET", path, {})
+            body = response.read()
+            assert response.status == 503, body
+            assert response.getheader("Retry-After") == "5"
+            assert response.getheader("Content-Type").startswith(content_type)
+            assert b"restarting" in body
+    finally:
+        stop_nginx(proxy)
