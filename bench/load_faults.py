@@ -313,7 +313,11 @@ def report(results: list[dict], args) -> None:
                     "p99_ms": row.get("p99_ms"),
                     "p99_vs_idle": round(row.get("p99_ms", 0) / idle["p99_ms"], 2),
                     "not_200": sum(n for status, n in statuses.items() if status != "200"),
-                    "5xx": sum(n for status, n in statuses.items() if status.startswith("5")),
+                    "no_answer": statuses.get("no answer", 0),
+                    "503": statuses.get("503", 0),
+                    "other_5xx": sum(
+                        n for status, n in statuses.items() if status[0] == "5" and status != "503"
+                    ),
                     "verdicts_2xx": sum(
                         n for o, n in row.get("verdict_outcomes", {}).items() if o in ("200", "201")
                     ),

@@ -95,6 +95,8 @@ def normalize_client(server: Server, token: str, texts, stop: threading.Event, r
             continue
         latency = (time.perf_counter() - began) * 1000
         rec.normalize(str(status), latency if status == 200 else None)
+        if status == 503:  # "try again" (nginx while gunicorn restarts): as after no answer
+            time.sleep(0.2)
     connection.close()
 
 
