@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
 from annotations import api_flags
@@ -150,7 +150,9 @@ urlpatterns = [
     ),
     path(
         "docs",
-        SpectacularSwaggerView.as_view(
+        # Split: Swagger UI's start-up script is served from this address too (?script), not
+        # inlined in the page, which the Content-Security-Policy would refuse to run.
+        SpectacularSwaggerSplitView.as_view(
             url_name="api-schema",
             permission_classes=[IsAuthenticated],
             # Swagger UI with a link back to the app above it.

@@ -39,6 +39,21 @@ def transient_error_response(request, exc: Exception) -> HttpResponse | None:
     return response
 
 
+class ContentSecurityPolicyMiddleware:
+    """Every answer carries ``settings.SIAMWEB_CONTENT_SECURITY_POLICY``: the browser runs and
+    styles only this site's own files, so markup slipped into a page cannot run as script. A view
+    that needs a looser policy (a third party's page) sets the header itself, and keeps it."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = settings.SIAMWEB_CONTENT_SECURITY_POLICY
+        return response
+
+
 class TransientDatabaseErrorMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
