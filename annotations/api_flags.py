@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.validators import RegexValidator
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +22,7 @@ from annotations.api.base import (
     object_or_404,
     paginated,
 )
+from annotations.api_schema import text_pattern
 from annotations.models import ReviewFlag, ReviewItem
 from annotations.selectors import review_flags
 from annotations.services.flags import (
@@ -32,6 +33,16 @@ from annotations.services.flags import (
 )
 
 FlagKindField = named_choice_field("ReviewFlagKind", ReviewFlag.Kind.choices)
+# The request's two shapes, for the schema only: a bare comment needs its comment (a blank one is
+# a 400 naming it), the other kinds may carry one.
+CommentKindField = named_choice_field(
+    "ReviewFlagCommentKind",
+    [(k, label) for k, label in ReviewFlag.Kind.choices if k == ReviewFlag.Kind.COMMENT],
+)
+OtherKindField = named_choice_field(
+    "ReviewFlagOtherKind",
+    [(k, label) for k, label in ReviewFlag.Kind.choices if k != ReviewFlag.Kind.COMMENT],
+)
 FlagStatusField = named_choice_field(
     "ReviewFlagStatus",
     [("open", "Not resolved yet"), ("resolved", "Resolved by an admin"), ("all", "Both")],
@@ -62,17 +73,37 @@ def _flag_error(exc: FlagError) -> Response:
     return field_error(exc.field, str(exc), code)
 
 
+def _comment_field(**kwargs) -> serializers.CharField:
+    return serializers.CharField(
+        max_length=ReviewFlag.COMMENT_MAX_LENGTH,
+        validators=[
+            RegexValidator(f"^[^{CONTROL_PATTERN[1:-1]}]*$", "may not hold control characters")
+        ],
+        **kwargs,
+    )
+
+
 class ReviewItemFlagCreateApi(CuratorApi):
     class InputSerializer(serializers.Serializer):
         kind = FlagKindField()
-        comment = serializers.CharField(
+        comment = _comment_field(
             required=False,
             allow_blank=True,
-            max_length=ReviewFlag.COMMENT_MAX_LENGTH,
-            validators=[
-                RegexValidator(f"^[^{CONTROL_PATTERN[1:-1]}]*$", "may not hold control characters")
-            ],
             help_text="Required when kind is comment; line breaks and tabs allowed",
+        )
+
+    class CommentInputSerializer(serializers.Serializer):
+        kind = CommentKindField()
+        comment = serializers.CharField(
+            max_length=ReviewFlag.COMMENT_MAX_LENGTH,
+            validators=[RegexValidator(text_pattern())],
+            help_text="The comment, not blank; line breaks and tabs allowed",
+        )
+
+    class OtherInputSerializer(serializers.Serializer):
+        kind = OtherKindField()
+        comment = _comment_field(
+            required=False, allow_blank=True, help_text="Optional; line breaks and tabs allowed"
         )
 
     class OutputSerializer(ReviewFlagSerializer):
@@ -80,7 +111,12 @@ class ReviewItemFlagCreateApi(CuratorApi):
 
     @extend_schema(
         summary="Flag a review item for the admins (not a verdict: the item stays as it is)",
-        request=InputSerializer,
+        request=PolymorphicProxySerializer(
+            component_name="ReviewItemFlagCreateApiInput",
+            serializers=[CommentInputSerializer, OtherInputSerializer],
+            resource_type_field_name=None,
+            many=False,
+        ),
         responses={201: OutputSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def post(self, request: Request, item_id: int) -> Response:

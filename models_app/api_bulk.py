@@ -259,7 +259,7 @@ class _BulkJobResultApi(CuratorApi):
         job = object_or_404(bulk_jobs_of(request.user), job_id, "bulk job")
         download = bulk_result_download(job, self.kind)
         if download is None:
-            return Response({"detail": no_result_why(job)}, status=status.HTTP_409_CONFLICT)
+            return Response({"status": [no_result_why(job)]}, status=status.HTTP_409_CONFLICT)
         return download
 
 
@@ -269,7 +269,7 @@ def result_responses(kind: str) -> dict:
         (200, media_type): OpenApiResponse(OpenApiTypes.BINARY),
         (404, "application/json"): NOT_FOUND,
         (409, "application/json"): OpenApiResponse(
-            description="The job has not succeeded: no result to download"
+            description='The job has not succeeded: no result to download: `{"status": ["why"]}`'
         ),
     }
 

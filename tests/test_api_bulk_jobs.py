@@ -42,9 +42,9 @@ def test_an_upload_is_queued_then_followed_to_its_results(api_client, tiny_taxon
     assert job["results"] == {} and job["requested_by"] == "carla"
     pending = api_client.get(f"{URL}/{job['id']}/result.csv")
     assert pending.status_code == 409
-    assert pending.json()["detail"] == (
-        f"bulk job {job['id']} is queued: its results download once it succeeds"
-    )
+    assert pending.json() == {
+        "status": [f"bulk job {job['id']} is queued: its results download once it succeeds"]
+    }
 
     bulk_job_execute(job_id=job["id"])  # what the worker does with the task the upload sent
 
@@ -155,7 +155,7 @@ def test_a_running_job_asked_to_cancel_says_it_is_stopping(api_client, tiny_taxo
     assert (response.json()["status"], response.json()["cancel_requested"]) == ("running", True)
     result = api_client.get(f"{URL}/{job_id}/result.csv")
     assert (result.status_code, result.json()) == (
-        409, {"detail": f"bulk job {job_id} is stopping: it has no result"},
+        409, {"status": [f"bulk job {job_id} is stopping: it has no result"]},
     )  # fmt: skip
 
 

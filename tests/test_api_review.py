@@ -118,7 +118,8 @@ def test_inputs_for_a_taxonomy_without_a_model_are_a_409(api_client):
     Taxonomy.objects.create(slug="bare", name="Bare")
     response = api_client.post(f"{API}/taxonomies/bare/inputs", {"texts": ["x"]}, format="json")
     assert response.status_code == 409
-    assert "manage.py train bare --activate" in response.json()["detail"]
+    (message,) = response.json()["taxonomy"]
+    assert "manage.py train bare --activate" in message
     assert Input.objects.count() == 0
 
 

@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
+
+from annotations.models import Taxonomy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -237,3 +240,47 @@ def test_an_uploaded_file_is_described_as_the_bytes_of_a_multipart_part(schema):
     body = schema["paths"]["/api/v1/bulk-jobs"]["post"]["requestBody"]["content"]
     ref = body["multipart/form-data"]["schema"]["$ref"].rpartition("/")[2]
     assert _component(schema, ref)["properties"]["file"]["format"] == "binary"
+
+
+def _inlined(schema: dict, node):
+    """``node`` with every ``$ref`` to a component replaced by the component itself."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inlined(schema, _component(schema, node["$ref"].rpartition("/")[2]))
+        return {key: _inlined(schema, value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inlined(schema, value) for value in node]
+    return node
+
+
+def test_a_bare_comment_flag_needs_its_comment_in_the_schema_as_on_the_server(schema):
+    operation = schema["paths"]["/api/v1/review-items/{item_id}/flags"]["post"]
+    body = _inlined(schema, operation["requestBody"]["content"]["application/json"]["schema"])
+    accepted = [
+        {"kind": "comment", "comment": "is this a nurse?"},
+        {"kind": "unsure"},
+        {"kind": "taxonomy_gap", "comment": ""},
+        {"kind": "unsure", "comment": "line one\nline two"},
+    ]
+    for request in accepted:
+        jsonschema.validate(request, body)
+    # What the server answers 400 (naming comment) the schema refuses too.
+    for request in ({"kind": "comment"}, {"kind": "comment", "comment": " \t "}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(request, body)
+    assert "400" in operation["responses"]
+
+
+def test_the_conflicts_of_texts_without_a_live_model_name_the_taxonomy(schema, api_client, db):
+    Taxonomy.objects.create(slug="bare", name="Bare")
+    for path in ("normalize", "inputs"):
+        documented = schema["paths"][f"/api/v1/taxonomies/{{slug}}/{path}"]["post"]["responses"]
+        assert documented["409"]["content"]["application/json"]["schema"] == {
+            "type": "object",
+            "additionalProperties": {},
+        }
+        response = api_client.post(
+            f"/api/v1/taxonomies/bare/{path}", {"texts": ["x"]}, format="json"
+        )
+        assert response.status_code == 409
+        assert list(response.json()) == ["taxonomy"]

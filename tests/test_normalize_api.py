@@ -97,11 +97,12 @@ def test_an_unknown_taxonomy_is_a_404(api_client, tiny_taxonomy):
     assert response.json() == {"detail": "no taxonomy 'nope'"}
 
 
-def test_a_taxonomy_without_a_model_is_a_409_that_says_what_to_run(api_client):
+def test_a_taxonomy_without_a_model_is_a_409_naming_it_that_says_what_to_run(api_client):
     Taxonomy.objects.create(slug="bare", name="Bare")
     response = api_client.post("/api/v1/taxonomies/bare/normalize", {"texts": ["x"]}, format="json")
     assert response.status_code == 409
-    assert "manage.py train bare --activate" in response.json()["detail"]
+    (message,) = response.json()["taxonomy"]  # the field in conflict, as every 409 names it
+    assert "manage.py train bare --activate" in message
 
 
 def test_a_form_encoded_body_is_refused_as_not_json(api_client, tiny_taxonomy):

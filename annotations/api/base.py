@@ -125,11 +125,12 @@ def field_error(field: str, message: str, code: int = status.HTTP_400_BAD_REQUES
 
 
 def serving_error_response(exc: Exception, slug: str) -> Response:
-    """No live model yet (409), or its files cannot be loaded (503): the live model is untouched."""
+    """No live model yet (409 naming ``taxonomy``, as the bulk and training endpoints do), or its
+    files cannot be loaded (503): the live model is untouched."""
     if isinstance(exc, ArtifactError):
         detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
         return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-    return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    return field_error("taxonomy", str(exc), status.HTTP_409_CONFLICT)
 
 
 def verdict_error_response(exc: VerdictError) -> Response:

@@ -69,7 +69,9 @@ class NormalizeApi(JsonApi):
             200: OutputSerializer,
             400: BAD_REQUEST,
             404: NOT_FOUND,
-            409: OpenApiResponse(description="The taxonomy has no live model yet"),
+            409: OpenApiResponse(
+                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
+            ),
             503: OpenApiResponse(description="The live model or index cannot be loaded"),
         },
     )
@@ -131,7 +133,9 @@ class InputListSubmitApi(CuratorApi):
             201: SubmitOutputSerializer,
             400: BAD_REQUEST,
             404: NOT_FOUND,
-            409: OpenApiResponse(description="The taxonomy has no live model yet"),
+            409: OpenApiResponse(
+                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
+            ),
             503: OpenApiResponse(description="The live model or index cannot be loaded"),
         },
     )
