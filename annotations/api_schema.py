@@ -2,8 +2,9 @@
 
 Every view's schema class is ``ApiSchema``. Beside naming components after their views, it adds
 the answers every operation can give whatever its own ``extend_schema`` lists (401 to a caller
-without a token, 403 where a role is needed, 404 on a path with an id or a paginated list, 503
-when the database is briefly unavailable, …), each with a JSON body, and states the limits the
+without a token, 403 where a role is needed, 404 on a path with an id or a paginated list, 429 to
+an address that sent too many invalid tokens, 503 when the database is briefly unavailable, …),
+each with a JSON body, and states the limits the
 settings set on texts, lists and ``k`` (read when the schema is generated, so an overridden
 setting is described as it is enforced).
 """
@@ -55,6 +56,8 @@ ERROR_DESCRIPTIONS = {
     "406": "The Accept header asks for something other than JSON",
     "409": 'The state does not allow it: `{"<field>": ["why"]}`',
     "415": "The body is not JSON (nor a form)",
+    "429": "Too many invalid tokens from this address (SIAMWEB_BAD_TOKEN_RATE): every token "
+    "request from it is refused until Retry-After seconds have passed",
     "503": "The database is busy or unavailable; nothing was stored. Retry after Retry-After "
     "seconds",
 }
@@ -114,7 +117,7 @@ class ApiSchema(AutoSchema):
             # an id past what the database's integers hold is refused as bad input
             or any(p["in"] == "path" and p["schema"].get("type") == "integer" for p in parameters)
         )
-        codes = {"401", "406", "503"}
+        codes = {"401", "406", "429", "503"}
         if has_input:
             codes.add("400")
         if any(p["in"] == "path" for p in parameters) or paginated:

@@ -1,24 +1,57 @@
-"""A user's own account: the API token scripts call the API with."""
+"""A user's own account: the API token scripts call the API with, and the page a sign-in
+locked out by too many failures answers."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
-from rest_framework.authtoken.models import Token
 
-from annotations.services.accounts import api_token_replace
+from annotations.selectors_accounts import api_token_of
+from annotations.services.accounts import api_token_revoke, api_token_rotate
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_token(request: HttpRequest) -> HttpResponse:
-    """GET: the user's token, if one exists; POST: a new one (the old stops working)."""
+    """GET: the user's token with when it was made and when it expires; POST ``action=rotate``:
+    a new one (the old stops working at once), ``action=revoke``: none at all."""
     if request.method == "POST":
-        api_token_replace(user=request.user)
-        messages.info(request, "A new token is ready; the previous one no longer works.")
+        action = request.POST.get("action", "rotate")
+        if action == "rotate":
+            api_token_rotate(user=request.user)
+            messages.info(request, "A new token is ready; the previous one no longer works.")
+        elif action == "revoke":
+            if api_token_revoke(user=request.user):
+                messages.info(request, "Your token is revoked: requests that carry it get 401.")
+        else:
+            return HttpResponseBadRequest("action must be rotate or revoke")
         return redirect("api-token")
-    token = Token.objects.filter(user=request.user).values_list("key", flat=True).first()
-    return render(request, "registration/api_token.html", {"token": token})
+    token = api_token_of(user=request.user)
+    context = {
+        "token": token,
+        "expired": token is not None and token.expired(timezone.now()),
+        "max_age_days": settings.SIAMWEB_API_TOKEN_MAX_AGE_DAYS,
+    }
+    return render(request, "registration/api_token.html", context)
+
+
+def login_locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials=None
+) -> HttpResponse:
+    """What a sign-in (this site's or the admin's) answers once django-axes has locked its
+    username and address out (``AXES_LOCKOUT_CALLABLE``): 429, when to try again, and that an
+    admin can unlock it sooner."""
+    cool_off = settings.AXES_COOLOFF_TIME
+    context = {
+        "minutes": round(cool_off.total_seconds() / 60),
+        "retry_at": timezone.now() + cool_off,
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+    }
+    response = render(request, "registration/locked_out.html", context, status=429)
+    response["Retry-After"] = str(int(cool_off.total_seconds()))
+    return response

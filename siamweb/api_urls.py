@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 
 from annotations import api_flags
+from annotations.api.account import AccountTokenApi, AccountTokenRotateApi
 from annotations.api.base import ApiNotFoundApi
 from annotations.api.inputs import InputListSubmitApi, NormalizeApi
 from annotations.api.review import (
@@ -141,6 +142,13 @@ urlpatterns = [
         "bulk-jobs/<int:job_id>/result.jsonl",
         bulk_api.BulkJobJsonlApi.as_view(),
         name="api-bulk-job-jsonl",
+    ),
+    # the caller's own API token
+    path("account/token", AccountTokenApi.as_view(), name="api-account-token"),
+    path(
+        "account/token/rotate",
+        AccountTokenRotateApi.as_view(),
+        name="api-account-token-rotate",
     ),
     # the OpenAPI description and its docs page (Swagger UI from static files, no CDN)
     path(

@@ -7,6 +7,7 @@ bad deployment fails at start-up with a message that says what to fix.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -58,6 +59,22 @@ def env_float(name: str, *, default: float, minimum: float | None = None) -> flo
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+# DRF's throttle rates: a count per second, minute, hour or day ("20/min", "1000/day").
+_RATE = re.compile(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, *, default: str) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if not _RATE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a count per second, minute, hour or day (e.g. 20/min), got {raw!r}"
+        )
     return value
 
 

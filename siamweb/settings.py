@@ -7,12 +7,13 @@ real values; see README.md for the full list.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from siamweb.env import env_bool, env_float, env_int, env_list, env_path, env_str
+from siamweb.env import env_bool, env_float, env_int, env_list, env_path, env_rate, env_str
 from worker import task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -70,6 +72,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "siamweb.middleware.MethodNotAllowedPageMiddleware",
     "siamweb.middleware.PrivateWhenSignedInMiddleware",
+    # A sign-in refused by django-axes' backend answers the lockout page (429).
+    "axes.middleware.AxesMiddleware",
     # Innermost, so it sees what a view raised: a locked or lost database answers 503.
     "siamweb.middleware.TransientDatabaseErrorMiddleware",
 ]
@@ -133,6 +137,23 @@ def _database_from_env() -> dict:
 
 
 DATABASES = {"default": _database_from_env()}
+
+
+def _cache_from_env() -> dict:
+    url = env_str("SIAMWEB_CACHE_URL")
+    if not url:
+        # Per process: each gunicorn worker then counts the throttles (bad tokens, the token
+        # endpoints) on its own. Production shares one Redis (docs/deploying.md).
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if url.split("://", 1)[0] not in {"redis", "rediss", "unix"}:
+        raise ImproperlyConfigured(
+            f"SIAMWEB_CACHE_URL must start with redis://, rediss:// or unix://, got {url!r}"
+        )
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+
+
+CACHES = {"default": _cache_from_env()}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -142,6 +163,25 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "review"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-ins (this site's and the admin's) are counted by django-axes in the database: after
+# SIAMWEB_LOGIN_FAILURE_LIMIT failures for one username from one address, that pair is refused
+# for SIAMWEB_LOGIN_LOCKOUT_MINUTES after its last attempt (an admin unlocks it sooner by
+# deleting its access attempt in the Django admin, or `manage.py axes_reset_username`).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+SIAMWEB_LOGIN_FAILURE_LIMIT = env_int("SIAMWEB_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
+SIAMWEB_LOGIN_LOCKOUT_MINUTES = env_int("SIAMWEB_LOGIN_LOCKOUT_MINUTES", default=15, minimum=1)
+AXES_FAILURE_LIMIT = SIAMWEB_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=SIAMWEB_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a successful sign-in forgets the pair's earlier failures
+AXES_VERBOSE = False  # no banner on every start; failures and lockouts are still logged
+AXES_LOCKOUT_CALLABLE = "annotations.views_account.login_locked_out"
+# The client's address as DRF's throttles read it (SIAMWEB_PROXY_COUNT below).
+AXES_CLIENT_IP_CALLABLE = "siamweb.authentication.client_address"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -190,6 +230,18 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
 # check --deploy asks for both; they are the deployer's choice above, not an oversight.
 SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 
+# Proxies in front of the web server that append the client's address to X-Forwarded-For (1
+# behind nginx, docs/deploying.md); 0 reads the connection's own address. The login lockout and
+# the API's throttles both count per client address read this way.
+SIAMWEB_PROXY_COUNT = env_int("SIAMWEB_PROXY_COUNT", default=0, minimum=0)
+# Invalid API tokens one client address may send (siamweb.authentication); past it, every token
+# request from that address is a 429 until the window has passed. Valid tokens are never counted.
+SIAMWEB_BAD_TOKEN_RATE = env_rate("SIAMWEB_BAD_TOKEN_RATE", default="20/min")
+# Calls a user makes to their own token's endpoints (/api/v1/account/token…).
+SIAMWEB_TOKEN_API_RATE = env_rate("SIAMWEB_TOKEN_API_RATE", default="30/hour")
+# An API token older than this is refused (401, saying so); 0: tokens never expire.
+SIAMWEB_API_TOKEN_MAX_AGE_DAYS = env_int("SIAMWEB_API_TOKEN_MAX_AGE_DAYS", default=90, minimum=0)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "siamweb.authentication.TokenAuthentication",
@@ -206,6 +258,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "NUM_PROXIES": SIAMWEB_PROXY_COUNT,
+    "DEFAULT_THROTTLE_RATES": {
+        "bad_token": SIAMWEB_BAD_TOKEN_RATE,
+        "token": SIAMWEB_TOKEN_API_RATE,
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Siamweb API",
@@ -361,6 +418,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # faiss announces which CPU build it loaded on every start.
-    "loggers": {"faiss.loader": {"level": "WARNING"}},
+    # faiss announces which CPU build it loaded on every start; django-axes logs every sign-in
+    # (its failures and lockouts are warnings, and stay).
+    "loggers": {"faiss.loader": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

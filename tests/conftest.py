@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -29,6 +30,15 @@ def _isolated_artifacts(settings, tmp_path):
     forget_serving()
     yield
     forget_serving()
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """The throttles count in the default cache (per process in tests): no test inherits another's
+    invalid tokens or calls."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 def forget_serving() -> None:

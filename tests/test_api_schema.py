@@ -55,6 +55,8 @@ ENDPOINTS = {
     "/api/v1/bulk-jobs/{job_id}/retry": {"post"},
     "/api/v1/bulk-jobs/{job_id}/result.csv": {"get"},
     "/api/v1/bulk-jobs/{job_id}/result.jsonl": {"get"},
+    "/api/v1/account/token": {"get", "delete"},
+    "/api/v1/account/token/rotate": {"post"},
 }
 HTTP_METHODS = {"get", "put", "patch", "post", "delete", "head", "options"}
 
@@ -218,7 +220,7 @@ def test_every_operation_documents_its_errors_as_json(schema):
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             responses = operation["responses"]
-            assert {"401", "406", "503"} <= set(responses), (path, method)
+            assert {"401", "406", "429", "503"} <= set(responses), (path, method)
             if "{" in path:
                 assert "404" in responses, (path, method)
             if "requestBody" in operation:
@@ -269,6 +271,19 @@ def test_a_bare_comment_flag_needs_its_comment_in_the_schema_as_on_the_server(sc
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(request, body)
     assert "400" in operation["responses"]
+
+
+def test_the_token_endpoints_document_their_answers(schema):
+    read = schema["paths"]["/api/v1/account/token"]["get"]["responses"]
+    assert {"200", "401", "404", "429"} <= set(read)
+    facts = _inlined(schema, read["200"]["content"]["application/json"]["schema"])
+    assert set(facts["properties"]) == {"created", "expires"}  # never the key
+    revoke = schema["paths"]["/api/v1/account/token"]["delete"]["responses"]
+    assert {"204", "401", "404", "429"} <= set(revoke)
+    rotate = schema["paths"]["/api/v1/account/token/rotate"]["post"]["responses"]
+    assert {"201", "401", "429"} <= set(rotate)
+    made = _inlined(schema, rotate["201"]["content"]["application/json"]["schema"])
+    assert set(made["properties"]) == {"key", "created", "expires"}
 
 
 def test_the_conflicts_of_texts_without_a_live_model_name_the_taxonomy(schema, api_client, db):

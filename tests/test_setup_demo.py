@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import RequestFactory
 
 from annotations.models import Group, Input, Member, ReviewItem
 from models_app.models import IndexBuild, ModelVersion
@@ -25,6 +26,13 @@ ALTERNATES = (
     "29-1141.00\tICU Nurse\tn/a\t08\n"
     "29-1141.00\tStaff Nurse\tn/a\t08\n"
 )
+
+
+def sign_in(username: str, password: str):
+    """The user these credentials sign in, as the login page asks (with its request: the login
+    lockout's backend counts failures per request's address)."""
+    request = RequestFactory().post("/accounts/login/")
+    return authenticate(request, username=username, password=password)
 
 
 @pytest.fixture
@@ -62,9 +70,9 @@ def test_it_sets_up_taxonomy_model_users_and_queue(data_dir, monkeypatch):
     out = setup(data_dir)
     assert state() == (2, 6, 1, 1, 2, 2)
     assert "curator: username 'curator', password 'curator-demo'" in out
-    admin = authenticate(username="admin", password="admin-demo")
+    admin = sign_in("admin", "admin-demo")
     assert admin is not None and admin.is_superuser
-    curator = authenticate(username="curator", password="curator-demo")
+    curator = sign_in("curator", "curator-demo")
     assert curator is not None and not curator.is_staff
     assert list(curator.groups.values_list("name", flat=True)) == ["curators"]
     item = ReviewItem.objects.get(input__text="Sr. Java Dev (m/f/d)")
@@ -85,7 +93,7 @@ def test_credentials_can_come_from_the_environment(data_dir, monkeypatch):
     monkeypatch.setenv("SIAMWEB_DEMO_CURATOR_USER", "cora")
     monkeypatch.setenv("SIAMWEB_DEMO_CURATOR_PASSWORD", "s3cret-words")
     setup(data_dir)
-    assert authenticate(username="cora", password="s3cret-words") is not None
+    assert sign_in("cora", "s3cret-words") is not None
 
 
 def test_a_shipped_model_is_used_instead_of_training(data_dir):

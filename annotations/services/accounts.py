@@ -33,16 +33,27 @@ def user_ensure(
     return user, created
 
 
-def api_token_replace(*, user) -> str:
+@transaction.atomic
+def api_token_rotate(*, user) -> Token:
     """A new API token for ``user``; the old one, if any, stops working at once. Audited (the
     key itself is not: the audit trail is readable by admins)."""
-    with transaction.atomic():
-        replaced = Token.objects.filter(user=user).delete()[0] > 0
-        token = Token.objects.create(user=user)
-        audit_record(
-            actor=user,
-            action="api_token.replace" if replaced else "api_token.create",
-            obj=user,
-            after={"user": user.username},
-        )
-    return token.key
+    get_user_model().objects.select_for_update().get(pk=user.pk)  # one rotation at a time
+    rotated = Token.objects.filter(user=user).delete()[0] > 0
+    token = Token.objects.create(user=user)
+    audit_record(
+        actor=user,
+        action="api_token.rotate" if rotated else "api_token.create",
+        obj=user,
+        after={"user": user.username},
+    )
+    return token
+
+
+@transaction.atomic
+def api_token_revoke(*, user) -> bool:
+    """``user`` has no API token any more: requests that carry it are refused at once. False
+    (and nothing audited) when there was none."""
+    if Token.objects.filter(user=user).delete()[0] == 0:
+        return False
+    audit_record(actor=user, action="api_token.revoke", obj=user, before={"user": user.username})
+    return True

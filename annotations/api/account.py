@@ -1,0 +1,73 @@
+"""The caller's own API token: when it was made and expires, a new key, none at all. Only ever
+the caller's own; throttled per user at ``SIAMWEB_TOKEN_API_RATE`` (DRF's ``token`` scope)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from annotations.api.base import JsonApi
+from annotations.selectors_accounts import ApiToken, api_token_of
+from annotations.services.accounts import api_token_revoke, api_token_rotate
+
+NO_TOKEN = OpenApiResponse(description="You have no API token")
+TOO_MANY = OpenApiResponse(
+    description="Too many calls to the token endpoints (SIAMWEB_TOKEN_API_RATE), or too many "
+    "invalid tokens from this address; retry after Retry-After seconds"
+)
+
+
+class TokenApi(JsonApi):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "token"
+
+
+class TokenFactsSerializer(serializers.Serializer):
+    created = serializers.DateTimeField()
+    expires = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When the API stops taking it (SIAMWEB_API_TOKEN_MAX_AGE_DAYS after it was "
+        "made); null if tokens never expire",
+    )
+
+
+class AccountTokenApi(TokenApi):
+    class OutputSerializer(TokenFactsSerializer):
+        pass
+
+    @extend_schema(
+        summary="When your API token was made and when it expires (never the key itself)",
+        responses={200: OutputSerializer, 404: NO_TOKEN, 429: TOO_MANY},
+    )
+    def get(self, request: Request) -> Response:
+        token = api_token_of(user=request.user)
+        if token is None:
+            raise NotFound("you have no API token: POST /api/v1/account/token/rotate makes one")
+        return Response(self.OutputSerializer(token).data)
+
+    @extend_schema(
+        summary="Revoke your API token: requests that carry it are refused from now on",
+        responses={204: None, 404: NO_TOKEN, 429: TOO_MANY},
+    )
+    def delete(self, request: Request) -> Response:
+        if not api_token_revoke(user=request.user):
+            raise NotFound("you have no API token")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AccountTokenRotateApi(TokenApi):
+    class OutputSerializer(TokenFactsSerializer):
+        key = serializers.CharField(help_text="The new key: shown this once")
+
+    @extend_schema(
+        summary="A new API token for you (made if you had none); the old key stops working at once",
+        request=None,
+        responses={201: OutputSerializer, 429: TOO_MANY},
+    )
+    def post(self, request: Request) -> Response:
+        token = ApiToken.of(api_token_rotate(user=request.user))
+        return Response(self.OutputSerializer(token).data, status=status.HTTP_201_CREATED)
