@@ -217,3 +217,35 @@ def test_gunicorn_down_is_a_503_to_retry_not_a_502(tmp_path):
             assert b"restarting" in body
     finally:
         stop_nginx(proxy)
+
+
+def sign_in(deployment, username: str, password: str, forwarded_for: str) -> int:
+    """One sign-in through nginx with the login form's CSRF token, as a browser sends it."""
+    connection = deployment.https()
+    response = send_head(connection, "GET", "/accounts/login/", {})
+    page = response.read().decode()
+    cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    form = f"username={username}&password={password}&csrfmiddlewaretoken={token}"
+    connection.request(
+        "POST", "/accounts/login/", body=form,
+        headers={
+            "Host": HOST, "Cookie": cookie, "Referer": f"https://{HOST}/accounts/login/",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Forwarded-For": forwarded_for,
+        },
+    )  # fmt: skip
+    response = connection.getresponse()
+    response.read()
+    return response.status
+
+
+def test_a_client_cannot_dodge_the_sign_in_lockout_with_its_own_forwarded_for(deployment):
+    # nginx replaces the client's X-Forwarded-For with the address it sees, which Django reads
+    # (SIAMWEB_PROXY_COUNT=1): wrong passwords from "six addresses" are one address's six, and
+    # the fifth (SIAMWEB_LOGIN_FAILURE_LIMIT) locks the username at it.
+    statuses = [
+        sign_in(deployment, "ada", "wrong-password", forwarded_for=f"203.0.113.{n}")
+        for n in range(1, 7)
+    ]
+    assert statuses == [200] * 4 + [429] * 2
