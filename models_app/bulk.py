@@ -1,22 +1,23 @@
-"""Bulk normalization: a file of texts normalized by a worker, chunk by chunk, into result files.
+"""Bulk normalization: a file of texts normalized by workers, chunk by chunk, into result files.
 
 A job's file (a CSV with a header row, the column to normalize named; or text, one per line)
-streams to ``bulk/<job folder>/`` under the artifacts folder. The worker reads it a chunk of rows
-at a time and appends to ``result.csv.part`` and ``result.jsonl.part``: every input column kept,
-then the top group, its score and the member behind it, where the answer came from, the model
-version, the runner-up and the margin. A row whose text cannot be used (empty, too long, control
-characters, bytes that are not UTF-8, broken quoting, more fields than the header) is kept with
-the reason in ``error``. When the last row is in, both files are synced
-and renamed to their final names, then the job is marked succeeded: a result is offered only
-whole.
+streams to ``bulk/<job folder>/`` under the artifacts folder. A worker splits it into chunks of
+whole records; any number of workers normalize the chunks at once, each into its own files under
+``chunks/``: every input column kept, then the top group, its score and the member behind it,
+where the answer came from, the model version, the runner-up and the margin. A row whose text
+cannot be used (empty, too long, control characters, bytes that are not UTF-8, broken quoting,
+more fields than the header) is kept with the reason in ``error``. When the last chunk is done,
+their files are joined in input order, synced and renamed to ``result.csv`` and
+``result.jsonl``, then the job is marked succeeded: a result is offered only whole.
 
-After each chunk the job records the input offset it read to and the two files' lengths (the
-checkpoint). A worker that dies leaves the job running with a heartbeat that stops; the next
-delivery of its task (or a retry) cuts the files back to the checkpoint and reads on from there,
-with the model version and index build pinned when the job started, whatever is live by then.
+Every chunk is answered with the model version and index build pinned when the job started,
+whatever is live by then. A worker that dies costs the chunk it was on: its heartbeat stops and
+the chunk is queued again (``bulk_jobs_resume_stale``, beat); a chunk taken back twice has its
+rows written with the reason instead (``docs/decisions/bulk-fan-out.md``).
 
-Here: creating, cancelling, retrying and requeueing jobs, and reading them. A job's files are
-read and written by ``models_app.bulk_files``; ``models_app.bulk_run`` carries a job out.
+Here: creating, cancelling, retrying and requeueing jobs and chunks, and reading them. A job's
+files are read and written by ``models_app.bulk_files``; ``models_app.bulk_run`` carries jobs
+and chunks out.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import IO
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import FileResponse
 from django.utils import timezone
 
@@ -48,9 +49,9 @@ from models_app.bulk_files import (
     read_records,
     remove_partial,
 )
-from models_app.models import BulkJob, Deployment
+from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
-from worker.task_names import EXECUTE_BULK_JOB
+from worker.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.
@@ -196,6 +197,15 @@ def bulk_job_enqueue(*, job_id: int) -> None:
     transaction.on_commit(lambda: current_app.send_task(EXECUTE_BULK_JOB, args=[job_id]))
 
 
+def bulk_chunks_enqueue(*, chunk_ids: list[int]) -> None:
+    """Queue a task for each chunk, once the rows are committed: whichever worker is free takes
+    the next, so a job's chunks run on every worker at once."""
+    if chunk_ids:
+        transaction.on_commit(
+            lambda: [current_app.send_task(EXECUTE_BULK_CHUNK, args=[i]) for i in chunk_ids]
+        )
+
+
 def bulk_job_cancel(*, job: BulkJob) -> BulkJob:
     """Stop a job: a queued one (or one whose worker died) at once, a running one after the
     chunk it is on; its partial results are deleted."""
@@ -280,10 +290,38 @@ def bulk_jobs_delete_expired() -> int:
 # --- jobs their task could not finish -------------------------------------------------------
 
 
+def bulk_chunks_requeue_stale(*, job_id: int | None = None) -> list[int]:
+    """Take back the running chunks (of one job, or of every running job) whose heartbeat
+    stopped: each counts a death and is queued again. Their ids, for the caller to queue."""
+    stale = BulkChunk.objects.filter(
+        status=BulkChunk.Status.RUNNING,
+        heartbeat_at__lt=stale_before(),
+        job__status=BulkJob.Status.RUNNING,
+    )
+    if job_id is not None:
+        stale = stale.filter(job_id=job_id)
+    requeued = []
+    for chunk_id in stale.values_list("id", flat=True):
+        # Asked again row by row: its worker may have come back since the list was read.
+        if BulkChunk.objects.filter(
+            id=chunk_id, status=BulkChunk.Status.RUNNING, heartbeat_at__lt=stale_before()
+        ).update(status=BulkChunk.Status.QUEUED, deaths=F("deaths") + 1, heartbeat_at=None):
+            requeued.append(chunk_id)
+    return requeued
+
+
 def bulk_jobs_resume_stale() -> int:
-    """Queue again every running job whose heartbeat stopped (its worker died): each goes on
-    from its checkpoint. A broker redelivers such a task only after hours, if at all."""
-    resumed = 0
+    """Queue again every chunk whose worker died, and every running job whose heartbeat stopped
+    (no chunk moves: its split, its last step or all its workers died); each goes on from
+    where it was. A broker redelivers such a task only after hours, if at all. How many chunks
+    and jobs were queued again."""
+    chunk_ids = bulk_chunks_requeue_stale()
+    if chunk_ids:
+        # Their jobs are moving again: the chunks' tasks are theirs, not the whole job's.
+        jobs = BulkChunk.objects.filter(id__in=chunk_ids).values("job_id")
+        BulkJob.objects.filter(id__in=jobs).update(heartbeat_at=timezone.now())
+        bulk_chunks_enqueue(chunk_ids=chunk_ids)
+    resumed = len(chunk_ids)
     for job_id in BulkJob.objects.filter(worker_lost()).values_list("id", flat=True):
         # Asked again row by row: its worker may have come back since the list was read.
         if BulkJob.objects.filter(worker_lost(), id=job_id).update(
@@ -304,11 +342,29 @@ def bulk_job_requeue(*, job_id: int) -> None:
 
 
 def bulk_job_fail_unexpected(*, job_id: int, error: str) -> None:
-    """An error the job cannot recover from by itself (a bug, a full disk): FAILED, with its
-    checkpoint kept for a retry."""
+    """An error the job cannot recover from by itself (a bug, a full disk): FAILED, with the
+    chunks done kept for a retry."""
     BulkJob.objects.filter(id=job_id, status=BulkJob.Status.RUNNING).update(
         status=BulkJob.Status.FAILED, error=error[:2000], finished_at=timezone.now()
     )
+
+
+def chunk_lines(chunk: BulkChunk) -> str:
+    """The lines of the file a chunk holds, as the rest of a sentence ("lines 2 to 2,001")."""
+    last = chunk.next_line - 1
+    return f"line {chunk.line:,}" if last <= chunk.line else f"lines {chunk.line:,} to {last:,}"
+
+
+def bulk_chunk_fail_unexpected(*, chunk_id: int, error: str) -> None:
+    """The same, met in a chunk: the job FAILED naming the chunk's lines, the chunk queued for
+    the retry (not counted as a death: its worker did not die)."""
+    chunk = BulkChunk.objects.filter(id=chunk_id).first()
+    if chunk is None:
+        return
+    BulkChunk.objects.filter(id=chunk_id, status=BulkChunk.Status.RUNNING).update(
+        status=BulkChunk.Status.QUEUED, heartbeat_at=None
+    )
+    bulk_job_fail_unexpected(job_id=chunk.job_id, error=f"rows on {chunk_lines(chunk)}: {error}")
 
 
 # --- reading -------------------------------------------------------------------------------

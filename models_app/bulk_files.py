@@ -1,5 +1,5 @@
-"""A bulk job's files: its input read a record at a time (CSV or text, from any byte offset), and
-the rows and cells of its result files.
+"""A bulk job's files: its input read a record at a time (CSV or text, from any byte offset) or
+cut into chunks of whole records, and the rows and cells of its result files.
 
 The job itself (creating, cancelling, retrying) is ``models_app.bulk``; carrying it out,
 ``models_app.bulk_run``.
@@ -11,6 +11,7 @@ import codecs
 import csv
 import io
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ RESULT_COLUMNS = [
 ]
 INPUT_FILE = "input"
 RESULT_FILES = {"csv": "result.csv", "jsonl": "result.jsonl"}
+CHUNKS_DIR = "chunks"  # each chunk's results, until they are joined into the result files
 
 _UTF8_BOM = codecs.BOM_UTF8
 _QUOTE, _COMMA = ord('"'), ord(",")
@@ -141,20 +143,15 @@ def still_quoted(line: bytes, quoted: bool) -> bool:
     return quoted
 
 
-def read_records(
-    handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int = 1
-) -> Iterator[Record]:
-    """The records of ``handle`` from byte ``offset`` on (a record's start), one at a time.
-
-    Bytes are read a line at a time, so a file of any size is read in bounded memory and each
-    record knows the offset it ends at. A CSV record ends at a newline outside a quoted field
-    (``still_quoted``). A record over ``MAX_RECORD_BYTES`` is refused: read on, an unclosed
-    quote or a file with no newline would gather the rest of the file into memory.
-    """
+def _raw_records(
+    handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int
+) -> Iterator[tuple[bytes, int, int]]:
+    """Each record's bytes from byte ``offset`` on (a record's start), with the line it starts
+    on and the line the next one starts on: the one place a record's end is decided, for the
+    reader and the split alike."""
     handle.seek(offset)
     if offset == 0 and handle.read(3) != _UTF8_BOM:
         handle.seek(0)
-    position = handle.tell()
     csv_format = fmt == BulkJob.Format.CSV
     while True:
         start_line, pieces, size, quoted = line, [], 0, False
@@ -181,15 +178,67 @@ def read_records(
                 f"{filename} is not valid CSV: a quote opened on line {start_line} is never "
                 "closed (unexpected end of data)"
             )
-        raw = b"".join(pieces)
+        yield (pieces[0] if len(pieces) == 1 else b"".join(pieces)), start_line, line
+
+
+def read_records(
+    handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int = 1
+) -> Iterator[Record]:
+    """The records of ``handle`` from byte ``offset`` on (a record's start), one at a time.
+
+    Bytes are read a line at a time, so a file of any size is read in bounded memory and each
+    record knows the offset it ends at. A CSV record ends at a newline outside a quoted field
+    (``still_quoted``). A record over ``MAX_RECORD_BYTES`` is refused: read on, an unclosed
+    quote or a file with no newline would gather the rest of the file into memory.
+    """
+    records = _raw_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
+    position = None
+    for raw, start_line, next_line in records:
+        if position is None:
+            position = handle.tell() - len(raw)  # past a byte-order mark at the very start
         text, problem = _decoded(raw, offset=position)
         position += len(raw)
-        if csv_format:
+        if fmt == BulkJob.Format.CSV:
             fields, csv_problem = _csv_fields(text, filename=filename, line=start_line)
             problem = problem or csv_problem
         else:
             fields = [text.rstrip("\r\n")]
-        yield Record(end=position, line=start_line, next_line=line, fields=fields, problem=problem)
+        yield Record(
+            end=position, line=start_line, next_line=next_line, fields=fields, problem=problem
+        )
+
+
+@dataclass(frozen=True)
+class Span:
+    """Consecutive whole records of the input: a chunk of a bulk job."""
+
+    offset: int  # the byte its first record starts at
+    end: int  # the byte just past its last record
+    line: int  # the line its first record starts on
+    next_line: int  # the line the record after it starts on
+    rows: int
+
+
+def record_spans(
+    handle: IO[bytes], *, fmt: str, filename: str, offset: int, line: int, rows: int
+) -> Iterator[Span]:
+    """The input from byte ``offset`` on, cut into spans of ``rows`` records (the last may hold
+    fewer). Records end where ``read_records`` ends them, so a quoted field with a newline is
+    never cut; their bytes are neither decoded nor parsed, and only one record is held at a
+    time."""
+    records = _raw_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
+    start, start_line, count, position, next_line = None, line, 0, offset, line
+    for raw, record_line, next_line in records:
+        if start is None:
+            start, start_line = handle.tell() - len(raw), record_line
+            position = start
+        position += len(raw)
+        count += 1
+        if count == rows:
+            yield Span(offset=start, end=position, line=start_line, next_line=next_line, rows=count)
+            start, count = None, 0
+    if count:
+        yield Span(offset=start, end=position, line=start_line, next_line=next_line, rows=count)
 
 
 def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int, int]:
@@ -259,30 +308,6 @@ def row_problem(record: Record, width: int) -> str:
 # --- writing the results --------------------------------------------------------------------
 
 
-class result_resumed:
-    """A result file opened for appending after cutting it back to the checkpoint's length:
-    rows a dead worker wrote after its last checkpoint are written again, not twice."""
-
-    def __init__(self, path: Path, length: int) -> None:
-        self.path, self.length = path, length
-
-    def __enter__(self) -> IO[bytes]:
-        if self.length and not self.path.exists():
-            # Renamed or removed by a worker that still held the job a moment ago: cut back to
-            # the checkpoint, a new file would be that many zero bytes.
-            raise BulkFileError(
-                f"{self.path.name} is gone though its first {self.length:,} bytes were "
-                "checkpointed; retry the job"
-            )
-        self.handle = self.path.open("r+b" if self.path.exists() else "w+b")
-        self.handle.truncate(self.length)
-        self.handle.seek(self.length)
-        return self.handle
-
-    def __exit__(self, *exc_info) -> None:
-        self.handle.close()
-
-
 def result_row(answer: Normalization | None, error: str) -> dict:
     top = answer.groups[0] if answer is not None and answer.groups else None
     runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
@@ -315,8 +340,18 @@ def csv_cell(value) -> str:
     return text if _NUMBER.fullmatch(text) else spreadsheet_cell(text)
 
 
+def chunk_files(index: int, attempt: int) -> dict[str, str]:
+    """The names, under the job's ``CHUNKS_DIR``, of one attempt at a chunk's results: each
+    attempt writes its own, and the one the chunk was done by is the one joined."""
+    return {kind: f"{index:07d}.{attempt}.{kind}" for kind in RESULT_FILES}
+
+
 def remove_partial(job: BulkJob) -> None:
+    """Delete whatever results a job has (its chunks' and its own, whole or partial); the upload
+    stays."""
     folder = artifact_path(job.folder)
+    shutil.rmtree(folder / CHUNKS_DIR, ignore_errors=True)
     for name in RESULT_FILES.values():
-        for path in (folder / name, folder / f"{name}.part"):
-            path.unlink(missing_ok=True)
+        (folder / name).unlink(missing_ok=True)
+        for part in folder.glob(f"{name}.*part"):
+            part.unlink(missing_ok=True)

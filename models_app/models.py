@@ -197,13 +197,14 @@ class TrainingRun(models.Model):
 
 
 class BulkJob(models.Model):
-    """A file of texts normalized in the background, chunk by chunk, into a result file.
+    """A file of texts normalized in the background into a result file, split into chunks
+    (``BulkChunk``) that any number of workers normalize at once.
 
-    The input is stored under the artifacts folder; the results are written beside it as
-    ``.part`` files and renamed when the last row is in, so a result on disk under its final
-    name is whole. After each chunk the job records how far it read and how long each result
-    file was: a worker that dies leaves a job a retry continues from there, with the model
-    version and index build pinned when it started.
+    The input is stored under the artifacts folder. Each chunk's results are written beside it
+    under ``chunks/`` and count once the chunk is done; when the last is done they are joined in
+    input order into ``.part`` files renamed to their final names, so a result on disk under its
+    final name is whole. Every chunk is answered by the model version and index build pinned
+    when the job started.
     """
 
     class Status(models.TextChoices):
@@ -244,17 +245,30 @@ class BulkJob(models.Model):
     index_build = models.ForeignKey(
         IndexBuild, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # The checkpoint, written with each chunk: input read up to this byte, rows written, and
-    # the result files' lengths then (a resumed job cuts them back to these).
+    # Where the data rows start (past the header and a byte-order mark): the first chunk's.
     input_offset = models.BigIntegerField(default=0)
     input_line = models.BigIntegerField(default=1, help_text="The line input_offset starts")
+    chunk_rows = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Rows a chunk, fixed when the split starts"
+    )
+    # Null while the file is being split; then how many chunks it was split into.
+    chunks_total = models.PositiveIntegerField(null=True, blank=True)
+    chunks_done = models.PositiveIntegerField(default=0, help_text="Chunks done, failed ones too")
+    chunks_failed = models.PositiveIntegerField(
+        default=0, help_text="Chunks given up after their worker died: their rows hold the error"
+    )
+    # Counted as each chunk is done, whichever worker did it.
     rows_done = models.BigIntegerField(default=0)
     rows_failed = models.BigIntegerField(default=0, help_text="Rows whose text could not be used")
-    csv_bytes = models.BigIntegerField(default=0)
-    jsonl_bytes = models.BigIntegerField(default=0)
+    bytes_done = models.BigIntegerField(default=0, help_text="Input bytes of the chunks done")
     progress = models.FloatField(default=0.0)
     eta_seconds = models.FloatField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
+    # The time left is measured from here: when this run of the job started, and how far it was.
+    eta_from = models.DateTimeField(null=True, blank=True)
+    eta_bytes_from = models.BigIntegerField(default=0)
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Times the job was taken up to split or resume"
+    )
     cancel_requested = models.BooleanField(default=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -271,3 +285,48 @@ class BulkJob(models.Model):
     @property
     def active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
+
+
+class BulkChunk(models.Model):
+    """A run of consecutive rows of a bulk job's file (whole CSV records: a chunk never splits a
+    quoted field), normalized by whichever worker claims it and retried alone.
+
+    A claim is a conditional update (queued, or running with a stale heartbeat) that bumps
+    ``attempts``; a worker's results count only while the chunk's attempts are still its own.
+    Taking back a running chunk whose heartbeat stopped counts a death: after
+    ``bulk_run.CHUNK_DEATHS`` its rows are written with the reason in ``error`` instead.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"  # given up: its rows are in the results with the error
+
+    FINISHED_STATUSES = (Status.DONE, Status.FAILED)
+
+    job = models.ForeignKey(BulkJob, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField(help_text="Its place in the file, from 0")
+    offset = models.BigIntegerField(help_text="The byte its first record starts at")
+    end_offset = models.BigIntegerField(help_text="The byte just past its last record")
+    line = models.BigIntegerField(help_text="The line its first record starts on")
+    next_line = models.BigIntegerField(help_text="The line the next chunk starts on")
+    rows = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    deaths = models.PositiveIntegerField(
+        default=0, help_text="Times it was taken back from a worker that went silent"
+    )
+    worker = models.CharField(max_length=255, blank=True, help_text="Who claimed it last")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "index"], name="bulk_chunk_unique_index")
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="bulk_chunk_stale")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of bulk job {self.job_id} ({self.status})"

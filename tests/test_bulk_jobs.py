@@ -28,7 +28,7 @@ from models_app.bulk import (
 )
 from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
-from models_app.models import BulkJob, Deployment
+from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
@@ -234,17 +234,30 @@ def test_a_job_resumes_from_its_checkpoint_after_its_worker_dies(tiny_taxonomy):
         assert bulk_job_result(done, kind).read_bytes() == bulk_job_result(whole, kind).read_bytes()
 
 
-def test_a_worker_that_dies_between_renaming_the_two_files_loses_neither(tiny_taxonomy):
+def test_a_worker_that_dies_between_renaming_the_two_files_loses_neither(
+    tiny_taxonomy, monkeypatch
+):
     whole = bulk_job_execute(job_id=create(tiny_taxonomy, jobs_csv()).id)
     job = create(tiny_taxonomy, jobs_csv())
-    run_until_the_worker_dies(job)  # one chunk: the last
+    rename = Path.replace
+
+    def die_after_the_first(self, target):
+        rename(self, target)
+        if Path(target).name == "result.csv":
+            raise WorkerDied
+
+    monkeypatch.setattr(Path, "replace", die_after_the_first)
+    with pytest.raises(WorkerDied):
+        bulk_job_execute(job_id=job.id)
+    monkeypatch.undo()
     folder = artifact_path(job.folder)
-    (folder / "result.csv.part").rename(folder / "result.csv")  # the first rename, not the second
+    assert (folder / "result.csv").exists() and not (folder / "result.jsonl").exists()
     make_stale(job)
     done = bulk_job_execute(job_id=job.id)
     assert (done.status, done.rows_done) == (BulkJob.Status.SUCCEEDED, 11)
     for kind in ("csv", "jsonl"):
         assert bulk_job_result(done, kind).read_bytes() == bulk_job_result(whole, kind).read_bytes()
+    assert {path.name for path in folder.iterdir()} == {"input", "result.csv", "result.jsonl"}
 
 
 def test_a_worker_that_lost_its_job_while_loading_the_model_writes_nothing(
@@ -270,13 +283,15 @@ def test_a_worker_that_lost_its_job_does_not_fail_the_worker_that_took_it(
     job = create(tiny_taxonomy, jobs_csv())
 
     def lose_then_break(taxonomy, build):
-        BulkJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)  # taken over
+        # Its chunk was taken over by another worker (this one was silent too long).
+        BulkChunk.objects.filter(job=job).update(attempts=F("attempts") + 1)
         raise ArtifactError("weights.pt is truncated")
 
     monkeypatch.setattr(bulk_run, "engine_for_build", lose_then_break)
     bulk_job_execute(job_id=job.id)
     job.refresh_from_db()
-    assert (job.status, job.error, job.attempts) == (BulkJob.Status.RUNNING, "", 2)
+    assert (job.status, job.error) == (BulkJob.Status.RUNNING, "")
+    assert list(job.chunks.values_list("status", "attempts")) == [("running", 2)]
 
 
 def test_what_a_given_up_worker_writes_after_its_job_was_cancelled_does_not_stay(
@@ -306,8 +321,9 @@ def test_a_worker_that_lost_its_job_leaves_the_files_to_the_one_that_took_it(tin
 
     assert bulk_job_execute(job_id=job.id, after_chunk=taken_over) is None
     folder = artifact_path(job.folder)
-    assert sorted(path.name for path in folder.glob("result*")) == [
-        "result.csv.part", "result.jsonl.part",
+    assert not list(folder.glob("result*"))  # the results are the other worker's to join
+    assert sorted(path.name for path in (folder / "chunks").iterdir()) == [
+        "0000000.1.csv", "0000000.1.jsonl",
     ]  # fmt: skip
     assert BulkJob.objects.get(id=job.id).status == BulkJob.Status.RUNNING
 
@@ -319,7 +335,8 @@ def test_a_cancel_that_lands_while_the_files_are_renamed_leaves_none(tiny_taxono
     rename = Path.replace
 
     def cancelled_first(self, target):
-        if self.name == "result.csv.part" and BulkJob.objects.get(id=job.id).status == "running":
+        joined = self.name.startswith("result.csv.") and self.name.endswith(".part")
+        if joined and BulkJob.objects.get(id=job.id).status == "running":
             make_stale(job)
             bulk_job_cancel(job=job)  # deletes both .part files
         return rename(self, target)
@@ -333,11 +350,13 @@ def test_a_cancel_that_lands_while_the_files_are_renamed_leaves_none(tiny_taxono
 def test_a_resumed_job_whose_partial_result_vanished_fails_instead_of_padding_it(tiny_taxonomy):
     job = create(tiny_taxonomy, jobs_csv())
     run_until_the_worker_dies(job, after_rows=4, chunk_rows=2)
-    (artifact_path(job.folder) / "result.csv.part").unlink()
+    (artifact_path(job.folder) / "chunks" / "0000000.1.csv").unlink()  # rows 1 and 2's
     make_stale(job)
     done = bulk_job_execute(job_id=job.id, chunk_rows=2)
     assert done.status == BulkJob.Status.FAILED
-    assert re.match(r"result\.csv\.part is gone though its first [\d,]+ bytes were", done.error)
+    assert re.match(
+        rf"the results of lines 2 to 3 of bulk job {job.id} are gone from its folder", done.error
+    )
     assert bulk_job_result(done, "csv") is None
 
 

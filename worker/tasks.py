@@ -14,6 +14,7 @@ live model and index keep serving and the run can be retried from its checkpoint
 from __future__ import annotations
 
 import logging
+import os
 
 import kombu.exceptions
 import redis.exceptions
@@ -175,25 +176,70 @@ def retrain_due_taxonomies() -> int:
     retry_jitter=True,
 )
 def execute_bulk_job(self, job_id: int) -> str | None:
-    """Normalize a bulk job's file from its checkpoint on; its final status, or None when there
-    was nothing to do. A job another worker holds (or held until it died a moment ago) is
-    asked for again once its heartbeat would be stale: then this delivery resumes it."""
+    """Start a bulk job: pin its version, split its file into chunks and queue a task for each
+    (taken up again: queue what is left). Its status, or None when there was nothing to do. A
+    job another worker holds (or held until it died a moment ago) is asked for again once its
+    heartbeat would be stale: then this delivery takes it up."""
     try:
-        job = bulk_run.bulk_job_execute(job_id=job_id)
+        job = bulk_run.bulk_job_start(job_id=job_id)
     except bulk_run.JobBusy:
         raise self.retry(
             countdown=bulk.stale_seconds() + 5, max_retries=BULK_BUSY_RETRIES
         ) from None
     except SoftTimeLimitExceeded:
-        # A file too big for one task's time: queued again, the next delivery reads on from
-        # the last checkpoint.
+        # A file too big to split in one task's time: queued again, the next delivery splits
+        # on from the last chunk.
         bulk.bulk_job_requeue(job_id=job_id)
         return bulk.BulkJob.Status.QUEUED
     except TRANSIENT_ERRORS:
         raise
     except Exception as exc:
-        # Not worth retrying by itself (a bug, a full disk): FAILED, its checkpoint kept, so a
+        # Not worth retrying by itself (a bug, a full disk): FAILED, its chunks done kept, so a
         # retry from the page or the API continues once the cause is fixed.
+        bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    return job.status if job is not None else None
+
+
+@shared_task(
+    name=task_names.EXECUTE_BULK_CHUNK,
+    bind=True,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def execute_bulk_chunk(self, chunk_id: int) -> str | None:
+    """Normalize one chunk of a bulk job, on whichever worker is free; the chunk's status, or
+    None when it was not this delivery's to do. A worker that dies here costs this chunk
+    only: beat queues it again once its heartbeat is stale."""
+    try:
+        chunk = bulk_run.bulk_chunk_execute(
+            chunk_id=chunk_id, worker=f"{self.request.hostname}:{os.getpid()}"
+        )
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception as exc:
+        bulk.bulk_chunk_fail_unexpected(chunk_id=chunk_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    return chunk.status if chunk is not None else None
+
+
+@shared_task(
+    name=task_names.FINISH_BULK_JOB,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def finish_bulk_job(job_id: int) -> str | None:
+    """After a bulk job's last chunk: its chunks' results joined in input order into the
+    result files; its final status, or None when it was not ready."""
+    try:
+        job = bulk_run.bulk_job_finish(job_id=job_id)
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception as exc:
         bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
         raise
     return job.status if job is not None else None
@@ -201,10 +247,11 @@ def execute_bulk_job(self, job_id: int) -> str | None:
 
 @shared_task(name=task_names.RESUME_STALE_BULK_JOBS)
 def resume_stale_bulk_jobs() -> int:
-    """Beat: queue again the bulk jobs whose worker died; each resumes from its checkpoint."""
+    """Beat: queue again the bulk chunks and jobs whose worker died; each goes on from where it
+    was."""
     resumed = bulk.bulk_jobs_resume_stale()
     if resumed:
-        logger.warning("queued %d bulk job(s) whose worker stopped again", resumed)
+        logger.warning("queued %d bulk chunk(s) or job(s) whose worker stopped again", resumed)
     return resumed
 
 
