@@ -21,6 +21,8 @@ from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.progress import Progress, encode_reporting, no_progress
+from models_app.siamese.search import MemberSearch
+from models_app.siamese.specs import parse_search_config
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ def index_build_create(
     relative = f"{taxonomy.slug}/indexes/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
         index.save(folder, extra={"model_version": model_version.number})
+        # The search's tables every serving process maps, written once here.
+        MemberSearch(index, texts, parse_search_config(model_version.config), tables=folder)
     # The groups' descriptions in this model's embedding, for the ranker: encoded here, in the
     # worker, so that no web process has to when the build goes live.
     description_vectors(

@@ -2,12 +2,17 @@
 
 Every web and worker process reads the ``Deployment`` row on use (one indexed query) and loads
 the model and index it names when they differ from what the process holds, so a promotion or
-reindex reaches every process without a restart.
+reindex reaches every process without a restart. The big arrays of both (the encoder's weights,
+the index's vectors, the search's exact-cosine and trigram tables) are memory-mapped files, so
+every process on a host shares one copy of each, whenever it loaded it. A build that cannot be
+loaded (a file missing or truncated) leaves a process serving the engine it has, and is tried
+again at most once every ``_LOAD_RETRY`` seconds.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -28,12 +33,17 @@ from models_app.siamese.ranker import LexicalCache
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
 
+logger = logging.getLogger(__name__)
+
 _lock = threading.Lock()
 _engines: dict[int, LiveEngine] = {}
 _loading: dict[int, threading.Lock] = {}  # per taxonomy: held by the thread loading its engine
 _encoders: dict[int, Encoder] = {}
 _pinned: dict[int, LiveEngine] = {}  # by index build: one not live that a caller asked for
 _MAX_CACHED_ENCODERS = 4
+# Per taxonomy: the index build that last failed to load, when, and why.
+_failed: dict[int, tuple[int, float, str]] = {}
+_LOAD_RETRY = 60.0  # seconds
 _LIVE_POINTER_SQL = (
     f"SELECT index_build_id, ranker_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
 )
@@ -197,7 +207,7 @@ def encoder_for(model_version) -> Encoder:
     with _lock:
         encoder = _encoders.get(model_version.id)
     if encoder is None:
-        encoder = load_encoder(artifact_path(model_version.artifact_path))
+        encoder = load_encoder(artifact_path(model_version.artifact_path), mapped=True)
         with _lock:
             if len(_encoders) >= _MAX_CACHED_ENCODERS:
                 _encoders.pop(next(iter(_encoders)))
@@ -245,6 +255,10 @@ def _live_engine_load(taxonomy: Taxonomy, cached, loading) -> LiveEngine | None:
     if deployment is None:
         return None
     build = deployment.index_build
+    with _lock:
+        failed = _failed.get(taxonomy.id)
+    if failed and failed[0] == build.id and time.monotonic() - failed[1] < _LOAD_RETRY:
+        return _serving_despite(cached, failed[2])
     # One load a swap per process: the thread that takes the lock loads the new engine; others
     # keep answering with the engine they have (or, with none yet, wait for the first).
     if not loading.acquire(blocking=cached is None):
@@ -254,9 +268,28 @@ def _live_engine_load(taxonomy: Taxonomy, cached, loading) -> LiveEngine | None:
             current = _engines.get(taxonomy.id)
         if current is not None and current.index_build_id == build.id:
             return current  # loaded by the thread that held the lock before this one
-        return _load_engine(taxonomy, build)
+        try:
+            engine = _load_engine(taxonomy, build)
+        except ArtifactError as exc:
+            reason = f"index build {build.id} of {build.model_version.label}: {exc}"
+            with _lock:
+                _failed[taxonomy.id] = (build.id, time.monotonic(), reason)
+            if cached is not None:
+                logger.error("%s: %s; %s keeps serving", taxonomy.slug, reason, cached.model_label)
+            return _serving_despite(current or cached, reason)
+        with _lock:
+            _failed.pop(taxonomy.id, None)
+        return engine
     finally:
         loading.release()
+
+
+def _serving_despite(engine: LiveEngine | None, reason: str) -> LiveEngine:
+    """The engine this process holds while the live build cannot be loaded; with none, the
+    reason, as an ``ArtifactError`` (a 503 naming it)."""
+    if engine is None:
+        raise ArtifactError(reason)
+    return engine
 
 
 def preload_live_engines() -> dict[str, str]:
@@ -298,9 +331,8 @@ def _load_engine(taxonomy: Taxonomy, build) -> LiveEngine:
     with _lock:
         replaced = _engines.get(taxonomy.id)
         _engines[taxonomy.id] = engine
-    if replaced is not None:
-        del replaced
-        _return_freed_memory()
+    del replaced
+    _return_freed_memory()  # a replaced engine's, and what loading this one left behind
     return engine
 
 
@@ -316,7 +348,8 @@ def _return_freed_memory() -> None:
 
 
 def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
-    index = MemberIndex.load(artifact_path(build.artifact_path))
+    folder = artifact_path(build.artifact_path)
+    index = MemberIndex.load(folder, mapped=True)
     encoder = encoder_for(build.model_version)
     if index.dim != encoder.dim:
         raise ArtifactError(
@@ -338,7 +371,7 @@ def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
         built_at=build.created_at,
         encoder=encoder,
         index=index,
-        search=MemberSearch(index, texts, search_config),
+        search=MemberSearch(index, texts, search_config, tables=folder),
         indexed_ids=np.sort(index.member_ids()),
     )
     return engine
@@ -350,3 +383,4 @@ def forget_loaded_engines() -> None:
         _engines.clear()
         _encoders.clear()
         _pinned.clear()
+        _failed.clear()

@@ -93,6 +93,27 @@ class TrigramMatcher:
         counts = np.bincount(dense, minlength=len(self._labels))
         self._label_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
 
+    _ARRAYS = (
+        "postings", "starts", "sizes", "grams", "gram_starts", "labels", "by_label", "label_starts"
+    )  # fmt: skip
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything it holds, by name, the trigrams' ids as an array of the trigrams in id
+        order: ``from_arrays`` makes the same matcher of them."""
+        return {
+            "vocabulary": np.array(list(self._vocabulary), dtype=str),
+            **{name: getattr(self, f"_{name}") for name in self._ARRAYS},
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> TrigramMatcher:
+        """The matcher ``arrays()`` described, on those arrays (memory-mapped ones stay so)."""
+        matcher = cls.__new__(cls)
+        matcher._vocabulary = {gram: i for i, gram in enumerate(arrays["vocabulary"].tolist())}
+        for name in cls._ARRAYS:
+            setattr(matcher, f"_{name}", arrays[name])
+        return matcher
+
     def __len__(self) -> int:
         return len(self._sizes)
 

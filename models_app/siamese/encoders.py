@@ -82,13 +82,16 @@ def fit_encoder(texts: Sequence[str], raw_config: dict[str, Any]) -> Encoder:
     return CharNgramTfidfEncoder.fit(texts, config)
 
 
-def load_encoder(folder: Path) -> Encoder:
+def load_encoder(folder: Path, *, mapped: bool = False) -> Encoder:
+    """The encoder saved in ``folder``. ``mapped``: its big arrays are served from
+    memory-mapped files (written beside it by the first process that loads it), so every
+    process on a host shares one copy; for serving, where the encoder only encodes."""
     manifest = read_manifest(folder, kind=ENCODER_ARTIFACT)
     try:
         config = parse_config(manifest["config"])
     except (KeyError, ConfigError) as exc:
         raise ArtifactError(f"encoder in {folder} has an unusable config: {exc}") from None
-    return encoder_class(config.kind).load(folder, config)
+    return encoder_class(config.kind).load(folder, config, mapped=mapped)
 
 
 def as_stored(encoder: Encoder) -> Encoder:

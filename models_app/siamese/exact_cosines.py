@@ -15,10 +15,17 @@ float64 products cost twice float32's, so a query's near set is found by a float
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.mapped import mapped_arrays
+
 _GRID = 2.0**24
+EXACT_ARTIFACT = "exact-cosines"
 
 
 def true_pairs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,18 +86,57 @@ class ExactCosines:
         as_bytes = np.ascontiguousarray(grid).view(
             np.dtype((np.void, grid.dtype.itemsize * grid.shape[1]))
         )
-        _, first, self.vector_of = np.unique(
-            as_bytes.ravel(), return_index=True, return_inverse=True
+        _, first, vector_of = np.unique(as_bytes.ravel(), return_index=True, return_inverse=True)
+        # The members of each distinct vector: ``members[starts[u]:starts[u + 1]]``.
+        members = np.argsort(vector_of, kind="stable")
+        distinct = grid[first]  # (U, D), U distinct vectors
+        self._keep(
+            grid=distinct,
+            rough=distinct.astype(np.float32),  # (U, D), the same values
+            vector_of=vector_of,
+            members=members,
+            starts=np.searchsorted(vector_of[members], np.arange(len(first) + 1)),
         )
-        self.grid = grid[first]  # (U, D), U distinct vectors
-        self.rough = self.grid.astype(np.float32)  # (U, D), the same values
-        # The members of each distinct vector: ``_members[_starts[u]:_starts[u + 1]]``.
-        self._members = np.argsort(self.vector_of, kind="stable")
-        self._starts = np.searchsorted(self.vector_of[self._members], np.arange(len(first) + 1))
+
+    def _keep(self, *, grid, rough, vector_of, members, starts) -> None:
+        self.grid, self.rough, self.vector_of = grid, rough, vector_of
+        self._members, self._starts = members, starts
         # A float32 sum of D products of vectors of norm 1 is within D * 2^-24 of the exact
         # sum, whatever its order; a query's rough threshold and a member's rough cosine may each
         # be off by that much, and the slack covers both twice over.
         self.slack = 4 * (self.grid.shape[1] + 1) * 2.0**-24
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything it holds, by name, as ``mapped`` stores it."""
+        return {
+            "grid": self.grid,
+            "rough": self.rough,
+            "vector_of": self.vector_of,
+            "members": self._members,
+            "starts": self._starts,
+        }
+
+    @classmethod
+    def mapped(
+        cls, folder: Path, vectors: Callable[[], np.ndarray], *, size: int, dim: int
+    ) -> ExactCosines:
+        """The tables of an exact index's ``size`` vectors of ``dim`` (``vectors()``, called only
+        when the tables are written), read from memory-mapped files in ``folder``: written by
+        the first process that needs them, shared by every later one."""
+        arrays = mapped_arrays(
+            Path(folder), of=EXACT_ARTIFACT, compute=lambda: cls(vectors()).arrays()
+        )
+        exact = cls.__new__(cls)
+        try:
+            exact._keep(**arrays)
+        except TypeError as exc:  # another set of arrays than this class writes
+            raise ArtifactError(f"{folder} does not hold exact-cosine tables: {exc}") from None
+        if len(exact) != size or exact.grid.shape[1] != dim:
+            raise ArtifactError(
+                f"{folder} holds tables of {len(exact)} {exact.grid.shape[1]}-d vectors, its index "
+                f"{size} of {dim}; delete {folder} to have them written again"
+            )
+        return exact
 
     def __len__(self) -> int:
         return len(self.vector_of)

@@ -31,6 +31,7 @@ class MemberIndex:
     def __init__(self, index: faiss.IndexIDMap2) -> None:
         self._index = index
         self._positions: tuple[np.ndarray, np.ndarray] | None = None  # for ``vectors_of``
+        self.mapped = False  # read from a memory-mapped file: read-only
 
     @classmethod
     def build(
@@ -90,6 +91,7 @@ class MemberIndex:
 
     def add(self, vectors: np.ndarray, member_ids: np.ndarray) -> None:
         """Add members in place (curator members between two full builds)."""
+        self._writable()
         member_ids = np.ascontiguousarray(member_ids, dtype=np.int64)
         if np.isin(member_ids, self.member_ids()).any():
             raise ValueError("some of these member ids are already in the index")
@@ -98,9 +100,14 @@ class MemberIndex:
 
     def remove(self, member_ids: np.ndarray) -> int:
         """Remove members in place; returns how many were there."""
+        self._writable()
         selector = faiss.IDSelectorBatch(np.ascontiguousarray(member_ids, dtype=np.int64))
         self._positions = None
         return int(self._index.remove_ids(selector))
+
+    def _writable(self) -> None:
+        if self.mapped:
+            raise ValueError("a memory-mapped index is read-only: load it without mapped=True")
 
     @property
     def dim(self) -> int:
@@ -169,17 +176,27 @@ class MemberIndex:
         write_manifest(folder, {**manifest, **(extra or {})})
 
     @classmethod
-    def load(cls, folder: Path) -> MemberIndex:
+    def load(cls, folder: Path, *, mapped: bool = False) -> MemberIndex:
+        """The index saved in ``folder``. ``mapped``: its vectors (an exact index's, or an IVF
+        index's lists) are read from the memory-mapped file instead of copied into this
+        process, so every process serving it shares one copy; such an index is read-only
+        (``add`` and ``remove`` are refused)."""
         manifest = read_manifest(folder, kind=INDEX_ARTIFACT)
+        path = Path(folder) / _INDEX_FILE
+        if not path.is_file():
+            raise ArtifactError(f"{path} is missing")
+        flags = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY if mapped else 0
         try:
-            index = faiss.read_index(str(Path(folder) / _INDEX_FILE))
+            index = faiss.read_index(str(path), flags)
         except RuntimeError as exc:
-            raise ArtifactError(f"index file in {folder} is corrupt: {exc}") from None
+            detail = str(exc).rsplit("Error: ", 1)[-1].strip()  # past FAISS's C++ signature
+            raise ArtifactError(f"{path} is truncated or corrupt ({detail})") from None
         if not isinstance(index, faiss.IndexIDMap2):
             index = faiss.downcast_index(index)
         if index.ntotal != manifest.get("size") or index.d != manifest.get("dim"):
             raise ArtifactError(f"index file in {folder} does not match its manifest")
         loaded = cls(index)
+        loaded.mapped = mapped
         if manifest.get("nprobe"):
             loaded.set_nprobe(manifest["nprobe"])
         return loaded

@@ -12,15 +12,27 @@ behind both defaults are in docs/benchmarks.md (bench/accuracy.py, bench/corrigi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.baselines import TrigramMatcher, top_k_stable, trigrams
 from models_app.siamese.configs import ConfigError, check_field_types
-from models_app.siamese.exact_cosines import ExactCosines, cosines, on_grid, true_pairs
+from models_app.siamese.exact_cosines import (
+    EXACT_ARTIFACT,
+    ExactCosines,
+    cosines,
+    on_grid,
+    true_pairs,
+)
 from models_app.siamese.index import MemberIndex
+from models_app.siamese.mapped import mapped_arrays
+
+TRIGRAM_ARTIFACT = "trigrams"
 
 
 @dataclass(frozen=True)
@@ -72,23 +84,71 @@ def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     return -round(score, 6), member_id
 
 
+def trigram_tables(texts: Sequence[str], folder: Path | None = None) -> TrigramMatcher:
+    """The trigram matcher of an index's member ``texts`` (labelled by position). With
+    ``folder`` (the index's own), read from memory-mapped files in it, one set of tables for
+    each list of texts (a member deleted since the build reads as blank), written there first
+    by whichever process needs them first; without, computed in memory."""
+    if folder is None:
+        return TrigramMatcher(list(texts), list(range(len(texts))))
+    digest = hashlib.sha256()
+    for text in texts:
+        encoded = text.encode("utf-8")
+        digest.update(len(encoded).to_bytes(4, "little") + encoded)
+    tables = Path(folder) / f"{TRIGRAM_ARTIFACT}-{digest.hexdigest()[:16]}"
+    arrays = mapped_arrays(
+        tables, of=TRIGRAM_ARTIFACT, compute=lambda: trigram_tables(texts).arrays()
+    )
+    try:
+        matcher = TrigramMatcher.from_arrays(arrays)
+    except KeyError as exc:
+        raise ArtifactError(f"{tables} does not hold trigram tables: no {exc}") from None
+    if len(matcher) != len(texts):
+        raise ArtifactError(
+            f"{tables} holds the trigrams of {len(matcher)} texts, not {len(texts)}; delete it "
+            "to have it written again"
+        )
+    return matcher
+
+
+def exact_tables(index: MemberIndex, folder: Path | None = None) -> ExactCosines | None:
+    """The exact cosines ``MemberSearch`` scores an exact index with; None for an approximate
+    or empty index. With ``folder`` (the index's own), read from memory-mapped files in it,
+    written there first by whichever process needs them first; without, computed in memory."""
+    if index.kind != "flat" or not len(index):
+        return None
+    if folder is None:
+        return ExactCosines(index.vectors())
+    return ExactCosines.mapped(
+        Path(folder) / EXACT_ARTIFACT, index.vectors, size=len(index), dim=index.dim
+    )
+
+
 class MemberSearch:
     """Scores members of one index; ``texts`` are the indexed members' strings, in id order of
-    ``index.member_ids()``, needed only when the lexical term is on."""
+    ``index.member_ids()``, needed only when the lexical term is on. ``tables``: the index's
+    folder, where its exact-cosine and trigram tables are kept memory-mapped (``exact_tables``,
+    ``trigram_tables``)."""
 
-    def __init__(self, index: MemberIndex, texts: Sequence[str], config: SearchConfig) -> None:
+    def __init__(
+        self,
+        index: MemberIndex,
+        texts: Sequence[str],
+        config: SearchConfig,
+        *,
+        tables: Path | None = None,
+    ) -> None:
         self.index, self.config = index, config
         self.ids = index.member_ids()
         self._order: np.ndarray | None = None  # argsort of ids, made on first use
         self.lexical = config.lexical_weight > 0 and len(self.ids) > 0
         # An exact index is searched by exact cosines (the same whatever the batch); an
         # approximate one by FAISS.
-        exact = index.kind == "flat" and len(self.ids) > 0
-        self.exact = ExactCosines(index.vectors()) if exact else None
+        self.exact = exact_tables(index, tables)
         if self.lexical:
             if len(texts) != len(self.ids):
                 raise ValueError(f"{len(self.ids)} indexed members but {len(texts)} texts")
-            self.trigrams = TrigramMatcher(list(texts), list(range(len(self.ids))))
+            self.trigrams = trigram_tables(texts, tables)
 
     def search(
         self,

@@ -73,7 +73,8 @@ class CharNgramTfidfEncoder:
         self.vocabulary = vocabulary
         self._column = {gram: i for i, gram in enumerate(vocabulary)}
         self.idf = idf.astype(np.float32)
-        self.projection = torch.from_numpy(projection.astype(np.float32))  # (V, D)
+        # No copy of a float32 projection: a memory-mapped one stays mapped.
+        self.projection = torch.from_numpy(np.asarray(projection, dtype=np.float32))  # (V, D)
 
     @property
     def dim(self) -> int:
@@ -162,12 +163,18 @@ class CharNgramTfidfEncoder:
         )
 
     @classmethod
-    def load(cls, folder: Path, config: CharNgramConfig) -> CharNgramTfidfEncoder:
+    def load(
+        cls, folder: Path, config: CharNgramConfig, *, mapped: bool = False
+    ) -> CharNgramTfidfEncoder:
+        """``mapped``: the projection, its one big array, is read from its memory-mapped file
+        (copy-on-write) instead of copied into this process."""
         folder = Path(folder)
         try:
             vocabulary = json.loads((folder / "vocabulary.json").read_text())
             idf = np.load(folder / "idf.npy", allow_pickle=False)
-            projection = np.load(folder / "projection.npy", allow_pickle=False)
+            projection = np.load(
+                folder / "projection.npy", mmap_mode="c" if mapped else None, allow_pickle=False
+            )
         except (OSError, ValueError) as exc:
             raise ArtifactError(f"encoder files in {folder} are unreadable: {exc}") from None
         return cls(config, vocabulary, idf, projection)

@@ -139,7 +139,11 @@ class TransformerEncoder(NeuralEncoder):
         )
 
     @classmethod
-    def load(cls, folder: Path, config: TransformerConfig) -> TransformerEncoder:
+    def load(
+        cls, folder: Path, config: TransformerConfig, *, mapped: bool = False
+    ) -> TransformerEncoder:
         module = cls(config, _load_sentence_transformer(Path(folder)))
         module.eval()
+        if mapped:
+            module.map_weights(folder)
         return module

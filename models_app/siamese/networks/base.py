@@ -18,10 +18,12 @@ from torch import nn
 
 from models_app.siamese.artifacts import ArtifactError, write_manifest
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
+from models_app.siamese.mapped import mapped_arrays
 
 WORD = re.compile(r"\w+", re.UNICODE)
 _WEIGHTS = "weights.pt"
 _VOCABULARY = "vocabulary.json"
+_MAPPED_WEIGHTS = "mapped-weights"  # the weights as served, one .npy a tensor
 
 
 def require(condition: bool, message: str) -> None:
@@ -108,7 +110,9 @@ class NeuralEncoder(nn.Module):
         )
 
     @classmethod
-    def load(cls, folder: Path, config: Any) -> NeuralEncoder:
+    def load(cls, folder: Path, config: Any, *, mapped: bool = False) -> NeuralEncoder:
+        """The encoder saved in ``folder``; ``mapped``: serving from memory-mapped weights
+        (``map_weights``)."""
         folder = Path(folder)
         try:
             vocabulary = json.loads((folder / _VOCABULARY).read_text())
@@ -125,7 +129,32 @@ class NeuralEncoder(nn.Module):
         except (RuntimeError, KeyError, IndexError) as exc:
             raise ArtifactError(f"weights in {folder} do not fit the config: {exc}") from None
         module.eval()
+        if mapped:
+            module.map_weights(folder)
         return module
+
+    def map_weights(self, folder: Path) -> None:
+        """Serve from the weights as loaded (float32, the n-gram table whole), kept in
+        memory-mapped files under ``folder``: written by the first process that loads this
+        encoder, shared by every later one through the page cache instead of each decoding its
+        own copy. Mapped copy-on-write: a write (a fine-tune works on a deep copy) changes only
+        the writer's pages, never the file."""
+        arrays = mapped_arrays(
+            Path(folder) / _MAPPED_WEIGHTS,
+            of=_WEIGHTS,
+            compute=lambda: {
+                name: tensor.detach().cpu().numpy() for name, tensor in self.state_dict().items()
+            },
+            mode="c",
+        )
+        state = {name: torch.from_numpy(array) for name, array in arrays.items()}
+        try:
+            self.load_state_dict(state, assign=True)
+        except (RuntimeError, KeyError) as exc:
+            raise ArtifactError(
+                f"mapped weights in {folder} do not fit the encoder: {exc}; delete "
+                f"{Path(folder) / _MAPPED_WEIGHTS} to have them written again"
+            ) from None
 
     @classmethod
     def create(cls, texts: Sequence[str], config: Any) -> NeuralEncoder:

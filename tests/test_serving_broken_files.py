@@ -1,0 +1,114 @@
+"""A memory-mapped file of a new live build missing or truncated on this host: a clear error for
+that taxonomy, while a process that holds the previous engine keeps serving it; nothing
+crashes, and the build loads once the file is mended."""
+
+from __future__ import annotations
+
+import gc
+import shutil
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from models_app.models import Deployment
+from models_app.run_execution import training_run_execute
+from models_app.services.runs import training_run_request
+from models_app.serving import engines
+from models_app.serving.engines import forget_loaded_engines, live_engine
+from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese.artifacts import ArtifactError
+from tests.conftest import build_live_model
+
+URL = "/api/v1/taxonomies/jobs/normalize"
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def new_build_folder(taxonomy) -> Path:
+    """A reindex makes a new build live, as a worker's does on another host."""
+    run = training_run_request(taxonomy=taxonomy, kind="reindex", enqueue=False)
+    training_run_execute(run_id=run.id)
+    build = Deployment.objects.get(taxonomy=taxonomy).index_build
+    return settings.SIAMWEB_ARTIFACTS_DIR / build.artifact_path
+
+
+def one_file(folder: Path, pattern: str) -> Path:
+    (path,) = folder.glob(pattern)
+    return path
+
+
+DAMAGES = [
+    ("exact-cosines/grid.npy", truncate, "is truncated"),
+    ("exact-cosines/rough.npy", Path.unlink, "is missing"),
+    ("trigrams-*/postings.npy", truncate, "is truncated"),
+    ("trigrams-*/vocabulary.npy", Path.unlink, "is missing"),
+    ("members.faiss", truncate, "is truncated or corrupt"),
+    ("members.faiss", Path.unlink, "is missing"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "damage", "said"), DAMAGES)
+def test_the_engine_a_process_holds_keeps_serving_when_the_new_build_is_damaged(
+    tiny_taxonomy, pattern, damage, said, caplog, monkeypatch
+):
+    old = live_engine(tiny_taxonomy)
+    damaged = one_file(new_build_folder(tiny_taxonomy), pattern)
+    damage(damaged)
+    loads = []
+    real_load = engines._load_engine
+    monkeypatch.setattr(engines, "_load_engine", lambda *a: loads.append(1) or real_load(*a))
+
+    answers = [rank_taxonomy_groups(tiny_taxonomy, ["java developer"], k=3)[0] for _ in range(3)]
+
+    assert live_engine(tiny_taxonomy) is old
+    assert all(answer.groups for answer in answers)
+    assert f"{damaged.name} {said}" in caplog.text and "jobs/v1 keeps serving" in caplog.text
+    assert len(loads) == 1  # tried once, not on every request
+
+
+@pytest.mark.parametrize(("pattern", "damage", "said"), DAMAGES[:4])
+def test_a_process_without_an_engine_answers_503_naming_the_file(
+    api_client, tiny_taxonomy, pattern, damage, said
+):
+    damaged = one_file(new_build_folder(tiny_taxonomy), pattern)
+    forget_loaded_engines()  # a web process on another host, started now
+    damage(damaged)
+
+    response = api_client.post(URL, {"texts": ["java developer"]}, format="json")
+
+    assert response.status_code == 503
+    assert f"{damaged.name} {said}" in response.json()["detail"]
+    with pytest.raises(ArtifactError, match=said):
+        live_engine(tiny_taxonomy)
+
+
+def test_a_truncated_weights_file_of_a_new_model_leaves_the_old_one_serving(tiny_taxonomy, caplog):
+    old = live_engine(tiny_taxonomy)
+    build_live_model(tiny_taxonomy)  # jobs/v2, loaded by the worker in this very process
+    version = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build.model_version
+    with engines._lock:  # as a process on another host: v2 never loaded here
+        engines._encoders.clear()
+    gc.collect()
+    truncate(settings.SIAMWEB_ARTIFACTS_DIR / version.artifact_path / "projection.npy")
+
+    answer = rank_taxonomy_groups(tiny_taxonomy, ["java developer"], k=3)[0]
+
+    assert answer.model_version == "jobs/v1" and live_engine(tiny_taxonomy) is old
+    assert "encoder files in" in caplog.text and "jobs/v1 keeps serving" in caplog.text
+
+
+def test_a_mended_build_is_loaded_on_the_next_try(tiny_taxonomy, monkeypatch):
+    monkeypatch.setattr(engines, "_LOAD_RETRY", 0.0)
+    old = live_engine(tiny_taxonomy)
+    folder = new_build_folder(tiny_taxonomy)
+    truncate(folder / "exact-cosines" / "grid.npy")
+    assert live_engine(tiny_taxonomy) is old
+
+    shutil.rmtree(folder / "exact-cosines")  # as the error says: written again on the next load
+
+    engine = live_engine(tiny_taxonomy)
+    assert engine is not old and engine.index_build_id != old.index_build_id
+    assert (folder / "exact-cosines" / "grid.npy").is_file()
