@@ -319,6 +319,7 @@ def bulk_chunk_execute(
         # The job's folder went: it was cancelled, or deleted, while this chunk was at work.
         if BulkJob.objects.filter(id=job.id, status=BulkJob.Status.RUNNING).exists():
             raise
+        _release(chunk, attempt)
         return None
     except (BulkFileError, ArtifactError, NoLiveModel) as exc:
         # The job fails (queued again for its retry), unless another worker took the chunk over.
@@ -517,8 +518,7 @@ def _count(
                 bulk_job_finish_enqueue(job_id=job.id)
     if not counts:
         _remove_chunk_files(job, written.files)
-        if current is not None and current.status == BulkJob.Status.FAILED:
-            _release(chunk, attempt)  # a retry does it again
+        _release(chunk, attempt)  # still this worker's: its job stopped; a retry does it again
         _cancel_if_asked(job.id)
         return None
     chunk.refresh_from_db()
