@@ -136,7 +136,7 @@ def bulk_job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 def _cancelled(job: BulkJob) -> str:
     if job.status == BulkJob.Status.CANCELLED:
         return "Cancelled: the partial results are deleted."
-    return "Stopping: the worker ends after the chunk it is on and deletes the partial results."
+    return "Stopping: each worker ends after the chunk it is on; the partial results are deleted."
 
 
 @curator_required

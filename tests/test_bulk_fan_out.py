@@ -379,3 +379,13 @@ def test_the_tasks_queue_every_chunk_and_the_last_one_queues_the_finish(
     with django_capture_on_commit_callbacks(execute=True):
         execute_bulk_job.run(job.id)
     assert sent == [(task_names.FINISH_BULK_JOB, job.id)]
+
+
+def test_the_jobs_page_counts_its_chunks(tiny_taxonomy, client, curator):
+    job = create(tiny_taxonomy, user=curator)
+    client.force_login(curator)
+    assert "splitting the file" in client.get(f"/bulk/{job.id}/").content.decode()
+    chunks = split(job, 3)
+    bulk_chunk_execute(chunk_id=chunks[1].id, enqueue=False)
+    page = client.get(f"/bulk/{job.id}/").content.decode()
+    assert '<dd data-testid="job-chunks">1 of 4 done</dd>' in page

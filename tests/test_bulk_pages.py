@@ -65,7 +65,7 @@ def test_a_running_job_cancelled_on_its_page_shows_it_is_stopping(curator, tiny_
         status=BulkJob.Status.RUNNING, heartbeat_at=timezone.now()
     )
     page = client.post(f"/bulk/{job.id}/cancel", follow=True).content.decode()
-    assert "Stopping: the worker ends after the chunk it is on" in page
+    assert "Stopping: each worker ends after the chunk it is on" in page
     assert 'data-testid="job-stopping"' in page and 'data-testid="cancel"' not in page
 
 
