@@ -1,20 +1,29 @@
-"""Bulk normalization: a file of real job titles through the bulk job's service, in-process, and
-the normalize API's batch throughput.
+"""Bulk normalization: a file of real job titles through the bulk job, in-process and fanned out
+over real Celery worker processes, and the normalize API's batch throughput.
 
 Builds a CSV of ``--rows`` rows (default 1,000,000) from real titles: O*NET's alternate titles
 and JobBERT's vacancy titles (``../shared/data``), drawn at random with repeats (seeded), as a
 year of job ads repeats its titles. Imports O*NET with the shipped model live on a scratch
-PostgreSQL database, then runs ``bulk_job_execute`` on that file as a worker would: rows/s, the
-peak resident memory of this process (model, index, Django and the job together), and the
-progress seen after each chunk. Then POST /api/v1/taxonomies/onet/normalize through Django's
-test client (in-process: no HTTP server) with 500 and 1,000 distinct realistic texts a request:
-texts/s; and one text a request: p50 / p99 ms. ``--api-only`` measures just that (to run on an
-older checkout for a before figure, which ``--before FILE`` then adds to the JSON).
+PostgreSQL database, then:
+
+- default: runs ``bulk_job_execute`` on that file in this process, one chunk after another:
+  rows/s, the peak resident memory of this process (model, index, Django and the job together),
+  and the progress seen after each chunk. Then POST /api/v1/taxonomies/onet/normalize through
+  Django's test client (in-process: no HTTP server) with 500 and 1,000 distinct realistic texts
+  a request: texts/s; and one text a request: p50 / p99 ms. ``--api-only`` measures just that.
+- ``--workers 1,2``: for each count, starts that many ``celery worker --pool=solo`` processes
+  (``--threads`` BLAS/torch threads each) on a Redis broker (``--broker``, default Redis
+  database 13) and the scratch database, uploads the file as a job and times it from the upload
+  stored to the result renamed whole: rows/s, the split's time, which worker did how many
+  chunks, the progress and time left the job showed as it went. The workers are stopped after
+  each count.
 
     .venv/bin/python bench/bulk_job.py [--rows 1000000] [--chunk 2000] [--before FILE]
+    .venv/bin/python bench/bulk_job.py --workers 1,2 --threads 1 [--rows 1000000] [--out NAME]
 
 Prints a table and writes bench/results/bulk_job.json (``--api-only``: bench/results/
-bulk_job_api.json). The scratch database is dropped at the end.
+bulk_job_api.json; ``--workers``: bench/results/bulk_fan_out.json, or ``--out``). The scratch
+database is dropped at the end.
 """
 
 from __future__ import annotations
@@ -27,18 +36,24 @@ import os
 import platform
 import random
 import resource
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _pg
 
-_pg.scratch_database(broker="memory://")
+BROKER = "redis://127.0.0.1:6379/13"  # not the test suite's database 15, which tests flush
+_BROKER_ARG = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--broker=")), BROKER)
+_FAN_OUT = any(a.startswith("--workers") for a in sys.argv)
+SCRATCH_URL = _pg.scratch_database(broker=_BROKER_ARG if _FAN_OUT else "memory://")
 
 from rest_framework.authtoken.models import Token  # noqa: E402
 
@@ -131,18 +146,183 @@ def git_commit() -> str:
         return ""
 
 
+def start_workers(count: int, threads: int, chunk: int, log_dir: Path) -> list[subprocess.Popen]:
+    """``count`` Celery worker processes on the scratch database, each running one task at a
+    time with ``threads`` BLAS and torch threads; returned once every one is ready."""
+    from django.conf import settings
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "siamweb.settings",
+        "DATABASE_URL": SCRATCH_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "SIAMWEB_ARTIFACTS_DIR": str(settings.SIAMWEB_ARTIFACTS_DIR),
+        "SIAMWEB_VAR_DIR": str(settings.VAR_DIR),
+        "SIAMWEB_BULK_CHUNK_ROWS": str(chunk),
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+    workers = []
+    for number in range(count):
+        log = log_dir / f"worker-{count}-{number}.log"
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "siamweb", "worker", "--pool=solo",
+                "--concurrency=1", "--loglevel=WARNING", "--without-mingle", "--without-gossip",
+                "--without-heartbeat", "--queues=celery",
+                f"--hostname=bench-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        process.log = log
+        workers.append(process)
+    # Ready when the broker answers their pings (their logs stay quiet at WARNING).
+    from celery import current_app
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        replies = current_app.control.ping(timeout=1.0) or []
+        if len(replies) >= count:
+            return workers
+        if any(process.poll() is not None for process in workers):
+            break
+    tails = "\n".join(process.log.read_text()[-2000:] for process in workers)
+    raise SystemExit(f"the workers did not start:\n{tails}")
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    for process in workers:
+        process.send_signal(signal.SIGTERM)
+    for process in workers:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def fan_out(taxonomy, source: Path, counts: list[int], threads: int, chunk: int) -> dict:
+    """The file as a bulk job on each number of worker processes, one count after another."""
+    import redis
+    from django.conf import settings
+
+    from models_app.bulk import bulk_job_create, bulk_job_delete, bulk_job_result
+    from models_app.models import BulkJob
+
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # a scratch Redis database
+    figures = {}
+    for count in counts:
+        workers = start_workers(count, threads, chunk, source.parent)
+        pids = {process.pid: f"worker {n + 1}" for n, process in enumerate(workers)}
+        try:
+            started = time.perf_counter()
+            with source.open("rb") as handle:
+                job = bulk_job_create(
+                    taxonomy=taxonomy, upload=handle, filename="ads.csv", column="title"
+                )  # sent to the workers on commit (autocommit: at once)
+            stored = time.perf_counter() - started
+            samples, split_seconds = [], None
+            while True:
+                time.sleep(1.0)
+                job.refresh_from_db()
+                now = time.perf_counter() - started
+                if split_seconds is None and job.chunks_total is not None:
+                    split_seconds = now - stored
+                samples.append((now, job.progress, job.eta_seconds, job.chunks_done))
+                if len(samples) % 30 == 0:
+                    print(f"  {count} worker(s): {job.rows_done:>11,} rows  {job.progress:6.1%}  "
+                          f"ETA {job.eta_seconds or 0:6.0f} s  chunks {job.chunks_done:,}/"
+                          f"{job.chunks_total or 0:,}")  # fmt: skip
+                if job.status not in BulkJob.ACTIVE_STATUSES:
+                    break
+            seconds = time.perf_counter() - started - stored
+            assert job.status == "succeeded", job.error
+            done_by: dict[str, int] = {}
+            for worker in job.chunks.values_list("worker", flat=True):
+                name = pids.get(int(worker.rsplit(":", 1)[1]), worker)
+                done_by[name] = done_by.get(name, 0) + 1
+            # The time left the page showed a quarter, half and three quarters of the way in.
+            etas = {}
+            for share in (0.25, 0.5, 0.75):
+                at = next((s for s in samples if s[1] >= share), None)
+                if at is not None and at[2] is not None:
+                    etas[f"{share:.0%}"] = {
+                        "eta_seconds": round(at[2]),
+                        "actual_seconds_left": round(seconds + stored - at[0]),
+                    }
+            figures[str(count)] = {
+                "workers": count,
+                "threads_per_worker": threads,
+                "rows": job.rows_done,
+                "chunk_rows": job.chunk_rows,
+                "chunks": job.chunks_total,
+                "upload_stored_seconds": stored,
+                "seconds": seconds,
+                "rows_per_second": job.rows_done / seconds,
+                "split_seconds": split_seconds,
+                "chunks_done_by": done_by,
+                "chunk_attempts": sorted(set(job.chunks.values_list("attempts", flat=True))),
+                "result_csv_mb": bulk_job_result(job, "csv").stat().st_size / 1e6,
+                "result_jsonl_mb": bulk_job_result(job, "jsonl").stat().st_size / 1e6,
+                "eta_seen": etas,
+            }
+            rate = job.rows_done / seconds
+            print(f"{count} worker(s): {job.rows_done:,} rows in {seconds:,.1f} s: {rate:,.0f} "
+                  f"rows/s (split {split_seconds or 0:.1f} s)")  # fmt: skip
+            bulk_job_delete(job=job)  # gigabytes of results: gone before the next count
+        finally:
+            stop_workers(workers)
+    if "1" in figures:
+        for row in figures.values():
+            row["speed_up_over_one"] = row["rows_per_second"] / figures["1"]["rows_per_second"]
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=2000, help="rows a chunk (the default's)")
     parser.add_argument("--api-only", action="store_true")
     parser.add_argument("--before", type=Path, help="bulk_job_api.json of an older checkout")
+    parser.add_argument("--workers", help="worker process counts to run the job on, e.g. 1,2")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS/torch threads a worker")
+    parser.add_argument("--broker", default=BROKER, help="a Redis database of the benchmark's own")
+    parser.add_argument("--out", default="bulk_fan_out", help="results file name (--workers)")
     args = parser.parse_args()
     machine = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}"
     )
     taxonomy = _pg.onet_live()
+    if args.workers:
+        scratch = Path(tempfile.mkdtemp(prefix="siamweb-bulk-"))
+        source = scratch / "ads.csv"
+        started = time.perf_counter()
+        distinct = write_file(source, args.rows)
+        size_mb, took = source.stat().st_size / 1e6, time.perf_counter() - started
+        print(f"wrote {args.rows:,} rows ({distinct:,} distinct titles, {size_mb:,.0f} MB) in "
+              f"{took:.0f} s")  # fmt: skip
+        counts = [int(count) for count in args.workers.split(",")]
+        results = {
+            "machine": machine,
+            "commit": git_commit(),
+            "model": "shipped O*NET model",
+            "rows": args.rows,
+            "distinct_titles": distinct,
+            "input_mb": source.stat().st_size / 1e6,
+            "load_average_before": os.getloadavg(),
+            "fan_out": fan_out(taxonomy, source, counts, args.threads, args.chunk),
+            "load_average_after": os.getloadavg(),
+        }
+        out = ROOT / "bench" / "results" / f"{args.out}.json"
+        out.write_text(json.dumps(results, indent=2))
+        print(json.dumps(results["fan_out"], indent=2))
+        print(f"wrote {out.relative_to(ROOT)}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
     texts = _pg.realistic_inputs(max(API_SIZES) * 2)
     results: dict = {"machine": machine, "commit": git_commit(), "model": "shipped O*NET model"}
     if args.api_only:
