@@ -3,6 +3,7 @@ copy of each live model, promoted before or after it started."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,19 @@ def test_a_model_promoted_after_the_process_started_is_mapped_too(tiny_taxonomy)
     assert engine is not first and answer.model_version == "jobs/v2"
     grid = Path(engine.search.exact.grid.filename)
     assert grid.is_relative_to(settings.SIAMWEB_ARTIFACTS_DIR / build.artifact_path)
+
+
+def test_a_replaced_model_is_unmapped(tiny_taxonomy):
+    """A process keeps no model it no longer serves: its pages leave the process's memory."""
+    live_engine(tiny_taxonomy)
+    old = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build.model_version
+    build_live_model(tiny_taxonomy)
+
+    live_engine(tiny_taxonomy)
+    gc.collect()
+
+    old_projection = settings.SIAMWEB_ARTIFACTS_DIR / old.artifact_path / "projection.npy"
+    assert str(old_projection) not in files_mapped()
 
 
 def test_a_build_comes_with_the_tables_serving_maps(tiny_taxonomy):

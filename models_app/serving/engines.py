@@ -331,6 +331,10 @@ def _load_engine(taxonomy: Taxonomy, build) -> LiveEngine:
     with _lock:
         replaced = _engines.get(taxonomy.id)
         _engines[taxonomy.id] = engine
+        if replaced is not None and replaced.model_version_id != engine.model_version_id:
+            # The model it replaced is not kept loaded for later either: its mapped weights
+            # would stay in this process's page tables, and count in its memory, for nothing.
+            _encoders.pop(replaced.model_version_id, None)
     del replaced
     _return_freed_memory()  # a replaced engine's, and what loading this one left behind
     return engine
