@@ -4,8 +4,9 @@
 
 The master loads the application and every taxonomy's live model and index before it forks, so
 the workers share those pages copy-on-write instead of each holding a copy: a worker more costs
-its own Python heap, not another model (bench/web_memory.py measures it). Workers, threads and
-the address stay command-line options (or GUNICORN_CMD_ARGS).
+its own Python heap, not another model (bench/web_memory.py measures it). A model promoted later
+is shared too: its big arrays are memory-mapped files (models_app/serving/engines.py). Workers,
+threads and the address stay command-line options (or GUNICORN_CMD_ARGS).
 """
 
 from __future__ import annotations
