@@ -24,7 +24,7 @@ def test_the_live_engine_serves_from_memory_mapped_files(tiny_taxonomy):
     engine = live_engine(tiny_taxonomy)
 
     assert engine.index.mapped and str(index_folder / "members.faiss") in files_mapped()
-    for table in (engine.search.exact.grid, engine.search.exact.rough):
+    for table in (engine.search.exact.rough, engine.search.exact.vector_of):
         assert isinstance(table, np.memmap)
         assert Path(table.filename).parent == index_folder / "exact-cosines"
     assert isinstance(engine.search.trigrams._postings, np.memmap)
@@ -41,8 +41,8 @@ def test_a_model_promoted_after_the_process_started_is_mapped_too(tiny_taxonomy)
 
     engine = live_engine(tiny_taxonomy)
     assert engine is not first and answer.model_version == "jobs/v2"
-    grid = Path(engine.search.exact.grid.filename)
-    assert grid.is_relative_to(settings.SIAMWEB_ARTIFACTS_DIR / build.artifact_path)
+    table = Path(engine.search.exact.rough.filename)
+    assert table.is_relative_to(settings.SIAMWEB_ARTIFACTS_DIR / build.artifact_path)
 
 
 def test_a_replaced_model_is_unmapped(tiny_taxonomy):

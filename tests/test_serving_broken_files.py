@@ -41,7 +41,7 @@ def one_file(folder: Path, pattern: str) -> Path:
 
 
 DAMAGES = [
-    ("exact-cosines/grid.npy", truncate, "is truncated"),
+    ("exact-cosines/vector_of.npy", truncate, "is truncated"),
     ("exact-cosines/rough.npy", Path.unlink, "is missing"),
     ("trigrams-*/postings.npy", truncate, "is truncated"),
     ("trigrams-*/vocabulary.npy", Path.unlink, "is missing"),
@@ -104,11 +104,11 @@ def test_a_mended_build_is_loaded_on_the_next_try(tiny_taxonomy, monkeypatch):
     monkeypatch.setattr(engines, "_LOAD_RETRY", 0.0)
     old = live_engine(tiny_taxonomy)
     folder = new_build_folder(tiny_taxonomy)
-    truncate(folder / "exact-cosines" / "grid.npy")
+    truncate(folder / "exact-cosines" / "rough.npy")
     assert live_engine(tiny_taxonomy) is old
 
     shutil.rmtree(folder / "exact-cosines")  # as the error says: written again on the next load
 
     engine = live_engine(tiny_taxonomy)
     assert engine is not old and engine.index_build_id != old.index_build_id
-    assert (folder / "exact-cosines" / "grid.npy").is_file()
+    assert (folder / "exact-cosines" / "rough.npy").is_file()

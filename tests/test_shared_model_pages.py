@@ -32,7 +32,7 @@ encoder = load_encoder(model, mapped=True)
 index = MemberIndex.load(index_folder, mapped=True)
 search = MemberSearch(index, texts, SearchConfig(lexical_weight=0.3), tables=index_folder)
 touched = [float(tensor.float().sum()) for tensor in encoder.state_dict().values()]
-touched += [float(index.vectors().sum()), float(search.exact.grid.sum())]
+touched += [float(index.vectors().sum()), float(search.exact.rough.sum())]
 print("ready", flush=True)
 sys.stdin.readline()
 shared, current = {}, None
@@ -84,7 +84,7 @@ def test_two_processes_share_the_pages_of_one_model_and_index(tmp_path):
     for path in [
         tmp_path / "model" / "mapped-weights" / "bag.weight.npy",  # 16 MiB
         tmp_path / "index" / "members.faiss",  # 5 MiB
-        tmp_path / "index" / "exact-cosines" / "grid.npy",  # 10 MiB
+        tmp_path / "index" / "exact-cosines" / "rough.npy",  # 5 MiB
     ]:
         assert str(path) in seen, f"{path} is not mapped"
         # Every page read is also in the other process: shared, not copied (KiB; the header's

@@ -1,16 +1,11 @@
-"""Cosines against an exact index's members that come out the same to the last bit whatever the
-batch, the BLAS kernel or the CPU.
+"""Cosines against an exact (flat) index's members: one float32 product a batch of queries.
 
-BLAS chooses its kernel by a product's shape and by the CPU (one query: matrix-vector; a batch:
-matrix-matrix, blocked per CPU model), and float32 sums taken in another order round differently
-in the last bit: a text could score differently alone than inside a batch, and near a tie get
-another answer. So components are kept as whole multiples of 2^-24 (``on_grid``) and multiplied
-in float64: a product is a whole multiple of 2^-48 that float64's 53 bits hold, and a partial sum
-of unit vectors' products stays within 1 (Cauchy-Schwarz), so every sum is exact in any order,
-kernel or thread split, then rounded once to float32.
-
-float64 products cost twice float32's, so a query's near set is found by a float32 product first
-(any kernel, any rounding) and only its candidates are scored exactly (``ExactCosines.near``).
+A score is the float32 product BLAS gives, and BLAS picks its kernel by a product's shape and
+the CPU, so a text alone and inside a batch may score differently in the last bits (some 1e-7).
+What an answer needs is that the difference changes no top group: scores are compared rounded
+to 1e-6 (``search.best_first``) with ties broken by member id, and an answer's scores agree to
+1e-6 alone or batched. Scoring to the last bit the same everywhere cost a float64 rescoring of
+every query's candidates, a third of a batch's time, for a property no user asked for.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ import torch
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.mapped import mapped_arrays
 
-_GRID = 2.0**24
 EXACT_ARTIFACT = "exact-cosines"
 
 
@@ -56,60 +50,47 @@ def kth_best_at_least(values: np.ndarray, k: int, *, blocks: int = 16) -> np.nda
     return best.values.min(dim=1).values.numpy()
 
 
-def on_grid(vectors: np.ndarray) -> np.ndarray:
-    """float64 copies of (unit) vectors, each component rounded to a multiple of 2^-24. The
-    rounding moves a component by 3e-8 at most; a multiple of 2^-24 below 1 is also a float32."""
-    return np.rint(np.asarray(vectors, dtype=np.float64) * _GRID) / _GRID
-
-
 def cosines(queries: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """The exact ``queries @ members.T`` rounded to float32, (Q, N); ``members`` on the grid,
-    the queries put on it here."""
-    queries = on_grid(queries)
-    if len(queries) == 1:
-        return (members @ queries[0]).astype(np.float32)[None, :]
-    return (queries @ members.T).astype(np.float32)
+    """``queries @ members.T`` in float32, (Q, N)."""
+    queries = np.asarray(queries, dtype=np.float32)
+    return queries @ np.asarray(members, dtype=np.float32).T
 
 
 class ExactCosines:
-    """The members' vectors of an exact index, on the grid: each distinct vector once (float64
-    and float32, the same values), and which distinct vector each member has.
+    """The members' vectors of an exact index: each distinct vector once, and which distinct
+    vector each member has.
 
     O*NET lists many titles under several occupations, and a title's members share one vector:
     a fifth of its 53,767 members. Scoring each distinct vector once is the same answer for a
-    fifth less of the product that dominates a batch.
+    fifth less of the product that dominates a batch, and members that share a vector score
+    exactly alike, so the member id alone orders them.
     """
 
     def __init__(self, vectors: np.ndarray) -> None:
-        grid = on_grid(vectors)  # (N, D)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, D)
         # Rows compared as raw bytes: a third of the time ``np.unique(axis=0)`` takes.
-        as_bytes = np.ascontiguousarray(grid).view(
-            np.dtype((np.void, grid.dtype.itemsize * grid.shape[1]))
-        )
+        as_bytes = vectors.view(np.dtype((np.void, vectors.itemsize * vectors.shape[1])))
         _, first, vector_of = np.unique(as_bytes.ravel(), return_index=True, return_inverse=True)
+        vector_of = vector_of.reshape(-1)
         # The members of each distinct vector: ``members[starts[u]:starts[u + 1]]``.
         members = np.argsort(vector_of, kind="stable")
-        distinct = grid[first]  # (U, D), U distinct vectors
         self._keep(
-            grid=distinct,
-            rough=distinct.astype(np.float32),  # (U, D), the same values
+            rough=vectors[first],  # (U, D), U distinct vectors
             vector_of=vector_of,
             members=members,
             starts=np.searchsorted(vector_of[members], np.arange(len(first) + 1)),
         )
 
-    def _keep(self, *, grid, rough, vector_of, members, starts) -> None:
-        self.grid, self.rough, self.vector_of = grid, rough, vector_of
+    def _keep(self, *, rough, vector_of, members, starts, grid=None) -> None:
+        # ``grid``: the float64 copies that tables written before float32 scoring still hold;
+        # never read, so never paged in.
+        del grid
+        self.rough, self.vector_of = rough, vector_of
         self._members, self._starts = members, starts
-        # A float32 sum of D products of vectors of norm 1 is within D * 2^-24 of the exact
-        # sum, whatever its order; a query's rough threshold and a member's rough cosine may each
-        # be off by that much, and the slack covers both twice over.
-        self.slack = 4 * (self.grid.shape[1] + 1) * 2.0**-24
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything it holds, by name, as ``mapped`` stores it."""
         return {
-            "grid": self.grid,
             "rough": self.rough,
             "vector_of": self.vector_of,
             "members": self._members,
@@ -131,10 +112,10 @@ class ExactCosines:
             exact._keep(**arrays)
         except TypeError as exc:  # another set of arrays than this class writes
             raise ArtifactError(f"{folder} does not hold exact-cosine tables: {exc}") from None
-        if len(exact) != size or exact.grid.shape[1] != dim:
+        if len(exact) != size or exact.rough.shape[1] != dim:
             raise ArtifactError(
-                f"{folder} holds tables of {len(exact)} {exact.grid.shape[1]}-d vectors, its index "
-                f"{size} of {dim}; delete {folder} to have them written again"
+                f"{folder} holds tables of {len(exact)} {exact.rough.shape[1]}-d vectors, its "
+                f"index {size} of {dim}; delete {folder} to have them written again"
             )
         return exact
 
@@ -142,30 +123,27 @@ class ExactCosines:
         return len(self.vector_of)
 
     def all(self, queries: np.ndarray) -> np.ndarray:
-        """Every member's exact cosine, (Q, N)."""
-        return cosines(queries, self.grid)[:, self.vector_of]
+        """Every member's cosine, (Q, N)."""
+        return cosines(queries, self.rough)[:, self.vector_of]
 
     def near(
         self, queries: np.ndarray, reach: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each query's members at or above its ``reach``-th best exact cosine (more than
-        ``reach`` where members tie there), as (row by query, member position, cosine), (P,)
-        each, sorted by row; and each query's threshold, (Q,). Needs ``reach <= len(self)``."""
+        """Each query's members at or above its ``reach``-th best cosine (more than ``reach``
+        where members tie there), as (row by query, member position, cosine), (P,) each, sorted
+        by row; and each query's threshold, (Q,). Needs ``reach <= len(self)``."""
         count = len(queries)
-        grid_queries = on_grid(queries)
-        rough = grid_queries.astype(np.float32) @ self.rough.T  # (Q, U)
+        scores = cosines(queries, self.rough)  # (Q, U)
         # At or below the reach-th best distinct vector's, so at or below the reach-th best
         # member's: every member a vector stands for scores as it does.
-        estimate = kth_best_at_least(rough, min(reach, len(self.rough)))  # (Q,)
-        # Every member the exact threshold keeps is among these, and at least ``reach`` are.
-        rows, vectors = true_pairs(rough >= (estimate - self.slack)[:, None])
-        exact = np.einsum("ij,ij->i", grid_queries[rows], self.grid[vectors]).astype(np.float32)
-        rows, members, exact = self._per_member(rows, vectors, exact)
+        estimate = kth_best_at_least(scores, min(reach, len(self.rough)))  # (Q,)
+        rows, vectors = true_pairs(scores >= estimate[:, None])
+        rows, members, values = self._per_member(rows, vectors, scores[rows, vectors])
         starts = np.searchsorted(rows, np.arange(count + 1))
-        order = np.lexsort((-exact, rows))
-        threshold = exact[order[starts[:-1] + reach - 1]]  # (Q,)
-        keep = exact >= threshold[rows]
-        return rows[keep], members[keep], exact[keep], threshold
+        order = np.lexsort((-values, rows))
+        threshold = values[order[starts[:-1] + reach - 1]]  # (Q,)
+        keep = values >= threshold[rows]
+        return rows[keep], members[keep], values[keep], threshold
 
     def _per_member(self, rows, vectors, values):
         """(row, distinct vector, value) triples as (row, member position, value), one for each

@@ -22,13 +22,7 @@ import numpy as np
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.baselines import TrigramMatcher, top_k_stable, trigrams
 from models_app.siamese.configs import ConfigError, check_field_types
-from models_app.siamese.exact_cosines import (
-    EXACT_ARTIFACT,
-    ExactCosines,
-    cosines,
-    on_grid,
-    true_pairs,
-)
+from models_app.siamese.exact_cosines import EXACT_ARTIFACT, ExactCosines, cosines, true_pairs
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.mapped import mapped_arrays
 
@@ -68,7 +62,7 @@ _NEAR_SLACK = 8
 _NEAR_WIDENING = 8
 
 
-def best_first(hit: tuple[int, float]) -> tuple[float, int]:
+def best_first(hit: tuple[int, float]) -> tuple[int, int]:
     """Sort key of hits: higher score first, then lower member id.
 
     A title shared by several groups (O*NET lists many alternate titles under more than one
@@ -79,9 +73,16 @@ def best_first(hit: tuple[int, float]) -> tuple[float, int]:
     arrival (docs/decisions/performance-choices.md).
     """
     member_id, score = hit
-    # Rounded: an indexed member and one added since the build are scored through different
-    # products (FAISS or a matrix product against one vector), which can differ in the last bit.
-    return -round(score, 6), member_id
+    # Compared in millionths: a score's last bits depend on the product that computed it (a
+    # query alone or in a batch, an indexed member or one added since the build), and members
+    # that close are tied, for the member id to order. ``score_keys`` is the same in numpy.
+    return -round(score * 1_000_000), member_id
+
+
+def score_keys(scores: np.ndarray) -> np.ndarray:
+    """``best_first``'s score part of each score, negated back: the same rounding (half to
+    even, of the same float64 product)."""
+    return np.rint(np.asarray(scores, dtype=np.float64) * 1_000_000)
 
 
 def trigram_tables(texts: Sequence[str], folder: Path | None = None) -> TrigramMatcher:
@@ -112,7 +113,7 @@ def trigram_tables(texts: Sequence[str], folder: Path | None = None) -> TrigramM
 
 
 def exact_tables(index: MemberIndex, folder: Path | None = None) -> ExactCosines | None:
-    """The exact cosines ``MemberSearch`` scores an exact index with; None for an approximate
+    """The cosine tables ``MemberSearch`` scores an exact index with; None for an approximate
     or empty index. With ``folder`` (the index's own), read from memory-mapped files in it,
     written there first by whichever process needs them first; without, computed in memory."""
     if index.kind != "flat" or not len(index):
@@ -142,7 +143,7 @@ class MemberSearch:
         self.ids = index.member_ids()
         self._order: np.ndarray | None = None  # argsort of ids, made on first use
         self.lexical = config.lexical_weight > 0 and len(self.ids) > 0
-        # An exact index is searched by exact cosines (the same whatever the batch); an
+        # An exact index is searched by one float32 product a batch (``ExactCosines``); an
         # approximate one by FAISS.
         self.exact = exact_tables(index, tables)
         if self.lexical:
@@ -170,19 +171,16 @@ class MemberSearch:
             chunk = vectors[start : start + COSINE_CHUNK]
             chunk_queries = queries[start : start + COSINE_CHUNK]
             if not self.lexical:
-                found = self._embedding_flat(chunk, depth, extra_ids, extra_vectors)
+                results += self._embedding_flat(chunk, depth, extra_ids, extra_vectors)
             elif self.exact is not None:
-                found = self._hybrid_flat(
+                results += self._hybrid_flat(
                     chunk_queries, chunk, depth, extra_ids, extra_texts, extra_vectors
                 )
             else:
-                found = [
-                    self._hybrid(query, vector, depth, extra_ids, extra_texts, extra_vectors)
-                    for query, vector in zip(chunk_queries, chunk, strict=True)
-                ]
-            for hits in found:
-                hits.sort(key=best_first)
-                results.append(hits[:depth])
+                for query, vector in zip(chunk_queries, chunk, strict=True):
+                    hits = self._hybrid(query, vector, depth, extra_ids, extra_texts, extra_vectors)
+                    hits.sort(key=best_first)
+                    results.append(hits[:depth])
         return results
 
     def _embedding_flat(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
@@ -196,20 +194,30 @@ class MemberSearch:
             rows, members, scores, _ = self.exact.near(vectors, take)
         extra: list[Hits] = [[] for _ in range(count)]
         if len(extra_ids):
-            extra_cosines = cosines(vectors, on_grid(extra_vectors)).tolist()  # (Q, E)
+            extra_cosines = cosines(vectors, extra_vectors).tolist()  # (Q, E)
             extra = [list(zip(extra_ids.tolist(), row, strict=True)) for row in extra_cosines]
-        return self._hits_by_row(rows, members, scores, extra)
+        return self._hits_by_row(rows, members, scores, extra, depth)
 
-    def _hits_by_row(self, rows, positions, scores, extra: list[Hits]) -> list[Hits]:
-        """Per query of a chunk, its (member id, score) hits from pairs sorted by row, then the
-        hits ``extra`` holds for it."""
-        ids, scores = self.ids[positions].tolist(), scores.tolist()
-        bounds = np.searchsorted(rows, np.arange(len(extra) + 1))
-        return [
-            list(zip(ids[bounds[row] : bounds[row + 1]], scores[bounds[row] : bounds[row + 1]],
-                     strict=True)) + extra[row]
-            for row in range(len(extra))
-        ]  # fmt: skip
+    def _hits_by_row(self, rows, positions, scores, extra: list[Hits], depth: int) -> list[Hits]:
+        """Per query of a chunk, its ``depth`` best (member id, score) hits, ``best_first``,
+        of pairs sorted by row and the hits ``extra`` holds for it. Ordered in numpy: a key
+        function called per hit took a tenth of a batch's time."""
+        ids = self.ids[positions]
+        order = np.lexsort((ids, -score_keys(scores), rows))
+        rows = rows[order]
+        ids, scores = ids[order].tolist(), scores[order].tolist()
+        bounds = np.searchsorted(rows, np.arange(len(extra) + 1)).tolist()
+        results = []
+        for row, more in enumerate(extra):
+            start, end = bounds[row], bounds[row + 1]
+            if more:
+                hits = list(zip(ids[start:end], scores[start:end], strict=True)) + more
+                hits.sort(key=best_first)
+                results.append(hits[:depth])
+            else:
+                end = min(end, start + depth)
+                results.append(list(zip(ids[start:end], scores[start:end], strict=True)))
+        return results
 
     def _embedding_only(self, vectors, depth, extra_ids, extra_vectors) -> list[Hits]:
         """The embedding alone over an approximate index: one FAISS call for every query of
@@ -246,8 +254,8 @@ class MemberSearch:
     def _hybrid_flat(
         self, queries, vectors, depth, extra_ids, extra_texts, extra_vectors
     ) -> list[Hits]:
-        """``_hybrid``'s scoring over an exact index for a chunk of queries at once, on exact
-        cosines, so each query gets the hits it gets on its own.
+        """``_hybrid``'s scoring over an exact index for a chunk of queries at once, each query
+        getting the hits it gets on its own (scores to 1e-6).
 
         Scoring every member for each query takes several passes (trigram counts, the window,
         the partition). Here each query's near set (``ExactCosines.near``) gives a threshold
@@ -290,7 +298,7 @@ class MemberSearch:
         # and scoring below the depth's last, it cannot be among the best or tie with them.
         wide = (threshold >= floor) | ((1 - w) * threshold >= edge)
         top = np.flatnonzero(combined >= edge[rows])
-        results = self._hits_by_row(rows[top], members[top], combined[top], extra_scores)
+        results = self._hits_by_row(rows[top], members[top], combined[top], extra_scores, depth)
         if wide.any():
             again = np.flatnonzero(wide)
             # A near set gathers 2 x reach x D float64 values a query, every member's cosines
@@ -328,7 +336,7 @@ class MemberSearch:
         else:
             top_rows = top_members = np.zeros(0, np.int64)
         return self._hits_by_row(
-            top_rows, top_members, combined[top_rows, top_members], extra_scores
+            top_rows, top_members, combined[top_rows, top_members], extra_scores, depth
         )
 
     def _lexical_scale(self, rows, lexical, floor, extra, extra_ids):
@@ -364,7 +372,7 @@ class MemberSearch:
         grams = [trigrams(text) for text in extra_texts]
         # As the indexed members are scored: a member added since the build scores what it
         # will score once the next build indexes it.
-        cosine = cosines(vectors, on_grid(extra_vectors))  # (Q, E)
+        cosine = cosines(vectors, extra_vectors)  # (Q, E)
         return [
             (cosine[row], np.array([3 * len(trigrams(query) & g) - len(g) for g in grams],
                                    dtype=np.float32))

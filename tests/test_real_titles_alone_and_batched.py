@@ -1,0 +1,64 @@
+"""On real vacancy titles against O*NET with the shipped model, a text gets the same answer in a
+batch of 500 as alone: the same groups in the same order, scores and probabilities to 1e-6.
+
+Scores are float32 products whose last bits depend on the batch (``exact_cosines``); this is
+the property that replaces scoring to the last bit the same everywhere.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from annotations.services.taxonomy import taxonomy_import
+from bench.jobbert_data import SHARED_DATA, jobbert_split
+from models_app.services.builds import model_version_import
+from models_app.services.indexes import deployment_activate, index_build_create
+from models_app.serving.engines import live_engine
+from models_app.serving.normalize import rank_taxonomy_groups
+
+ROOT = Path(__file__).resolve().parent.parent
+TITLES = 500
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (SHARED_DATA / "jobbert").is_dir(), reason="the JobBERT titles are not in ../shared"
+    ),
+]
+
+
+@pytest.fixture
+def onet(db):
+    taxonomy = taxonomy_import(slug="onet", path=ROOT / "data" / "onet", fmt="onet").taxonomy
+    version = model_version_import(taxonomy=taxonomy, folder=ROOT / "data" / "models" / "onet")
+    deployment_activate(index_build=index_build_create(model_version=version))
+    return taxonomy
+
+
+def test_real_titles_get_the_same_answer_alone_as_in_a_batch(onet):
+    dev_unseen, _ = jobbert_split()
+    titles = random.Random(35).sample(sorted({title.text for title in dev_unseen}), TITLES)
+
+    batch = rank_taxonomy_groups(onet, titles, k=5)
+    alone = [rank_taxonomy_groups(onet, [title], k=5)[0] for title in titles]
+
+    for together, single in zip(batch, alone, strict=True):
+        assert [g.group_id for g in together.groups] == [g.group_id for g in single.groups]
+        assert [g.member_id for g in together.groups] == [g.member_id for g in single.groups]
+        for a, b in zip(together.groups, single.groups, strict=True):
+            # Shown to 4 decimals: values within 1e-6 may round to neighbouring ones.
+            assert a.score == pytest.approx(b.score, abs=1e-4 + 1e-6)
+            if a.probability is not None:
+                assert a.probability == pytest.approx(b.probability, abs=1e-4 + 1e-6)
+        assert together.tied == single.tied
+
+    # Unrounded, the nearest members' scores agree to 1e-6.
+    engine = live_engine(onet)
+    batch_hits = engine.nearest_members(titles, 40)
+    alone_hits = [engine.nearest_members([title], 40)[0] for title in titles]
+    for together, single in zip(batch_hits, alone_hits, strict=True):
+        assert [m for m, _ in together] == [m for m, _ in single]
+        assert max(abs(a - b) for (_, a), (_, b) in zip(together, single, strict=True)) <= 1e-6
