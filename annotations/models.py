@@ -379,3 +379,21 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type}:{self.object_id} by {self.actor}"
+
+
+class TaxonomyRevision(models.Model):
+    """A number that grows with every committed change to a taxonomy's members, groups, verdicts
+    or review items, so a process may keep what normalizing reads (hit members, curators'
+    verdicts, rejected groups) and check one row per request instead of reading it all again.
+
+    Written by database triggers (migration 0012), not by services: every writer, a bulk
+    import, a merge's UPDATE or raw SQL, bumps it, and on PostgreSQL the bump runs at commit,
+    after every other lock the transaction takes, so it orders no writers into a deadlock.
+    No foreign key: a taxonomy being deleted bumps its row on the way out.
+    """
+
+    taxonomy_id = models.BigIntegerField(primary_key=True)
+    revision = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"taxonomy {self.taxonomy_id} at revision {self.revision}"

@@ -17,6 +17,7 @@ from models_app.services.runs import training_run_request
 from models_app.serving.engines import forget_loaded_engines
 from models_app.serving.groups import forget_group_facts
 from models_app.serving.rankers import forget_loaded_rankers
+from models_app.serving.reads import forget_verdict_states
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"
@@ -45,6 +46,7 @@ def forget_serving() -> None:
     forget_loaded_engines()
     forget_loaded_rankers()
     forget_group_facts()
+    forget_verdict_states()
 
 
 def build_live_model(taxonomy: Taxonomy, config: dict | None = None) -> TrainingRun:

@@ -12,6 +12,7 @@ import torch
 from models_app.siamese import mapped
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.encoders import encoder_class, load_encoder, parse_config
+from models_app.siamese.exact_cosines import EXACT_ARTIFACT, ExactCosines
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.mapped import mapped_arrays, read_mapped
 from models_app.siamese.search import MemberSearch, SearchConfig
@@ -127,7 +128,7 @@ def test_a_search_on_mapped_tables_answers_exactly_as_one_in_memory(lexical_weig
     expected = in_memory.search(QUERIES, query_vectors, 12)
     assert written.search(QUERIES, query_vectors, 12) == expected
     assert read.search(QUERIES, query_vectors, 12) == expected
-    for table in (read.exact.grid, read.exact.rough, read.exact.vector_of):
+    for table in (read.exact.rough, read.exact.vector_of):
         assert isinstance(table, np.memmap)
     if lexical_weight:
         assert isinstance(read.trigrams._postings, np.memmap)
@@ -136,6 +137,19 @@ def test_a_search_on_mapped_tables_answers_exactly_as_one_in_memory(lexical_weig
         blanked = MemberSearch(read.index, ["", *texts[1:]], config, tables=tmp_path / "index")
         assert blanked.trigrams.scores("java developer")[0] == 0
         assert read.trigrams.scores("java developer")[0] > 0
+
+
+def test_tables_written_before_float32_scoring_still_load(tmp_path):
+    # Builds made before scores were plain float32 products hold a float64 copy too (grid.npy).
+    vectors = unit_vectors(50, 16, seed=3)
+    index = MemberIndex.build(vectors, np.arange(50, dtype=np.int64) + 1)
+    tables = ExactCosines(vectors).arrays()
+    mapped.write_mapped(tmp_path / EXACT_ARTIFACT, {**tables, "grid": vectors.astype(np.float64)},
+                        of=EXACT_ARTIFACT)  # fmt: skip
+    search = MemberSearch(index, [], SearchConfig(lexical_weight=0.0), tables=tmp_path)
+    queries = unit_vectors(5, 16, seed=4)
+    in_memory = MemberSearch(index, [], SearchConfig(lexical_weight=0.0))
+    assert search.search([""] * 5, queries, 7) == in_memory.search([""] * 5, queries, 7)
 
 
 @pytest.mark.parametrize("kind", [*sorted(SMALL), "char_ngram_tfidf"])

@@ -77,6 +77,7 @@ class LiveEngine:
     _delta: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     _straggler_rows: list[tuple[int, str]] = field(default_factory=list)
     _stragglers_at: float | None = None
+    _newer_at: tuple[int, list[tuple[int, str]]] | None = None  # (revision, rows) last read
 
     def nearest_members(
         self, texts: list[str], depth: int, *, cache: HitsCache | None = None
@@ -87,10 +88,17 @@ class LiveEngine:
         return self.search_texts(texts, depth, cache=cache)[0]
 
     def search_texts(
-        self, texts: list[str], depth: int, *, cache: HitsCache | None = None
+        self,
+        texts: list[str],
+        depth: int,
+        *,
+        cache: HitsCache | None = None,
+        revision: int | None = None,
     ) -> tuple[list[list[tuple[int, float]]], np.ndarray]:
-        """``nearest_members`` and the texts' vectors (Q, D), which the ranker reads too."""
-        delta_ids, delta_texts, delta_vectors = self.delta_vectors()
+        """``nearest_members`` and the texts' vectors (Q, D), which the ranker reads too.
+        ``revision``: the taxonomy's, read before (``reads.taxonomy_revision``); while it stays,
+        the members added since the build are not read again."""
+        delta_ids, delta_texts, delta_vectors = self.delta_vectors(revision)
         if cache is not None:
             cache.valid_for((self.index_build_id, depth, delta_ids.tobytes()))
         missing = [text for text in texts if cache is None or text not in cache]
@@ -138,12 +146,21 @@ class LiveEngine:
         self._stragglers_at = now
         return self._straggler_rows
 
-    def delta_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray]:
-        """Ids, texts and vectors of members the index does not hold yet; each encoded once."""
-        # Every request asks (plain SQL, as for the live build).
-        with connection.cursor() as cursor:
-            cursor.execute(_NEWER_MEMBERS_SQL, [self.taxonomy_id, self.max_member_id])
-            newer = [tuple(row) for row in cursor.fetchall()]
+    def delta_vectors(
+        self, revision: int | None = None
+    ) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """Ids, texts and vectors of members the index does not hold yet; each encoded once.
+        Read at every call but one at the ``revision`` the last read was (plain SQL, as for
+        the live build): a member added or edited moves the revision."""
+        newer_at = self._newer_at
+        if revision is not None and newer_at is not None and newer_at[0] == revision:
+            newer = newer_at[1]
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(_NEWER_MEMBERS_SQL, [self.taxonomy_id, self.max_member_id])
+                newer = [tuple(row) for row in cursor.fetchall()]
+            if revision is not None:
+                self._newer_at = (revision, newer)
         rows = sorted(self._stragglers() + newer)
         missing = [row for row in rows if row not in self._delta]
         if missing:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-from annotations.models import Group, Taxonomy
+from annotations.models import Taxonomy
 from models_app.serving.engines import (
     HitsCache,
     LiveEngine,
@@ -25,7 +25,7 @@ from models_app.serving.engines import (
 )
 from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
-from models_app.serving.reads import normalization_rows
+from models_app.serving.reads import group_names, normalization_rows, taxonomy_revision
 from models_app.siamese.ranker import HitMember, candidates_of_texts
 from models_app.siamese.text import comparison_key
 
@@ -135,11 +135,14 @@ def rank_taxonomy_groups(
     unique = list(dict.fromkeys(texts))
     keys = [comparison_key(text) for text in unique]
     depth = max(k * settings.SIAMWEB_MEMBERS_PER_GROUP, settings.SIAMWEB_RANKER_DEPTH)
-    hits, vectors = engine.search_texts(unique, depth, cache=hits_cache)
+    # Read before the rows it vouches for: rows read after it are at least as new.
+    revision = taxonomy_revision(taxonomy.id)
+    hits, vectors = engine.search_texts(unique, depth, cache=hits_cache, revision=revision)
 
     # Each member's group, text, source and its group's code and name (the hit members', then
     # those curators put these very texts in), and the groups rejected for these texts.
-    read = normalization_rows(taxonomy.id, {m for row in hits for m, _ in row}, set(keys))
+    member_ids = {m for row in hits for m, _ in row}
+    read = normalization_rows(taxonomy.id, member_ids, set(keys), revision=revision)
     members = read.members
     hit_members = {
         member_id: HitMember(group_id, text, curator)
@@ -164,7 +167,7 @@ def rank_taxonomy_groups(
         for text, said, found in zip(unique, confirmed, candidates, strict=True)
     ]
 
-    names = _group_names(members, answers)
+    names = _group_names(taxonomy.id, members, answers, revision)
     by_text = {}
     for text, (ranked, tied) in zip(unique, answers, strict=True):
         ranked_groups = [
@@ -218,16 +221,15 @@ def _answer(text, confirmed, candidates, ranker: ServingRanker, k: int):
     return first + model, bool(tied)
 
 
-def _group_names(members, answers) -> dict[int, tuple[str, str]]:
+def _group_names(taxonomy_id, members, answers, revision) -> dict[int, tuple[str, str]]:
     """Code and name of every answered group: from the members read where a member of it was,
-    else read now (a group proposed by its description alone)."""
-    names = {group_id: (code, name) for group_id, _, code, name, _ in members.values()}
-    missing = {
-        group_id for ranked, _ in answers for group_id, *_ in ranked if group_id not in names
-    }
-    if missing:
-        for group_id, code, name in Group.objects.filter(id__in=missing).values_list(
-            "id", "code", "name"
-        ):
+    else read (a group proposed by its description alone)."""
+    answered = {group_id for ranked, _ in answers for group_id, *_ in ranked}
+    names = {}
+    for group_id, _, code, name, _ in members.values():
+        if group_id in answered:
             names[group_id] = (code, name)
+    missing = answered - names.keys()
+    if missing:
+        names.update(group_names(taxonomy_id, missing, revision=revision))
     return names
