@@ -10,12 +10,17 @@ many answers two such files share, whole and by their top group.
     git worktree add /tmp/before <commit>
     .venv/bin/python bench/served_answers.py --root /tmp/before --out var/answers-before.json
     .venv/bin/python bench/served_answers.py --compare var/answers-before.json var/answers-now.json
+
+``--compare`` also gives the share of titles with the same top group with its 95% (Wilson)
+interval, lists the titles whose top group changed, and writes it all to
+bench/results/served_answers.json (``--json`` elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -57,17 +62,51 @@ def answers(root: Path, titles: list[str]) -> list[dict]:
     ]
 
 
-def compare(before: list[dict], after: list[dict]) -> None:
+def wilson(hits: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion ``hits / total``."""
+    if not total:
+        return 0.0, 1.0
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def compare(before: list[dict], after: list[dict]) -> dict:
     if [a["text"] for a in before] != [a["text"] for a in after]:
         raise SystemExit("the two files answer different titles")
 
     def top(answer: dict) -> str | None:
         return answer["groups"][0]["code"] if answer["groups"] else None
 
-    whole = sum(a == b for a, b in zip(before, after, strict=True))
-    first = sum(top(a) == top(b) for a, b in zip(before, after, strict=True))
-    print(f"{'titles':>8}{'identical answers':>19}{'same top group':>16}")
-    print(f"{len(before):>8}{whole:>19}{first:>16}")
+    def codes(answer: dict) -> list[str]:
+        return [group["code"] for group in answer["groups"]]
+
+    pairs = list(zip(before, after, strict=True))
+    whole = sum(a == b for a, b in pairs)
+    groups = sum(codes(a) == codes(b) for a, b in pairs)
+    first = sum(top(a) == top(b) for a, b in pairs)
+    low, high = wilson(first, len(pairs))
+    changed = [
+        {"text": a["text"], "before": codes(a), "after": codes(b)}
+        for a, b in pairs
+        if top(a) != top(b)
+    ]
+    print(f"{'titles':>8}{'identical answers':>19}{'same groups':>13}{'same top group':>16}"
+          f"{'95% interval':>18}")  # fmt: skip
+    print(f"{len(pairs):>8}{whole:>19}{groups:>13}{first:>16}"
+          f"{f'{100 * low:.2f}-{100 * high:.2f}%':>18}")  # fmt: skip
+    for row in changed:
+        print(f"  {row['text']!r}: {row['before'][:1]} -> {row['after'][:1]}")
+    return {
+        "titles": len(pairs),
+        "identical_answers": whole,
+        "same_groups_in_order": groups,
+        "same_top_group": first,
+        "same_top_group_share": first / len(pairs) if pairs else None,
+        "same_top_group_95_interval": [low, high],
+        "top_group_changed": changed,
+    }
 
 
 def main() -> None:
@@ -76,9 +115,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where to write the answers (JSON)")
     parser.add_argument("--titles", type=int, default=2000, help="dev-unseen titles to answer")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument(
+        "--json", type=Path, default=HERE / "results" / "served_answers.json",
+        help="where --compare writes its figures",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.compare:
-        compare(*(json.loads(path.read_text()) for path in args.compare))
+        found = compare(*(json.loads(path.read_text()) for path in args.compare))
+        found["files"] = [str(path) for path in args.compare]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(found, indent=2))
+        print(f"wrote {args.json}")
         return
     if args.out is None:
         parser.error("--out is required unless --compare is given")
