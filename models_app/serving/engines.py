@@ -24,7 +24,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from annotations.models import Member, Taxonomy
+from annotations.models import Member, Taxonomy, TaxonomyRevision
 from models_app.models import Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, load_encoder
@@ -46,6 +46,12 @@ _failed: dict[int, tuple[int, float, str]] = {}
 _LOAD_RETRY = 60.0  # seconds
 _LIVE_POINTER_SQL = (
     f"SELECT index_build_id, ranker_id FROM {Deployment._meta.db_table} WHERE taxonomy_id = %s"
+)
+# The pointer and the taxonomy's revision (``reads.taxonomy_revision``) in one round trip.
+_LIVE_POINTER_AND_REVISION_SQL = (
+    f"SELECT d.index_build_id, d.ranker_id, r.revision FROM {Deployment._meta.db_table} d "
+    f"LEFT JOIN {TaxonomyRevision._meta.db_table} r ON r.taxonomy_id = d.taxonomy_id "
+    "WHERE d.taxonomy_id = %s"
 )
 _NEWER_MEMBERS_SQL = (
     f"SELECT id, text FROM {Member._meta.db_table} WHERE taxonomy_id = %s AND id > %s ORDER BY id"
@@ -239,20 +245,30 @@ def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:
 
 def live_engine_and_ranker(taxonomy: Taxonomy) -> tuple[LiveEngine | None, int | None]:
     """The live engine (as ``live_engine``) and the id of the live ranker, from one read."""
+    engine, ranker_id, _ = live_engine_ranker_and_revision(taxonomy)
+    return engine, ranker_id
+
+
+def live_engine_ranker_and_revision(
+    taxonomy: Taxonomy,
+) -> tuple[LiveEngine | None, int | None, int | None]:
+    """``live_engine_and_ranker`` and the taxonomy's revision (as ``reads.taxonomy_revision``
+    reads it: None inside a transaction), from one read."""
     with _lock:
         cached = _engines.get(taxonomy.id)
         loading = _loading.setdefault(taxonomy.id, threading.Lock())
-    # Every request asks; the answer is two indexed integers. Read by plain SQL: building the
+    # Every request asks; the answer is three indexed integers. Read by plain SQL: building the
     # ORM query cost more than the database.
     with connection.cursor() as cursor:
-        cursor.execute(_LIVE_POINTER_SQL, [taxonomy.id])
+        cursor.execute(_LIVE_POINTER_AND_REVISION_SQL, [taxonomy.id])
         row = cursor.fetchone()
     if row is None:
-        return None, None
+        return None, None, None
     ranker_id = row[1]
+    revision = None if connection.in_atomic_block else (row[2] or 0)
     if cached is not None and cached.index_build_id == row[0]:
-        return cached, ranker_id
-    return _live_engine_load(taxonomy, cached, loading), ranker_id
+        return cached, ranker_id, revision
+    return _live_engine_load(taxonomy, cached, loading), ranker_id, revision
 
 
 def live_ranker_id(taxonomy: Taxonomy) -> int | None:

@@ -20,13 +20,13 @@ from models_app.serving.engines import (
     HitsCache,
     LiveEngine,
     NoLiveModel,
-    live_engine_and_ranker,
+    live_engine_ranker_and_revision,
     live_ranker_id,
 )
 from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import group_names, normalization_rows, taxonomy_revision
-from models_app.siamese.ranker import HitMember, candidates_of_texts
+from models_app.siamese.ranker import candidates_of_texts
 from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.
@@ -121,10 +121,14 @@ def rank_taxonomy_groups(
     earlier batches (``HitsCache``); groups, verdicts and evidence are read afresh each batch.
     """
     ranker_id = None
+    # The taxonomy's revision, read before the rows it vouches for: rows read after it are at
+    # least as new.
     if engine is None:
-        engine, ranker_id = live_engine_and_ranker(taxonomy)
+        engine, ranker_id, revision = live_engine_ranker_and_revision(taxonomy)
         if engine is not None and ranker is None:
             ranker = serving_ranker(engine, ranker_id)
+    else:
+        revision = taxonomy_revision(taxonomy.id)
     if engine is None:
         raise NoLiveModel(taxonomy)
     if ranker is None:
@@ -135,8 +139,6 @@ def rank_taxonomy_groups(
     unique = list(dict.fromkeys(texts))
     keys = [comparison_key(text) for text in unique]
     depth = max(k * settings.SIAMWEB_MEMBERS_PER_GROUP, settings.SIAMWEB_RANKER_DEPTH)
-    # Read before the rows it vouches for: rows read after it are at least as new.
-    revision = taxonomy_revision(taxonomy.id)
     hits, vectors = engine.search_texts(unique, depth, cache=hits_cache, revision=revision)
 
     # Each member's group, text, source and its group's code and name (the hit members', then
@@ -144,10 +146,6 @@ def rank_taxonomy_groups(
     member_ids = {m for row in hits for m, _ in row}
     read = normalization_rows(taxonomy.id, member_ids, set(keys), revision=revision)
     members = read.members
-    hit_members = {
-        member_id: HitMember(group_id, text, curator)
-        for member_id, (group_id, text, _, _, curator) in members.items()
-    }
     groups = engine_group_facts(engine, taxonomy.slug)
 
     confirmed = [read.verdict_groups.get(key, []) for key in keys]
@@ -158,13 +156,23 @@ def rank_taxonomy_groups(
     ]
     # Each matcher proposes at least k groups, so that k can be answered whatever k is.
     candidates = candidates_of_texts(
-        unique, vectors, hits, hit_members,
+        unique, vectors, hits, members,
         groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
         per_matcher=max(CANDIDATES_PER_MATCHER, k),
     )  # fmt: skip
+    # One ranker pass for the batch: standardising each text's few candidates apart cost more
+    # than the arithmetic.
+    sizes = np.cumsum([0, *(len(found) for found in candidates)])
+    scores = (
+        ranker.ranker.scores(np.concatenate([found.features for found in candidates]))
+        if sizes[-1]
+        else np.zeros(0)
+    )
     answers = [
-        _answer(text, said, found, ranker, k)
-        for text, said, found in zip(unique, confirmed, candidates, strict=True)
+        _answer(said, found, scores[start:end], ranker, k)
+        for said, found, start, end in zip(
+            confirmed, candidates, sizes[:-1].tolist(), sizes[1:].tolist(), strict=True
+        )
     ]
 
     names = _group_names(taxonomy.id, members, answers, revision)
@@ -197,13 +205,12 @@ def rank_taxonomy_groups(
     return [by_text[text] for text in texts]
 
 
-def _answer(text, confirmed, candidates, ranker: ServingRanker, k: int):
+def _answer(confirmed, candidates, scores, ranker: ServingRanker, k: int):
     """The ``k`` best (group, similarity, member, source, probability) of one text, and whether
-    its top two model answers are tied."""
+    its top two model answers are tied (``scores``: the ranker's, one a candidate)."""
     first = [(group_id, 1.0, member_id, "curator", None) for group_id, member_id in confirmed]
     if not len(candidates):
         return first[:k], False
-    scores = ranker.ranker.scores(candidates.features)
     probabilities = ranker.ranker.probabilities(scores, float(candidates.similarity.max()))
     # Best score first; equal scores keep the candidates' order (the served embedding's).
     order = np.argsort(-scores, kind="stable")

@@ -20,6 +20,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -33,8 +34,16 @@ _ITEM = ReviewItem._meta.db_table
 _INPUT = Input._meta.db_table
 _REVISION_SQL = f"SELECT revision FROM {TaxonomyRevision._meta.db_table} WHERE taxonomy_id = %s"
 
-# group id, text, group code, group name, whether a curator's verdict put it there
-MemberRow = tuple[int, str, str, str, bool]
+
+class MemberRow(NamedTuple):
+    """A member as normalizing reads it; also what the ranker reads of a hit member
+    (``ranker.HitMember``'s fields), so rows kept across requests serve as they are."""
+
+    group_id: int
+    text: str
+    code: str  # its group's
+    name: str  # its group's
+    curator: bool  # a curator's verdict put it there
 
 
 def _one_of(column: str, values: Collection, kind: str) -> tuple[str, object]:
@@ -190,7 +199,7 @@ def _member_rows(taxonomy_id: int, member_ids: Collection[int]) -> dict[int, Mem
     )
     curator = Member.Source.CURATOR.value
     return {
-        member_id: (group_id, text, code, name, source == curator)
+        member_id: MemberRow(group_id, text, code, name, source == curator)
         for member_id, group_id, text, code, name, source in rows
     }
 
@@ -229,9 +238,9 @@ def _read_rows(
     curator = Member.Source.CURATOR.value
     for kind, member_id, group_id, member_text, code, name, last in rows:
         if kind == 0:
-            found.members[member_id] = (group_id, member_text, code, name, last == curator)
+            found.members[member_id] = MemberRow(group_id, member_text, code, name, last == curator)
         elif kind == 1:
-            found.members[member_id] = (group_id, member_text, code, name, True)
+            found.members[member_id] = MemberRow(group_id, member_text, code, name, True)
             curators.append((member_id, group_id, last))
         else:
             found.rejected[last].add(group_id)

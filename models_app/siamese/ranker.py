@@ -343,19 +343,30 @@ def candidates_of_texts(
     take = 0
     if description is not None:
         take = min(by_description, int(groups.has_description.sum()))
+    if take:
+        # Each text's ``take`` nearest descriptions, best first (ties: the partition's order),
+        # chosen for the batch at once: per text it was a tenth of the ranking's time.
+        allowed = description.copy()  # (Q, G)
+        for i, ruled_out in enumerate(excluded):
+            for g in ruled_out:
+                row = groups.row_of.get(g)
+                if row is not None:
+                    allowed[i, row] = -np.inf
+        nearest = np.argpartition(-allowed, take - 1, axis=1)[:, :take]  # (Q, take)
+        values = np.take_along_axis(allowed, nearest, axis=1)
+        best = np.argsort(-values, axis=1, kind="stable")
+        nearest = np.take_along_axis(nearest, best, axis=1)
+        finite = np.isfinite(np.take_along_axis(values, best, axis=1))
+        described_ids = [
+            [int(g) for g, ok in zip(row_ids, row_ok, strict=True) if ok]
+            for row_ids, row_ok in zip(groups.ids[nearest].tolist(), finite.tolist(), strict=True)
+        ]
     for i in range(count):
         order = dict.fromkeys(taxonomy.ranked[i][:per_matcher])
         order.update(dict.fromkeys(judged.ranked[i][:per_matcher]))
         if take:
-            allowed = description[i].copy()
-            for g in excluded[i]:
-                row = groups.row_of.get(g)
-                if row is not None:
-                    allowed[row] = -np.inf
-            rows = np.argpartition(-allowed, take - 1)[:take]
-            for row in rows[np.argsort(-allowed[rows], kind="stable")]:
-                if np.isfinite(allowed[row]):
-                    order.setdefault(int(groups.ids[row]), None)
+            for group_id in described_ids[i]:
+                order.setdefault(group_id, None)
         candidate_lists.append(list(order))
 
     sizes = [len(c) for c in candidate_lists]

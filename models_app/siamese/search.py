@@ -282,8 +282,9 @@ class MemberSearch:
         rows, members, near, threshold = self.exact.near(vectors, reach)
         starts = np.searchsorted(rows, np.arange(count + 1))
         best_cosine = np.maximum.reduceat(near, starts[:-1])  # (Q,)
-        for row, (extra_cosine, _) in enumerate(extra):
-            best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
+        if len(extra_ids):  # a loop a query: skipped while no member was added since the build
+            for row, (extra_cosine, _) in enumerate(extra):
+                best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
         floor = best_cosine - window  # (Q,) float32, as ``_hybrid`` subtracts it
         eligible = np.flatnonzero(near >= floor[rows])
         lexical = self.trigrams.pair_scores(queries, rows[eligible], members[eligible])
@@ -319,8 +320,9 @@ class MemberSearch:
         w, window = self.config.lexical_weight, self.config.lexical_window
         size = cosine.shape[1]
         best_cosine = cosine.max(axis=1)  # (Q,)
-        for row, (extra_cosine, _) in enumerate(extra):
-            best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
+        if len(extra_ids):
+            for row, (extra_cosine, _) in enumerate(extra):
+                best_cosine[row] = max(best_cosine[row], extra_cosine.max(initial=-np.inf))
         floor = best_cosine - window
         rows, members = true_pairs(cosine >= floor[:, None])  # the eligible pairs, (P,)
         lexical = self.trigrams.pair_scores(queries, rows, members).astype(np.float32)  # (P,)
@@ -345,16 +347,16 @@ class MemberSearch:
         w = self.config.lexical_weight
         best = np.zeros(len(floor), np.float32)
         np.maximum.at(best, rows, lexical)
-        for row, (extra_cosine, extra_lexical) in enumerate(extra):
-            lifted = extra_lexical[extra_cosine >= floor[row]]
-            best[row] = max(best[row], lifted.max(initial=0.0))
+        if len(extra_ids):  # loops a query: skipped while no member was added since the build
+            for row, (extra_cosine, extra_lexical) in enumerate(extra):
+                lifted = extra_lexical[extra_cosine >= floor[row]]
+                best[row] = max(best[row], lifted.max(initial=0.0))
         scale = np.zeros(len(floor), np.float32)
         np.divide(np.float32(1.0), best, out=scale, where=best > 0)
+        if not len(extra_ids):
+            return scale, [[] for _ in range(len(floor))]
         extra_scores: list[Hits] = []
         for row, (extra_cosine, extra_lexical) in enumerate(extra):
-            if not len(extra_ids):
-                extra_scores.append([])
-                continue
             lifted = extra_cosine >= floor[row]
             score = (1 - w) * extra_cosine + w * np.clip(extra_lexical * scale[row], 0, 1) * lifted
             extra_scores.append([(int(m), float(v)) for m, v in zip(extra_ids, score, strict=True)])
