@@ -62,6 +62,14 @@ def test_every_committed_write_moves_the_revision(tiny_taxonomy, curator):
     assert all(after > before for before, after in itertools.pairwise(seen))
 
 
+def test_sending_inputs_to_the_queue_leaves_it(tiny_taxonomy):
+    # Every input sent writes a review item and its prediction: none of it is read by
+    # normalizing, and the kept rows stay good.
+    before = revision(tiny_taxonomy)
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Wizard", "Night Nurse"], source="api")
+    assert revision(tiny_taxonomy) == before
+
+
 def test_a_transaction_bumps_it_once_at_commit(tiny_taxonomy):
     before = revision(tiny_taxonomy)
     group = Group.objects.filter(taxonomy=tiny_taxonomy).first()

@@ -2,11 +2,19 @@
 
 from django.db import migrations, models
 
-# Tables whose rows name their taxonomy; a judgement names it through its review item.
-_DIRECT = ("annotations_member", "annotations_group", "annotations_reviewitem")
 _REVISION = "annotations_taxonomyrevision"
 _ITEM = "annotations_reviewitem"
 _EVENTS = ("INSERT", "UPDATE", "DELETE")
+# The writes that bump it, by table. A review item is written with every input sent and every
+# move in the queue, none of which normalizing reads (its taxonomy and input never change):
+# only its deletion, which deletes its verdicts, counts. A judgement names its taxonomy through
+# its review item, the others directly.
+_BUMPED_BY = {
+    "annotations_member": _EVENTS,
+    "annotations_group": _EVENTS,
+    "annotations_reviewitem": ("DELETE",),
+    "annotations_judgement": _EVENTS,
+}
 
 
 def _postgresql() -> list[str]:
@@ -46,9 +54,10 @@ $$ LANGUAGE plpgsql;
                         from_old=through_item.format(item=_ITEM, row="OLD"),
                         from_new=through_item.format(item=_ITEM, row="NEW")),
     ]  # fmt: skip
-    for table, name in [(t, "direct") for t in _DIRECT] + [("annotations_judgement", "judgement")]:
+    for table, events in _BUMPED_BY.items():
+        name = "judgement" if table == "annotations_judgement" else "direct"
         statements.append(
-            f"CREATE CONSTRAINT TRIGGER siamweb_revision AFTER INSERT OR UPDATE OR DELETE "
+            f"CREATE CONSTRAINT TRIGGER siamweb_revision AFTER {' OR '.join(events)} "
             f"ON {table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
             f"EXECUTE FUNCTION siamweb_revision_{name}()"
         )
@@ -59,8 +68,8 @@ def _sqlite() -> list[str]:
     # SQLite has no deferred triggers, nor a lock between writers to order: one writer at a time.
     statements = []
     upsert = "ON CONFLICT(taxonomy_id) DO UPDATE SET revision = revision + 1;"
-    for table in (*_DIRECT, "annotations_judgement"):
-        for event in _EVENTS:
+    for table, events in _BUMPED_BY.items():
+        for event in events:
             row = "OLD" if event == "DELETE" else "NEW"
             if table == "annotations_judgement":
                 changed = (
@@ -91,13 +100,13 @@ def create_triggers(apps, schema_editor):
 
 def drop_triggers(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        for table in (*_DIRECT, "annotations_judgement"):
+        for table in _BUMPED_BY:
             schema_editor.execute(f"DROP TRIGGER IF EXISTS siamweb_revision ON {table}")
         for name in ("direct", "judgement"):
             schema_editor.execute(f"DROP FUNCTION IF EXISTS siamweb_revision_{name}()")
     else:
-        for table in (*_DIRECT, "annotations_judgement"):
-            for event in _EVENTS:
+        for table, events in _BUMPED_BY.items():
+            for event in events:
                 schema_editor.execute(
                     f"DROP TRIGGER IF EXISTS siamweb_revision_{table}_{event.lower()}"
                 )
