@@ -188,7 +188,7 @@ class LexicalCache:
             key = comparison_key(text)
             found = (
                 frozenset(_WORD.findall(key)),
-                frozenset(key[i : i + 3] for i in range(len(key) - 2)),
+                frozenset([key[i : i + 3] for i in range(len(key) - 2)]),  # a list: faster
                 key,
             )
             self._found[text] = found
