@@ -382,9 +382,10 @@ class AuditEvent(models.Model):
 
 
 class TaxonomyRevision(models.Model):
-    """A number that grows with every committed change to a taxonomy's members, groups, verdicts
-    or review items, so a process may keep what normalizing reads (hit members, curators'
-    verdicts, rejected groups) and check one row per request instead of reading it all again.
+    """A number that grows with every committed change to a taxonomy's members, groups or
+    verdicts (and deletion of its review items), so a process may keep what normalizing reads
+    (hit members, curators' verdicts, rejected groups) and check one row per request instead of
+    reading it all again.
 
     Written by database triggers (migration 0012), not by services: every writer, a bulk
     import, a merge's UPDATE or raw SQL, bumps it, and on PostgreSQL the bump runs at commit,

@@ -118,7 +118,9 @@ def rank_taxonomy_groups(
     live one ranks for another model); by default the taxonomy's live pair. One encode and one
     index search for the batch, and a fixed number of queries whatever its size; a text
     repeated in the batch is ranked once. ``hits_cache``: nearest members of texts seen in
-    earlier batches (``HitsCache``); groups, verdicts and evidence are read afresh each batch.
+    earlier batches (``HitsCache``). Verdicts, rejected groups and hit members' rows are kept
+    per process while the taxonomy's revision stays (``reads.normalization_rows``): a batch
+    reads one row unless it moved or hits members this process has not read yet.
     """
     ranker_id = None
     # The taxonomy's revision, read before the rows it vouches for: rows read after it are at

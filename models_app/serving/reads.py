@@ -2,10 +2,11 @@
 sources, the groups curators put these very texts in, and the groups they rejected for them.
 
 Kept per process behind the taxonomy's revision (``TaxonomyRevision``, bumped by triggers on
-every committed write of members, groups, review items and verdicts): a request reads that one
-row, and the rows only when it moved or for hit members this process has not seen since. Read
-inside a transaction, nothing is kept or used: the transaction may see its own writes, not yet
-committed and perhaps rolled back, under a revision others will reach with other rows.
+every committed write of members, groups and verdicts, and deletion of review items): a
+request reads that one row, and the rows only when it moved or for hit members this process has
+not seen since. Read inside a transaction, nothing is kept or used: the transaction may see
+its own writes, not yet committed and perhaps rolled back, under a revision others will reach
+with other rows.
 
 Plain SQL: run as four ORM queries they cost a one-text request more than the database did
 (about 1 ms each on 2 cores), and as four plain ones still 1.4 ms against 0.7 ms as one. A set
