@@ -24,8 +24,9 @@ every verdict that got a 2xx is stored exactly once, none is stored twice, every
 
 Each database runs in a child process with its own scratch database (SQLite file in a temporary
 folder with the filesystem broker; ``siamweb_bench_<pid>`` on PostgreSQL with Redis db 9), all
-dropped at the end. Prints a table and writes bench/results/load_faults.json. The clients are in
-bench/load_faults_clients.py, one database's phases in bench/load_faults_phases.py.
+dropped at the end. Prints a table and writes bench/results/load_faults.json (or ``--results``).
+The clients are in bench/load_faults_clients.py, one database's phases in
+bench/load_faults_phases.py.
 """
 
 from __future__ import annotations
@@ -248,6 +249,7 @@ def main() -> None:
         help="through nginx: alternating windows, direct and proxied, for the throughput ratio",
     )  # fmt: skip
     parser.add_argument("--pair-seconds", type=float, default=8.0)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
     parser.add_argument("--one-proxy", choices=["none", "nginx"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -333,10 +335,11 @@ def report(results: list[dict], args) -> None:
         if result["nginx_vs_direct"]:
             paired = result["nginx_vs_direct"]
             print(
-                f"{name}: normalize/s through nginx / direct, {paired['pairs']} paired windows: "
+                f"{name}: normalize/s through nginx / direct, geometric mean of {paired['pairs']} "
+                f"paired windows: "
                 f"{paired['nginx_vs_direct_mean']} (95% CI {paired['nginx_vs_direct_95ci']})"
             )
-    RESULTS.write_text(
+    args.results.write_text(
         json.dumps(
             {
                 "command": "bench/load_faults.py " + " ".join(sys.argv[1:]),
@@ -353,7 +356,7 @@ def report(results: list[dict], args) -> None:
         )
         + "\n"
     )
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    print(f"wrote {args.results}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class Server:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
 
-def _json_request(connection, method: str, path: str, token: str, body=None, headers=None):
+def json_request(connection, method: str, path: str, token: str, body=None, headers=None):
     all_headers = {"Host": "localhost", "Authorization": f"Token {token}", **(headers or {})}
     payload = None
     if body is not None:
@@ -84,7 +84,7 @@ def normalize_client(server: Server, token: str, texts, stop: threading.Event, r
     while not stop.is_set():
         began = time.perf_counter()
         try:
-            status, _ = _json_request(
+            status, _ = json_request(
                 connection, "POST", NORMALIZE_PATH, token, {"texts": [rng.choice(texts)]}
             )
         except (OSError, http.client.HTTPException):
@@ -126,7 +126,7 @@ def api_curator(server: Server, token: str, stop: threading.Event, rec: Recorder
 
     while not stop.is_set():
         try:
-            status, data = _json_request(
+            status, data = json_request(
                 connection, "POST", "/api/v1/review-items/claim", token, {"taxonomy": "onet"}
             )
         except (OSError, http.client.HTTPException):
@@ -143,7 +143,7 @@ def api_curator(server: Server, token: str, stop: threading.Event, rec: Recorder
 
         def send(body=body, key=key):
             try:
-                status, _ = _json_request(
+                status, _ = json_request(
                     connection, "POST", "/api/v1/judgements", token, body, {"Idempotency-Key": key}
                 )
             except (OSError, http.client.HTTPException):

@@ -11,8 +11,8 @@ import time
 from bench.load_faults_clients import (
     Recorder,
     Server,
-    _json_request,
     api_curator,
+    json_request,
     normalize_client,
     page_curator,
 )
@@ -51,7 +51,7 @@ def run_phase(name, *, server, state, seconds, curators, faults, processes, log_
         thread.start()
     if faults:
         connection = server.connection()
-        status, _ = _json_request(
+        status, _ = json_request(
             connection,
             "POST",
             "/api/v1/training-runs",
@@ -139,7 +139,7 @@ def settle(state, server: Server, *, limit_seconds: float) -> dict[str, object]:
             if run.status == "failed" and run_id not in retries:
                 failed_after[run_id] = round(run.finished_at.timestamp() - state["killed_at"], 1)
                 connection = server.connection()
-                status, data = _json_request(
+                status, data = json_request(
                     connection,
                     "POST",
                     f"/api/v1/training-runs/{run_id}/retry",
@@ -200,9 +200,20 @@ def paired_proxy_windows(
 ) -> dict[str, object]:
     """Normalize traffic alone, alternating between gunicorn direct and nginx in front of the
     same gunicorn, window by window (which goes first alternates too): the ratio of each pair's
-    throughputs, and a 95% interval over the pairs, so the host's drift cancels out."""
+    throughputs, and a 95% interval over the pairs, so the host's drift cancels out.
+
+    The ratios are averaged as logarithms (a geometric mean, its t-interval taken back with exp):
+    one window slowed by the host counts as much at 0.5 as at 2. A window each way first, not
+    counted, lets the processes settle after the faults phase."""
+    import math
+
     from scipy import stats
 
+    for name, server in [("direct", direct), ("nginx", proxied)]:
+        run_phase(
+            f"settling {name}", server=server, state=state, seconds=seconds,
+            curators=False, faults=False, processes=processes, log_dir=log_dir,
+        )  # fmt: skip
     ratios, rows = [], []
     for number in range(pairs):
         order = [("direct", direct), ("nginx", proxied)]
@@ -217,14 +228,14 @@ def paired_proxy_windows(
             rates[name] = row["normalize_per_s"]
             rows.append(row)
         ratios.append(rates["nginx"] / rates["direct"])
-    low, high = stats.t.interval(
-        0.95, len(ratios) - 1, loc=sum(ratios) / len(ratios), scale=stats.sem(ratios)
-    )
+    logs = [math.log(ratio) for ratio in ratios]
+    mean = sum(logs) / len(logs)
+    low, high = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
     return {
         "pairs": pairs,
         "seconds_per_window": seconds,
         "nginx_vs_direct_ratios": [round(r, 3) for r in ratios],
-        "nginx_vs_direct_mean": round(sum(ratios) / len(ratios), 3),
-        "nginx_vs_direct_95ci": [round(low, 3), round(high, 3)],
+        "nginx_vs_direct_mean": round(math.exp(mean), 3),
+        "nginx_vs_direct_95ci": [round(math.exp(low), 3), round(math.exp(high), 3)],
         "windows": rows,
     }
