@@ -14,19 +14,6 @@ from django.db.models.functions import Coalesce
 from annotations.models import AuditEvent, Group, Member, Taxonomy
 from models_app.siamese.text import comparison_key
 
-# The actions the audit filter offers; any other "<entity>.<action>" can still be typed.
-AUDIT_ACTIONS = (
-    "taxonomy.import",
-    "group.create",
-    "group.rename",
-    "group.merge",
-    "member.add",
-    "member.move",
-    "member.remove",
-    "judgement.create",
-    "judgement.undo",
-    "review_item.resolve_conflict",
-)
 CSV_EXPORT_COLUMNS = ("group_code", "group_name", "text", "description")
 
 

@@ -8,9 +8,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotations.decorators import admin_required
-from annotations.models import Taxonomy
+from annotations.models import AuditEvent, Taxonomy
 from annotations.selectors_audit import audit_rows
-from annotations.selectors_taxonomy import AUDIT_ACTIONS, audit_events_page
+from annotations.selectors_taxonomy import audit_events_page
 from annotations.views_taxonomy import form_errors
 
 
@@ -32,7 +32,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "form": form,
             "events": [],
             "error": form_errors(form),
-            "actions": AUDIT_ACTIONS,
+            "actions": AuditEvent.ACTIONS,
         }
         return render(request, "taxonomy/audit.html", context, status=400)
     filters = form.cleaned_data
@@ -50,6 +50,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         "events": audit_rows(page.events),
         "next_before": page.next_before,
         "filter_query": query.urlencode(),
-        "actions": AUDIT_ACTIONS,
+        "actions": AuditEvent.ACTIONS,
     }
     return render(request, "taxonomy/audit.html", context)

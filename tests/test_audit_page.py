@@ -3,12 +3,16 @@ filtered, keyset-paginated; admins only."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
 from annotations.models import AuditEvent, Group
 from annotations.selectors_taxonomy import AUDIT_PAGE_SIZE
+from annotations.services.accounts import api_token_revoke, api_token_rotate
+from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
@@ -161,3 +165,60 @@ def test_values_are_named_fields_with_groups_and_items_by_name_and_objects_linke
     assert "group_id" not in page and "&quot;" not in page
     # The object of a member event links to the group it is in now.
     assert '<a href="/taxonomies/jobs/groups/15-1252/">member “Latte Artist” in 15-1252</a>' in page
+
+
+# --- the actions the filter offers are the actions recorded ----------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def recorded_actions() -> set[str]:
+    """Every action the code passes to audit_record or builds an AuditEvent with, read from the
+    source: the string constants in the ``action=`` argument (both arms of a conditional)."""
+    found = set()
+    for package in ("annotations", "models_app", "worker", "siamweb"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.Call):
+                    continue
+                called = getattr(node.func, "id", getattr(node.func, "attr", None))
+                if called not in ("audit_record", "AuditEvent"):
+                    continue
+                for keyword in node.keywords:
+                    if keyword.arg == "action":
+                        found |= {
+                            constant.value
+                            for constant in ast.walk(keyword.value)
+                            if isinstance(constant, ast.Constant)
+                            and isinstance(constant.value, str)
+                        }
+    return found
+
+
+def test_every_action_the_code_records_is_one_the_filter_offers():
+    recorded = recorded_actions()
+    # The walk finds them: verdicts, taxonomy edits, promotions and tokens among them.
+    assert {
+        "judgement.create",
+        "member.move",
+        "training_run.promote",
+        "api_token.create",
+    } <= recorded
+    assert recorded <= set(AuditEvent.ACTIONS), recorded - set(AuditEvent.ACTIONS)
+
+
+def test_an_action_not_in_the_list_is_refused_and_nothing_is_stored(admin_user):
+    with pytest.raises(ValueError, match=r"'member\.teleport' is not an audit action"):
+        audit_record(actor=admin_user, action="member.teleport", obj=admin_user)
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_revoked_token_is_found_by_the_filter_that_offers_its_action(client, admin_user, curator):
+    api_token_rotate(user=curator)
+    api_token_revoke(user=curator)
+    client.force_login(admin_user)
+    page = client.get("/audit/")
+    assert '<option value="api_token.revoke">' in page.content.decode()
+    response = client.get("/audit/?" + urlencode({"action": "api_token.revoke"}))
+    assert shown(response) == ["api_token.revoke"]
+    assert response.context["events"][0].event.actor == curator

@@ -16,7 +16,10 @@ def audit_record(
     before: dict | None = None,
     after: dict | None = None,
 ) -> AuditEvent:
-    """Store one event in the caller's transaction, so a change and its record commit together."""
+    """Store one event in the caller's transaction, so a change and its record commit together.
+    ``action`` must be one of ``AuditEvent.ACTIONS``."""
+    if action not in AuditEvent.ACTIONS:
+        raise ValueError(f"{action!r} is not an audit action: add it to AuditEvent.ACTIONS")
     return AuditEvent.objects.create(
         actor=actor if actor is not None and actor.is_authenticated else None,
         taxonomy=taxonomy,
