@@ -195,6 +195,19 @@ def verdict_accounting(verdicts: dict[str, str]) -> dict[str, int]:
     }
 
 
+def geometric_mean_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of paired ratios and its 95% t-interval, taken on their logarithms:
+    one window slowed by the host counts as much at 0.5 as at 2."""
+    import math
+
+    from scipy import stats
+
+    logs = [math.log(ratio) for ratio in ratios]
+    mean = sum(logs) / len(logs)
+    low, high = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
+    return math.exp(mean), math.exp(low), math.exp(high)
+
+
 def paired_proxy_windows(
     *, direct: Server, proxied: Server, state, pairs: int, seconds: float, processes, log_dir
 ) -> dict[str, object]:
@@ -202,13 +215,8 @@ def paired_proxy_windows(
     same gunicorn, window by window (which goes first alternates too): the ratio of each pair's
     throughputs, and a 95% interval over the pairs, so the host's drift cancels out.
 
-    The ratios are averaged as logarithms (a geometric mean, its t-interval taken back with exp):
-    one window slowed by the host counts as much at 0.5 as at 2. A window each way first, not
-    counted, lets the processes settle after the faults phase."""
-    import math
-
-    from scipy import stats
-
+    The ratios are averaged as logarithms (``geometric_mean_interval``). A window each way
+    first, not counted, lets the processes settle after the faults phase."""
     for name, server in [("direct", direct), ("nginx", proxied)]:
         run_phase(
             f"settling {name}", server=server, state=state, seconds=seconds,
@@ -228,14 +236,12 @@ def paired_proxy_windows(
             rates[name] = row["normalize_per_s"]
             rows.append(row)
         ratios.append(rates["nginx"] / rates["direct"])
-    logs = [math.log(ratio) for ratio in ratios]
-    mean = sum(logs) / len(logs)
-    low, high = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
+    mean, low, high = geometric_mean_interval(ratios)
     return {
         "pairs": pairs,
         "seconds_per_window": seconds,
         "nginx_vs_direct_ratios": [round(r, 3) for r in ratios],
-        "nginx_vs_direct_mean": round(math.exp(mean), 3),
-        "nginx_vs_direct_95ci": [round(math.exp(low), 3), round(math.exp(high), 3)],
+        "nginx_vs_direct_mean": round(mean, 3),
+        "nginx_vs_direct_95ci": [round(low, 3), round(high, 3)],
         "windows": rows,
     }

@@ -18,8 +18,6 @@ Prints a table and writes bench/results/nginx_overhead.json; the scratch databas
 from __future__ import annotations
 
 import argparse
-import math
-import random
 import statistics
 import sys
 import tempfile
@@ -32,33 +30,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _pg
 from bench._nginx import start_nginx, stop_nginx
 from bench._servers import children, free_port, process_cpu_ms, start_gunicorn, stop_gunicorn
-from bench.load_faults_clients import NORMALIZE_PATH, Server, json_request
-from bench.load_faults_phases import NORMALIZE_CLIENTS
+from bench.load_faults_clients import Recorder, Server, normalize_client
+from bench.load_faults_phases import NORMALIZE_CLIENTS, geometric_mean_interval
 
 
 def window(server: Server, token: str, texts: list[str], seconds: float, pids) -> dict:
-    """``seconds`` of normalize traffic from NORMALIZE_CLIENTS clients; what each side spent."""
-    stop = threading.Event()
-    counts = [0] * NORMALIZE_CLIENTS
-    failures = [0] * NORMALIZE_CLIENTS
-
-    def client(number: int) -> None:
-        connection, rng = server.connection(), random.Random(number)
-        while not stop.is_set():
-            status, _ = json_request(
-                connection, "POST", NORMALIZE_PATH, token, {"texts": [rng.choice(texts)]}
-            )
-            if status == 200:
-                counts[number] += 1
-            else:
-                failures[number] += 1
-        connection.close()
-
+    """``seconds`` of normalize traffic from the load benchmark's clients; what each side spent."""
+    recorder, stop = Recorder(), threading.Event()
+    threads = [
+        threading.Thread(target=normalize_client, args=(server, token, texts, stop, recorder))
+        for _ in range(NORMALIZE_CLIENTS)
+    ]
     spent_before = {
         side: sum(process_cpu_ms(pid) or 0 for pid in ids) for side, ids in pids.items()
     }
     clients_before = time.process_time()
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(NORMALIZE_CLIENTS)]
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -67,8 +53,9 @@ def window(server: Server, token: str, texts: list[str], seconds: float, pids) -
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    requests = sum(counts)
-    row = {"normalize_per_s": round(requests / elapsed, 1), "not_200": sum(failures)}
+    answered = recorder.statuses["200"]
+    requests = sum(recorder.statuses.values())
+    row = {"normalize_per_s": round(answered / elapsed, 1), "not_200": requests - answered}
     for side, ids in pids.items():
         spent = sum(process_cpu_ms(pid) or 0 for pid in ids) - spent_before[side]
         row[f"{side}_cpu_ms_a_request"] = round(spent / requests, 3)
@@ -83,8 +70,6 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each window")
     args = parser.parse_args()
-
-    from scipy import stats
 
     _pg.scratch_database()
     _pg.onet_live()
@@ -127,9 +112,7 @@ def main() -> None:
         stop_nginx(proxy)
         stop_gunicorn(web)
 
-    logs = [math.log(ratio) for ratio in ratios]
-    mean = statistics.mean(logs)
-    low, high = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
+    mean, low, high = geometric_mean_interval(ratios)
     columns = [column for column in rows[0] if column not in ("pair", "to")]
     summary = []
     for name in servers:
@@ -143,8 +126,8 @@ def main() -> None:
         "pairs": args.pairs,
         "seconds_per_window": args.seconds,
         "nginx_vs_direct_ratios": [round(r, 3) for r in ratios],
-        "nginx_vs_direct_mean": round(math.exp(mean), 3),
-        "nginx_vs_direct_95ci": [round(math.exp(low), 3), round(math.exp(high), 3)],
+        "nginx_vs_direct_mean": round(mean, 3),
+        "nginx_vs_direct_95ci": [round(low, 3), round(high, 3)],
     }
     print(
         f"normalize/s through nginx / direct, geometric mean of {args.pairs} pairs: "
