@@ -136,7 +136,9 @@ def test_the_near_set_shortcut_answers_as_scoring_every_member(window):
             cosine = search.exact.all(query_vectors)  # every member's, exact
             every = search._hybrid_rows(queries, cosine, terms, depth, extra[0])
             every = [sorted(hits, key=best_first)[:depth] for hits in every]
-            assert fast == every
+            # The same members in the same order; a score's last bits depend on the shape of
+            # the product that computed it (a chunk of queries, or all of them), so to 1e-6.
+            assert all(same_hits(f, e) for f, e in zip(fast, every, strict=True))
 
 
 def test_pair_scores_are_the_trigram_scores_of_those_pairs():
