@@ -30,7 +30,7 @@ from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdicts import VerdictError
 from annotations.views import form_errors, verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
-from models_app.siamese.ranker import MIN_EXAMPLES
+from models_app.siamese.ranker.model import MIN_EXAMPLES
 
 BATCH_SIZE = 48
 

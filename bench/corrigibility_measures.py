@@ -135,7 +135,7 @@ class ModelAlone:
         )
 
     def _right(self, found, example: Example) -> bool:
-        from models_app.siamese.ranking import rank_groups
+        from models_app.siamese.group_hits import rank_groups
 
         ranked = rank_groups(found, self.group_of, k=1)
         return bool(ranked) and ranked[0].group_id == self.gold[example.code]

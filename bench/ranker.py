@@ -47,17 +47,19 @@ from models_app.siamese.baselines import TrigramMatcher  # noqa: E402
 from models_app.siamese.calibration import expected_calibration_error  # noqa: E402
 from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
 from models_app.siamese.index import MemberIndex  # noqa: E402
-from models_app.siamese.ranker import (  # noqa: E402
-    PRIOR_DESCRIPTION_WEIGHT,
+from models_app.siamese.ranker.candidates import (  # noqa: E402
     GroupFacts,
     HitMember,
     LexicalCache,
-    LinearRanker,
     OwnVerdict,
-    RankingExample,
     VerdictHistory,
     candidate_features,
     candidates_of_texts,
+)
+from models_app.siamese.ranker.model import (  # noqa: E402
+    PRIOR_DESCRIPTION_WEIGHT,
+    LinearRanker,
+    RankingExample,
     fit_ranker,
 )
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402

@@ -32,16 +32,14 @@ from models_app.serving.rankers import ServingRanker, engine_prior, serving_rank
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker import (
-    MIN_EXAMPLES,
+from models_app.siamese.ranker.candidates import (
     HitMember,
     OwnVerdict,
-    RankingExample,
     VerdictHistory,
     candidates_of_texts,
-    fit_ranker,
-    save_ranker,
 )
+from models_app.siamese.ranker.files import save_ranker
+from models_app.siamese.ranker.model import MIN_EXAMPLES, RankingExample, fit_ranker
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import comparison_key
 

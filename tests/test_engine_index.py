@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
+from models_app.siamese.group_hits import rank_groups
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranking import rank_groups
 
 
 def unit(rows):

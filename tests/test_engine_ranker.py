@@ -9,21 +9,22 @@ import pytest
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker import (
+from models_app.siamese.ranker.candidates import (
     FEATURES,
-    MIN_EXAMPLES,
     Candidates,
     GroupFacts,
     HitMember,
-    LinearRanker,
     OwnVerdict,
-    RankingExample,
     VerdictHistory,
     candidate_features,
+)
+from models_app.siamese.ranker.files import load_ranker, save_ranker
+from models_app.siamese.ranker.model import (
+    MIN_EXAMPLES,
+    LinearRanker,
+    RankingExample,
     fit_ranker,
-    load_ranker,
     prior_for,
-    save_ranker,
 )
 
 COLUMN = {name: i for i, name in enumerate(FEATURES)}

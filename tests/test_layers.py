@@ -165,7 +165,7 @@ def test_it_finds_the_project_and_its_imports():
         ("annotations.api.inputs", "models_app.serving.normalize"),
         ("worker.tasks", "models_app.run_execution"),
         ("models_app.run_execution", "models_app.retraining"),
-        ("models_app.serving.normalize", "models_app.siamese.ranker"),
+        ("models_app.serving.normalize", "models_app.siamese.ranker.candidates"),
     ]:
         assert edge in edges, edge
 

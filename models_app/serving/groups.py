@@ -22,7 +22,7 @@ import numpy as np
 from annotations.models import Group
 from models_app.serving.engines import LiveEngine, artifact_path
 from models_app.siamese.encoders import Encoder
-from models_app.siamese.ranker import GroupFacts
+from models_app.siamese.ranker.candidates import GroupFacts
 
 _RECHECK = 60.0  # seconds
 _lock = threading.Lock()

@@ -26,7 +26,7 @@ from models_app.serving.engines import (
 from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import group_names, normalization_rows, taxonomy_revision
-from models_app.siamese.ranker import candidates_of_texts
+from models_app.siamese.ranker.candidates import candidates_of_texts
 from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.

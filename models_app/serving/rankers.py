@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from models_app.models import RankerVersion
 from models_app.serving.engines import LiveEngine, artifact_path
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.ranker import LinearRanker, VerdictHistory, load_ranker, prior_for
+from models_app.siamese.ranker.candidates import VerdictHistory
+from models_app.siamese.ranker.files import load_ranker
+from models_app.siamese.ranker.model import LinearRanker, prior_for
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from models_app.siamese.group_hits import rank_groups
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranking import rank_groups
 from models_app.siamese.text import comparison_key
 
 if TYPE_CHECKING:  # the encoders module pulls in torch; the trigram baseline does not need it

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from models_app.siamese.group_hits import GroupHit, rank_groups
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranking import GroupHit, rank_groups
 from models_app.siamese.search import MemberSearch, SearchConfig
 
 

@@ -1,0 +1,66 @@
+"""A fitted ranker on disk: its weights and calibration (``ranker.json``) and the verdict
+history its features were computed with (``history.npz``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.ranker.candidates import VerdictHistory
+from models_app.siamese.ranker.model import LinearRanker
+
+RANKER_FILE = "ranker.json"
+HISTORY_FILE = "history.npz"
+
+
+def save_ranker(folder: Path, ranker: LinearRanker, history: VerdictHistory) -> None:
+    """The ranker and the verdict history its features were computed with, in ``folder``."""
+    folder = Path(folder)
+    (folder / RANKER_FILE).write_text(json.dumps(ranker.as_dict()), encoding="utf-8")
+    counts = {
+        "confirmed": {str(g): n for g, n in history.confirmed.items()},
+        "rejected": {str(g): n for g, n in history.rejected.items()},
+        "group_count": history.group_count,
+    }
+    with (folder / HISTORY_FILE).open("wb") as handle:
+        np.savez(
+            handle,
+            counts=np.array(json.dumps(counts)),
+            rejected_groups=np.asarray(history.rejected_groups, np.int64),
+            rejected_vectors=np.asarray(history.rejected_vectors, np.float32),
+        )
+
+
+def load_ranker(folder: Path) -> tuple[LinearRanker, VerdictHistory]:
+    """What ``save_ranker`` wrote; ``ArtifactError`` when anything is missing or damaged."""
+    ranker = load_linear_ranker(folder)
+    try:
+        with np.load(Path(folder) / HISTORY_FILE, allow_pickle=False) as stored:
+            counts = json.loads(str(stored["counts"]))
+            groups = np.asarray(stored["rejected_groups"], np.int64)
+            vectors = np.asarray(stored["rejected_vectors"], np.float32)
+        history = VerdictHistory(
+            confirmed={int(g): int(n) for g, n in counts["confirmed"].items()},
+            rejected={int(g): int(n) for g, n in counts["rejected"].items()},
+            rejected_groups=groups,
+            rejected_vectors=vectors.reshape(len(groups), -1) if len(groups) else vectors,
+            group_count=int(counts["group_count"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"the verdict history in {folder} cannot be read: {exc}") from None
+    if not np.isfinite(history.rejected_vectors).all():
+        raise ArtifactError(f"the verdict history in {folder} holds non-finite vectors")
+    return ranker, history
+
+
+def load_linear_ranker(folder: Path) -> LinearRanker:
+    """The ranker of ``folder`` alone; ``ArtifactError`` when it cannot be read or used."""
+    path = Path(folder) / RANKER_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"the ranker in {folder} cannot be read: {exc}") from None
+    return LinearRanker.from_dict(raw)

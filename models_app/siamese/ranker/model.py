@@ -1,0 +1,312 @@
+"""The learnt ranker: a linear model over the candidates' features, fitted listwise on verdicts
+and calibrated into the probability a curator sees.
+
+A verdict is a labelled ranking: the group a curator chose is right, the others were not. The
+weights are fitted listwise (softmax cross-entropy over a text's candidates), pulled toward the
+prior ranking so that a few verdicts move them a little and many move them far. The probability
+is a softmax over the candidates' scores and a "none of these" logit, calibrated on verdicts the
+weights were not fitted on (cross-fitting).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.configs import ConfigError
+from models_app.siamese.ranker.candidates import FEATURES, Candidates
+
+_CLIP = 8.0
+
+
+@dataclass(frozen=True)
+class RankingExample:
+    """A verdict as a labelled ranking: the candidates the text had, and where it belongs
+    (None: "none of these", the right group is not among the groups offered)."""
+
+    candidates: Candidates
+    group_id: int | None
+
+    @property
+    def target(self) -> int:
+        """The right group's row among the candidates; -1 when it is not one of them."""
+        if self.group_id is None:
+            return -1
+        rows = np.flatnonzero(self.candidates.groups == self.group_id)
+        return int(rows[0]) if len(rows) else -1
+
+
+@dataclass
+class LinearRanker:
+    """``score = standardized features · weights``; ``probability`` of each candidate = a
+    softmax over ``score / temperature`` and a "none of these" logit, once calibrated.
+
+    The weights only rank a text's candidates against each other (a listwise fit cannot see
+    what all of them share), so whether any of them is right is the "none of these" logit's
+    to say, and how sure the ranking is the temperature's: ``miss_logit + miss_slope * s`` and
+    ``temperature * exp(temperature_slope * s)``, with ``s`` the best similarity any candidate
+    has (a text like nothing in the taxonomy is likely none of them, or any of them)."""
+
+    feature_names: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    temperature: float | None = None
+    miss_logit: float | None = None
+    miss_slope: float = 0.0
+    temperature_slope: float = 0.0
+    fitted_on: int = 0  # verdicts the weights learnt from; 0: the prior
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.temperature is not None and self.miss_logit is not None
+
+    @classmethod
+    def prior(cls, *, description_weight: float = 0.0) -> LinearRanker:
+        """The ranking before any verdict: a group's best member, plus ``description_weight``
+        times its description's cosine where the encoder knows language."""
+        weights = np.zeros(len(FEATURES))
+        weights[FEATURES.index("best")] = 1.0
+        weights[FEATURES.index("description")] = description_weight
+        return cls(FEATURES, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), weights)
+
+    def _standardize(self, features: np.ndarray) -> np.ndarray:
+        features = np.nan_to_num(
+            np.asarray(features, dtype=np.float64), nan=0.0, posinf=_CLIP, neginf=-_CLIP
+        )
+        return np.clip((features - self.mean) / self.scale, -_CLIP, _CLIP)
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """(C,) a score a candidate; higher is better."""
+        if features.shape[1] != len(self.feature_names):
+            raise ConfigError(
+                f"the ranker reads {len(self.feature_names)} features, got {features.shape[1]}"
+            )
+        return self._standardize(features) @ self.weights
+
+    def probabilities(self, scores: np.ndarray, similarity: float) -> np.ndarray | None:
+        """(C,) each candidate's chance to be the right group (``similarity``: the best any
+        candidate has); None before calibration."""
+        if not self.calibrated:
+            return None
+        similarity = float(np.clip(np.nan_to_num(similarity), -1.0, 1.0))
+        miss = self.miss_logit + self.miss_slope * similarity
+        temperature = self.temperature * math.exp(self.temperature_slope * similarity)
+        # Fitted on finitely many verdicts, it never says certain.
+        return np.minimum(_softmax_with_miss(scores / temperature, miss)[:-1], MOST_LIKELY)
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": "linear",
+            "features": list(self.feature_names),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "weights": self.weights.tolist(),
+            "temperature": self.temperature,
+            "miss_logit": self.miss_logit,
+            "miss_slope": self.miss_slope,
+            "temperature_slope": self.temperature_slope,
+            "fitted_on": self.fitted_on,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: object) -> LinearRanker:
+        try:
+            if not isinstance(raw, dict) or raw.get("kind") != "linear":
+                raise ValueError("not a linear ranker")
+            names = tuple(raw["features"])
+            if names != FEATURES:
+                raise ValueError("its features are not the ones this version computes")
+            arrays = [
+                np.asarray(raw[key], dtype=np.float64) for key in ("mean", "scale", "weights")
+            ]
+            if any(a.shape != (len(names),) or not np.isfinite(a).all() for a in arrays):
+                raise ValueError("mean, scale and weights must be finite, one per feature")
+            if (arrays[1] <= 0).any():
+                raise ValueError("scales must be positive")
+            temperature, miss = raw.get("temperature"), raw.get("miss_logit")
+            if (temperature is None) != (miss is None):
+                raise ValueError("temperature and miss_logit come together")
+            slope = float(raw.get("miss_slope", 0.0))
+            temperature_slope = float(raw.get("temperature_slope", 0.0))
+            if temperature is not None and not (
+                math.isfinite(temperature)
+                and temperature > 0
+                and math.isfinite(miss)
+                and math.isfinite(slope)
+                and math.isfinite(temperature_slope)
+            ):
+                raise ValueError("the calibration must be finite with a positive temperature")
+            return cls(
+                names, *arrays,
+                temperature=None if temperature is None else float(temperature),
+                miss_logit=None if miss is None else float(miss),
+                miss_slope=slope,
+                temperature_slope=temperature_slope,
+                fitted_on=int(raw.get("fitted_on", 0)),
+                metrics=dict(raw.get("metrics") or {}),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"a stored ranker is unusable: {exc}") from None
+
+
+def _softmax_with_miss(logits: np.ndarray, miss: float) -> np.ndarray:
+    values = np.append(np.asarray(logits, dtype=np.float64), miss)
+    values -= values.max()
+    exp = np.exp(values)
+    return exp / exp.sum()
+
+
+MOST_LIKELY = 0.999
+MIN_EXAMPLES = 20  # verdicts with the right group among the candidates, to fit weights on
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    # The pull toward the prior's weights (standardized space), in examples: a fit on this many
+    # verdicts moves halfway from the prior, and a handful of verdicts cannot overturn it.
+    prior_strength: float = 20.0
+    folds: int = 5
+    iterations: int = 200
+    seed: int = 0
+
+
+def fit_ranker(
+    examples: Sequence[RankingExample], *, prior: LinearRanker, config: FitConfig = FitConfig()
+) -> LinearRanker:
+    """Weights fitted on the examples, pulled toward ``prior``'s; the probability calibrated on
+    out-of-fold scores. Raises ``ConfigError`` when too few examples have their right group among
+    the candidates (the prior then stands)."""
+    usable = [e for e in examples if len(e.candidates) and e.target >= 0]
+    if len(usable) < MIN_EXAMPLES:
+        raise ConfigError(
+            f"a ranker needs at least {MIN_EXAMPLES} verdicts whose group was among the "
+            f"candidates, got {len(usable)}"
+        )
+    stacked = np.concatenate([e.candidates.features for e in usable]).astype(np.float64)
+    stacked = np.nan_to_num(stacked, nan=0.0, posinf=0.0, neginf=0.0)
+    mean = stacked.mean(axis=0)
+    scale = stacked.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    # The prior's raw-space weights, in this standardized space.
+    anchor = prior.weights / prior.scale * scale
+    base = LinearRanker(FEATURES, mean, scale, anchor.copy())
+
+    def fit(subset: Sequence[RankingExample]) -> np.ndarray:
+        return _fit_weights([base._standardize(e.candidates.features) for e in subset],
+                            [e.target for e in subset], anchor, config)  # fmt: skip
+
+    rng = np.random.default_rng(config.seed)
+    fold_of = rng.permutation(len(examples)) % max(config.folds, 2)
+    out_of_fold: list[tuple[np.ndarray, int, float]] = []
+    for fold in range(max(config.folds, 2)):
+        train = [e for e, f in zip(examples, fold_of, strict=True) if f != fold]
+        train = [e for e in train if len(e.candidates) and e.target >= 0]
+        held = [e for e, f in zip(examples, fold_of, strict=True) if f == fold]
+        if not train or not held:
+            continue
+        weights = fit(train)
+        for example in held:
+            if len(example.candidates):
+                scores = base._standardize(example.candidates.features) @ weights
+                similarity = float(example.candidates.similarity.max())
+                out_of_fold.append((scores, example.target, similarity))
+    weights = fit(usable)
+    temperature, temperature_slope, miss, slope = _fit_calibration(out_of_fold)
+    return LinearRanker(
+        FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
+        miss_slope=slope, temperature_slope=temperature_slope,
+        fitted_on=len(examples),
+    )  # fmt: skip
+
+
+def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
+    """Listwise softmax cross-entropy with an L2 pull toward ``anchor``, by L-BFGS."""
+    import torch
+
+    torch.manual_seed(config.seed)
+    widest = max(len(f) for f in features)
+    width = len(anchor)
+    padded = np.zeros((len(features), widest, width))
+    mask = np.zeros((len(features), widest), bool)
+    for i, rows in enumerate(features):
+        padded[i, : len(rows)] = rows
+        mask[i, : len(rows)] = True
+    x = torch.tensor(padded)
+    valid = torch.tensor(mask)
+    y = torch.tensor(targets)
+    center = torch.tensor(anchor)
+    w = center.clone().requires_grad_(True)
+    optimiser = torch.optim.LBFGS(
+        [w], lr=1, max_iter=config.iterations, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        optimiser.zero_grad()
+        logits = (x @ w).masked_fill(~valid, -1e9)  # (N, C)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        loss = loss + config.prior_strength / len(features) * ((w - center) ** 2).sum()
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    found = w.detach().numpy()
+    return found if np.isfinite(found).all() else anchor.copy()
+
+
+def _fit_calibration(
+    out_of_fold: list[tuple[np.ndarray, int, float]],
+) -> tuple[float, float, float, float]:
+    """The temperature and "none of these" logit (each an intercept and a slope on the best
+    similarity) that make the out-of-fold probabilities likeliest; the miss takes the mass
+    where the right group was not a candidate. Maximum likelihood by L-BFGS over four numbers."""
+    import torch
+
+    if not out_of_fold:
+        return 1.0, 0.0, -50.0, 0.0
+    widest = max(len(scores) for scores, _, _ in out_of_fold)
+    scores = np.full((len(out_of_fold), widest), -1e9)
+    for i, (row, _, _) in enumerate(out_of_fold):
+        scores[i, : len(row)] = row
+    targets = np.array([target for _, target, _ in out_of_fold])
+    x = torch.tensor(scores)
+    similarity = torch.tensor([s for _, _, s in out_of_fold], dtype=torch.float64)
+    # The miss is the last column of the softmax: its index for the texts it takes.
+    y = torch.tensor(np.where(targets >= 0, targets, widest))
+    # log T, its slope, miss, its slope
+    params = torch.zeros(4, dtype=torch.float64, requires_grad=True)
+    optimiser = torch.optim.LBFGS([params], lr=1, max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimiser.zero_grad()
+        miss = (params[2] + params[3] * similarity)[:, None]
+        temperature = torch.exp(params[0] + params[1] * similarity)[:, None]
+        logits = torch.cat([x / temperature, miss], dim=1)
+        loss = torch.nn.functional.cross_entropy(logits, y) + 1e-4 * (params**2).sum()
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    log_t, t_slope, miss, slope = params.detach().numpy().tolist()
+    if not all(math.isfinite(v) for v in (log_t, t_slope, miss, slope)):
+        return 1.0, 0.0, 0.0, 0.0
+    clip = min(max(log_t, -5.0), 5.0)
+    return math.exp(clip), min(max(t_slope, -5.0), 5.0), float(miss), float(slope)
+
+
+# The prior's weight of a group's description beside its best member: it breaks the ties of
+# titles listed under several groups and moves real titles toward the occupation they describe,
+# with the pretrained tower and with the shipped n-gram model alike (docs/decisions/ranker.md).
+PRIOR_DESCRIPTION_WEIGHT = 0.3
+
+
+def prior_for(encoder_kind: str) -> LinearRanker:
+    """The ranking before any verdict for a model of ``encoder_kind`` (the same for every kind
+    measured so far)."""
+    return LinearRanker.prior(description_weight=PRIOR_DESCRIPTION_WEIGHT)
