@@ -20,8 +20,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
-# The largest id a row can have (a 64-bit signed integer, on PostgreSQL and SQLite alike).
-MAX_ID = 2**63 - 1
+from siamweb.ids import MAX_ID
 
 # What clean_text (models_app.siamese.text) refuses or strips, as JSON Schema character classes:
 # control characters other than tab and line breaks, and the characters str.isspace() is true of.

@@ -9,6 +9,7 @@ from django import forms
 
 from annotations.models import Group, Judgement, ReviewItem, Taxonomy
 from annotations.selectors import QueueFilters
+from siamweb.ids import IdError, IdFormField, parse_id
 
 
 class BlindModeForm(forms.Form):
@@ -120,7 +121,7 @@ class QueuePageForm(ReviewFiltersForm):
             return None
         priority, _, item_id = raw.partition(":")
         try:
-            cursor = (float(priority), int(item_id))
+            cursor = (float(priority), parse_id(item_id))
         except ValueError:
             raise forms.ValidationError("expected <priority>:<id>") from None
         if not math.isfinite(cursor[0]) or cursor[1] < 0:
@@ -134,7 +135,7 @@ class JudgementForm(forms.Form):
     verdict = forms.ChoiceField(choices=Judgement.Verdict.choices)
     group_code = forms.CharField(required=False, max_length=64)
     # The prediction the card showed: a verdict on a prediction replaced since is refused.
-    prediction_id = forms.IntegerField(required=False, min_value=1)
+    prediction_id = IdFormField(required=False, min_value=1)
     # One per rendered card: a double click or a retried request replays the first verdict.
     idempotency_key = forms.CharField(required=False, max_length=100)
 
@@ -155,8 +156,8 @@ class ItemIdsField(forms.Field):
         if not value:
             return []
         try:
-            ids = [int(raw) for raw in value]
-        except (TypeError, ValueError):
+            ids = [parse_id(raw) for raw in value]
+        except IdError:
             raise forms.ValidationError("expected review item ids") from None
         if any(item_id <= 0 for item_id in ids):
             raise forms.ValidationError("expected review item ids")

@@ -8,6 +8,7 @@ from django.conf import settings
 from annotations.models import Taxonomy
 from annotations.services.inputs_upload import UPLOAD_FORMATS, format_size, upload_max_bytes
 from models_app.siamese.text import TextError, clean_text
+from siamweb.ids import IdFormField
 
 PLAYGROUND_MAX_K = 10
 
@@ -88,7 +89,7 @@ class InputsUploadForm(FieldErrorsMixin, forms.Form):
 class InputsFilterForm(FieldErrorsMixin, forms.Form):
     taxonomy = TaxonomyField(required=False, empty_label="All taxonomies")
     q = forms.CharField(required=False, max_length=100, label="Text contains")
-    before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    before = IdFormField(required=False, min_value=1, widget=forms.HiddenInput)
 
     def clean_q(self) -> str:
         # Search words only: control characters can't be in a stored input anyway.

@@ -12,6 +12,7 @@ from annotations.models import AuditEvent, Taxonomy
 from annotations.selectors_audit import audit_rows
 from annotations.selectors_taxonomy import audit_events_page
 from annotations.views_taxonomy import form_errors
+from siamweb.ids import IdFormField
 
 
 class AuditFilterForm(forms.Form):
@@ -20,7 +21,7 @@ class AuditFilterForm(forms.Form):
     )
     actor = forms.CharField(max_length=150, required=False)
     action = forms.CharField(max_length=64, required=False)
-    before = forms.IntegerField(min_value=1, required=False)
+    before = IdFormField(min_value=1, required=False)
 
 
 @admin_required

@@ -35,6 +35,7 @@ from annotations.services.review.verdicts import VerdictError
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
+from siamweb.ids import IdError, parse_id
 
 # --- upload ---------------------------------------------------------------------------------
 
@@ -216,8 +217,8 @@ def input_reopen(request: HttpRequest, input_id: int) -> HttpResponse:
     curator to judge again: a changed verdict is undone (audited) and judged anew, and the new
     one trains like any other. A verdict someone changed meanwhile is a 409 naming them."""
     try:
-        judgement_id = int(request.POST.get("judgement", ""))
-    except ValueError:
+        judgement_id = parse_id(request.POST.get("judgement", ""))
+    except IdError:
         return _input_page(
             request, input_id, error="judgement: which verdict to change?", status=400
         )

@@ -26,6 +26,7 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.views_taxonomy import search_query, taxonomy_or_404
+from siamweb.ids import IdError, parse_id
 
 TYPEAHEAD_RESULTS = 10
 
@@ -228,8 +229,8 @@ def _go_to(request: HttpRequest, url: str) -> HttpResponse:
 
 def _int(value: str | None) -> int:
     try:
-        return int(value or "")
-    except ValueError:
+        return parse_id(value or "")
+    except IdError:
         return 0
 
 

@@ -45,7 +45,10 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
     (r"annotations\.(selectors_taxonomy|selectors_accounts|importers|csv_cells|markdown)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy|taxonomy_upload)", "rows"),
-    (r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication)", "rows"),
+    (
+        r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids)",
+        "rows",
+    ),
     (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers
 )
 

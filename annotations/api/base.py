@@ -36,6 +36,7 @@ from annotations.selectors import (
 from annotations.services.review.verdicts import VerdictError
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from models_app.siamese.artifacts import ArtifactError
+from siamweb.ids import IdSerializerField
 from siamweb.parsers import SafeJSONParser
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -222,9 +223,9 @@ FeedbackOriginField = named_choice_field("FeedbackOrigin", FeedbackPair.Origin.c
 
 
 class IdField(serializers.PrimaryKeyRelatedField):
-    """A related row by its integer id: ``3116.9`` is refused, not truncated to row 3116 (the
-    database would cast it), as are ``true`` and ``"12abc"``; ``7.0`` and ``"7"`` read as 7."""
+    """A related row by its id (``siamweb.ids``): ``7`` and ``"7"`` read as 7; ``7.0``,
+    ``" 7 "``, ``"\uff11"`` (a full-width 1), ``true`` and ``"12abc"`` are refused."""
 
     def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("pk_field", serializers.IntegerField())
+        kwargs.setdefault("pk_field", IdSerializerField())
         super().__init__(**kwargs)

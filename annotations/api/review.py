@@ -44,7 +44,6 @@ from annotations.api.serializers import (
     TaxonomySlugField,
     review_item_detail,
 )
-from annotations.api_schema import MAX_ID
 from annotations.models import (
     FeedbackPair,
     Group,
@@ -57,6 +56,7 @@ from annotations.selectors import (
 from annotations.services.review.leases import review_item_claim, review_item_release
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import VerdictError, judgement_create
+from siamweb.ids import MAX_ID, IdSerializerField
 
 
 class ReviewItemListApi(CuratorApi):
@@ -146,7 +146,7 @@ class JudgementListCreateApi(CuratorApi):
     pagination_class = CursorNewestFirst
 
     class FilterSerializer(serializers.Serializer):
-        review_item = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+        review_item = IdSerializerField(required=False, min_value=1, max_value=MAX_ID)
         user = serializers.RegexField(
             USERNAME_PATTERN, required=False, max_length=150, help_text="A username"
         )
@@ -170,7 +170,7 @@ class JudgementListCreateApi(CuratorApi):
                 "false_match: the rejected group (default: the predicted one)"
             ),
         )
-        prediction = serializers.IntegerField(
+        prediction = IdSerializerField(
             required=False,
             allow_null=True,
             min_value=1,
