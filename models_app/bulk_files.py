@@ -49,8 +49,9 @@ _UTF8_BOM = codecs.BOM_UTF8
 _QUOTE, _COMMA = ord('"'), ord(",")
 # The longest record (a CSV row, a line of text) a bulk job reads: no title comes near it.
 MAX_RECORD_BYTES = 1024 * 1024
-# A number stays as it is in a result cell: "-5" reads as minus five, not as a formula.
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# A number stays as it is in a result cell: "-5" reads as minus five, not as a formula. ASCII
+# digits only: \d takes every script's digits, and "-\uff15" is no number a spreadsheet reads.
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class BulkFileError(ValueError):

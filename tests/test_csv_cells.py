@@ -44,3 +44,35 @@ def test_bulk_result_cells_use_the_same_guard_and_leave_numbers_alone():
     assert csv_cell("\uff1dcmd") == "'\uff1dcmd"
     assert csv_cell("-5") == "-5" and csv_cell(-0.25) == "-0.25"
     assert csv_cell(None) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u00a0=1+1",  # a no-break space first
+        "\u3000=1+1",  # an ideographic space
+        "\u2028=1+1",  # a line separator
+        "\u200b=1+1",  # a zero-width space
+        "\ufeff=1+1",  # a byte-order mark
+        "\u00ad=1+1",  # a soft hyphen
+        "\u202e=1+1",  # a direction override
+        "\u3164=1+1",  # a Hangul filler, a letter drawn blank
+        "\ufe661+1",  # a small equals sign
+        "\u22121+1",  # a minus sign
+        "\ufe62A1",  # a small plus sign
+        "cmd|' /C calc'!A0",  # dynamic data exchange, no formula sign needed
+        "x\u00a0+\u00a0cmd|'/C notepad'!'A1'",
+    ],
+)
+def test_what_spreadsheets_skip_or_read_as_a_formula_sign_is_guarded(text):
+    cell = spreadsheet_cell(text)
+    assert cell == "'" + text
+    assert spreadsheet_text(cell) == text
+    assert spreadsheet_text(spreadsheet_cell("'" + text)) == "'" + text
+
+
+def test_bulk_result_cells_read_numbers_in_ascii_digits_only():
+    from models_app.bulk_files import csv_cell
+
+    assert csv_cell("-\uff15") == "'-\uff15"
+    assert csv_cell("\u22125") == "'\u22125"
