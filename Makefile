@@ -37,14 +37,15 @@ setup: install ## Migrate, import the bundled O*NET taxonomy, build the model, c
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py setup_demo
 
-run: setup ## Set everything up and start the web server, a Celery worker and beat
+run: setup ## Set everything up and start the web server, three Celery workers and beat
 	@echo
-	@echo "Siamweb is starting at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
+	@echo "Siamweb is starting at http://$(HOST):$(PORT)/  (Ctrl-C stops web, workers and beat)"
 	@echo
 	@# Not honcho itself: its Ctrl-C ends in "Error 130/143" (see the script's docstring).
 	@HOST=$(HOST) PORT=$(PORT) $(PY) scripts/run_procfile.py -f Procfile \
-		--ready "web=Quit the server with" --ready "worker= ready." \
-		--banner "Siamweb is running at http://$(HOST):$(PORT)/  (Ctrl-C stops web, worker and beat)"
+		--ready "web=Quit the server with" --ready "worker= ready." --ready "ranker= ready." \
+		--ready "trainer= ready." \
+		--banner "Siamweb is running at http://$(HOST):$(PORT)/  (Ctrl-C stops web, workers and beat)"
 
 services: ## Start (installing if needed) PostgreSQL, Redis, nginx and Chromium for the tests
 	bash scripts/test_services.sh

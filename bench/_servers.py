@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from worker.task_names import QUEUES
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
 
@@ -126,11 +128,10 @@ class NormalizeClient:
 
 
 def start_celery(role: str, *, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """``celery worker`` (prefork, one child, both queues) or ``celery beat``, as the Procfile
-    starts them."""
+    """``celery worker`` (prefork, one child, every queue) or ``celery beat``."""
     command = [str(VENV_BIN / "celery"), "-A", "siamweb", role, "--loglevel=INFO"]
     if role == "worker":
-        command += ["--pool=prefork", "--concurrency=1", "--queues=celery,training"]
+        command += ["--pool=prefork", "--concurrency=1", f"--queues={','.join(QUEUES)}"]
     with log.open("ab") as output:
         return subprocess.Popen(
             [*command, *extra],

@@ -58,6 +58,7 @@ SCRATCH_URL = _pg.scratch_database(broker=_BROKER_ARG if _FAN_OUT else "memory:/
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.services.accounts import user_ensure  # noqa: E402
+from worker.task_names import FAST_QUEUE  # noqa: E402
 
 ROOT = _pg.ROOT
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -172,7 +173,7 @@ def start_workers(count: int, threads: int, chunk: int, log_dir: Path) -> list[s
             [
                 sys.executable, "-m", "celery", "-A", "siamweb", "worker", "--pool=solo",
                 "--concurrency=1", "--loglevel=WARNING", "--without-mingle", "--without-gossip",
-                "--without-heartbeat", "--queues=celery",
+                "--without-heartbeat", f"--queues={FAST_QUEUE}",
                 f"--hostname=bench-{uuid.uuid4().hex[:6]}@%h",
             ],
             cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,

@@ -81,6 +81,8 @@ class RankerVersion(models.Model):
     # The verdicts it learnt from: how many, and the newest one's id (later ones are new to it).
     verdicts = models.PositiveIntegerField(default=0)
     verdicts_until = models.BigIntegerField(default=0)
+    # The features it reads (``FEATURE_SET``): a ranker of another set is due for a refit.
+    feature_set = models.CharField(max_length=64, default="", blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     gate_report = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -108,6 +110,8 @@ class Deployment(models.Model):
     ranker = models.ForeignKey(
         RankerVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # When beat last queued a ranker fit that has not ended: one fit a taxonomy at a time.
+    ranker_fit_queued_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from annotations.models import Group, Judgement, Taxonomy
 from models_app.models import Deployment, RankerVersion
@@ -33,6 +34,7 @@ from models_app.serving.reads import normalization_rows
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker.candidates import (
+    FEATURE_SET,
     HitMember,
     OwnVerdict,
     VerdictHistory,
@@ -301,6 +303,7 @@ def _store(taxonomy, engine, ranker, history, judged, gate) -> RankerVersion:
             artifact_path=relative,
             verdicts=len(judged),
             verdicts_until=max(j.last_id for j in judged),
+            feature_set=FEATURE_SET,
             metrics=ranker.metrics,
             gate_report=gate,
         )
@@ -315,35 +318,44 @@ def _store(taxonomy, engine, ranker, history, judged, gate) -> RankerVersion:
 
 
 def rankers_due() -> list[Taxonomy]:
-    """Taxonomies whose live model has no ranker yet and enough verdicts for one, or whose
-    live ranker has ``SIAMWEB_RANKER_REFIT_VERDICTS`` final verdicts new to it."""
+    """Taxonomies whose live model has no ranker of today's features yet and enough verdicts
+    for one, or whose live ranker has ``SIAMWEB_RANKER_REFIT_VERDICTS`` final verdicts new to
+    it. A fit that was tried counts (a rejected one too): its verdicts are not new any more."""
     due = []
     for deployment in Deployment.objects.select_related("taxonomy", "ranker", "index_build"):
-        ranker = deployment.ranker
-        current = ranker is not None and (
-            ranker.model_version_id == deployment.index_build.model_version_id
-        )
+        model_version_id = deployment.index_build.model_version_id
         verdicts = Judgement.objects.live().filter(
             review_item__taxonomy=deployment.taxonomy, verdict__in=Judgement.FINAL_VERDICTS
         )
-        if current:
-            # A rejected fit counts too: its verdicts were tried and are not new any more.
-            tried = (
-                RankerVersion.objects.filter(
-                    taxonomy=deployment.taxonomy,
-                    model_version_id=deployment.index_build.model_version_id,
-                ).aggregate(until=Max("verdicts_until"))["until"]
-                or 0
-            )
-            if verdicts.filter(id__gt=tried).count() >= settings.SIAMWEB_RANKER_REFIT_VERDICTS:
+        tried = RankerVersion.objects.filter(
+            taxonomy=deployment.taxonomy,
+            model_version_id=model_version_id,
+            feature_set=FEATURE_SET,
+        ).aggregate(until=Max("verdicts_until"))["until"]
+        if tried is None:
+            # No ranker of this model and of today's features: one is due as soon as there
+            # are verdicts enough to fit on.
+            if verdicts.exclude(group=None).count() >= MIN_EXAMPLES:
                 due.append(deployment.taxonomy)
-        elif verdicts.exclude(group=None).count() >= MIN_EXAMPLES:
-            tried = RankerVersion.objects.filter(
-                taxonomy=deployment.taxonomy,
-                model_version_id=deployment.index_build.model_version_id,
-            ).aggregate(until=Max("verdicts_until"))["until"]
-            if tried is None or verdicts.filter(id__gt=tried).count() >= (
-                settings.SIAMWEB_RANKER_REFIT_VERDICTS
-            ):
-                due.append(deployment.taxonomy)
+        elif verdicts.filter(id__gt=tried).count() >= settings.SIAMWEB_RANKER_REFIT_VERDICTS:
+            due.append(deployment.taxonomy)
     return due
+
+
+def ranker_fit_claim(*, taxonomy: Taxonomy) -> bool:
+    """Whether this caller may queue the taxonomy's next fit: one fit a taxonomy is queued or
+    running at a time (a conditional update), unless the last claim is older than
+    ``SIAMWEB_RANKER_FIT_STALE_SECONDS`` (its worker died)."""
+    now = timezone.now()
+    stale = now - timezone.timedelta(seconds=settings.SIAMWEB_RANKER_FIT_STALE_SECONDS)
+    claimed = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .filter(Q(ranker_fit_queued_at=None) | Q(ranker_fit_queued_at__lt=stale))
+        .update(ranker_fit_queued_at=now)
+    )
+    return claimed == 1
+
+
+def ranker_fit_release(*, taxonomy: Taxonomy) -> None:
+    """The queued fit ended (whatever its outcome): the next one may be queued."""
+    Deployment.objects.filter(taxonomy=taxonomy).update(ranker_fit_queued_at=None)

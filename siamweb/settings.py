@@ -288,7 +288,11 @@ SIAMWEB_RANKER_DEPTH = env_int("SIAMWEB_RANKER_DEPTH", default=100, minimum=1)
 # The ranker is fitted again once this many final verdicts are new to the live one (beat looks
 # every SIAMWEB_RANKER_CHECK_SECONDS), and after every model that goes live.
 SIAMWEB_RANKER_REFIT_VERDICTS = env_int("SIAMWEB_RANKER_REFIT_VERDICTS", default=20, minimum=1)
-SIAMWEB_RANKER_CHECK_SECONDS = env_int("SIAMWEB_RANKER_CHECK_SECONDS", default=30, minimum=5)
+SIAMWEB_RANKER_CHECK_SECONDS = env_int("SIAMWEB_RANKER_CHECK_SECONDS", default=5, minimum=1)
+# A fit queued longer ago than this without ending (its worker died) no longer holds back the next.
+SIAMWEB_RANKER_FIT_STALE_SECONDS = env_int(
+    "SIAMWEB_RANKER_FIT_STALE_SECONDS", default=900, minimum=10
+)
 # An upload of raw inputs is stored within one request (about 7 queries a row), so it is bounded.
 SIAMWEB_UPLOAD_MAX_BYTES = env_int(
     "SIAMWEB_UPLOAD_MAX_BYTES", default=2 * 1024 * 1024, minimum=1024
@@ -375,11 +379,16 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", default=360
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3900, minimum=1)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Training goes to its own queue so GPU hosts can take it: `celery worker --queues=training`.
-# Both encode every member with a model: the work of a training worker, not of the web tier's.
+# Training goes to its own queue so GPU hosts can take it and nothing else waits behind it;
+# ranker fits to theirs, so a refit never waits behind a bulk job either. A run that only
+# encodes (reindex, rollback, the pretrained tower as it comes) is sent to the fast queue by
+# ``training_run_enqueue``. Everything else is fast work.
+CELERY_TASK_DEFAULT_QUEUE = task_names.FAST_QUEUE
 CELERY_TASK_ROUTES = {
-    task_names.EXECUTE_TRAINING_RUN: {"queue": "training"},
-    task_names.FINISH_PROMOTION: {"queue": "training"},
+    task_names.EXECUTE_TRAINING_RUN: {"queue": task_names.TRAINING_QUEUE},
+    task_names.FINISH_PROMOTION: {"queue": task_names.TRAINING_QUEUE},
+    task_names.FIT_RANKER: {"queue": task_names.RANKER_QUEUE},
+    task_names.REFIT_DUE_RANKERS: {"queue": task_names.RANKER_QUEUE},
 }
 SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
 CELERY_BEAT_SCHEDULE = {

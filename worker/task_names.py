@@ -1,6 +1,6 @@
 """The name of every Celery task, written once: the tasks register under these, and the modules
 that queue one by name (so as not to import the worker layer above them), the task routes and
-beat's schedule all read them from here."""
+beat's schedule all read them from here. So are the queues they go to."""
 
 EXECUTE_TRAINING_RUN = "worker.tasks.execute_training_run"
 REPREDICT_PENDING_INPUTS = "worker.tasks.repredict_pending_inputs"
@@ -14,3 +14,13 @@ EXECUTE_BULK_CHUNK = "worker.tasks.execute_bulk_chunk"
 FINISH_BULK_JOB = "worker.tasks.finish_bulk_job"
 RESUME_STALE_BULK_JOBS = "worker.tasks.resume_stale_bulk_jobs"
 DELETE_EXPIRED_BULK_JOBS = "worker.tasks.delete_expired_bulk_jobs"
+
+# Three queues, so that nothing a curator waits for sits behind training (docs/deploying.md):
+# ``fast`` (the default: bulk jobs, reindexes, re-predictions, beat's checks), ``ranker``
+# (ranker fits, seconds each, on a worker of their own so a refit is live within seconds
+# whatever else runs) and ``training`` (fine-tunes and trained builds: minutes to hours, GPU
+# hosts where there are some).
+FAST_QUEUE = "fast"
+RANKER_QUEUE = "ranker"
+TRAINING_QUEUE = "training"
+QUEUES = (FAST_QUEUE, RANKER_QUEUE, TRAINING_QUEUE)

@@ -96,10 +96,16 @@ def repredict_pending_inputs(taxonomy_id: int) -> int:
     retry_backoff=5,
     retry_jitter=True,
 )
-def fit_ranker(taxonomy_id: int, repredict: bool = True) -> str | None:
+def fit_ranker(taxonomy_id: int, repredict: bool = True, claimed: bool = False) -> str | None:
     """Fit, gate and maybe make live a ranker on the taxonomy's verdicts; after a model went
-    live (``repredict``), the open review items are predicted again with it."""
-    version = ranker_training.ranker_fit(taxonomy=Taxonomy.objects.get(id=taxonomy_id))
+    live (``repredict``), the open review items are predicted again with it. ``claimed``: beat
+    queued it under the taxonomy's fit claim, released when it ends."""
+    taxonomy = Taxonomy.objects.get(id=taxonomy_id)
+    try:
+        version = ranker_training.ranker_fit(taxonomy=taxonomy)
+    finally:
+        if claimed:
+            ranker_training.ranker_fit_release(taxonomy=taxonomy)
     if repredict:
         repredict_pending_inputs.delay(taxonomy_id)
     return version.status if version is not None else None
@@ -107,11 +113,14 @@ def fit_ranker(taxonomy_id: int, repredict: bool = True) -> str | None:
 
 @shared_task(name=task_names.REFIT_DUE_RANKERS)
 def refit_due_rankers() -> int:
-    """Beat: fit the rankers of taxonomies with enough verdicts new to their live ranker."""
-    due = ranker_training.rankers_due()
-    for taxonomy in due:
-        fit_ranker.delay(taxonomy.id, repredict=False)
-    return len(due)
+    """Beat: fit the rankers of taxonomies with enough verdicts new to their live ranker, one
+    fit a taxonomy at a time."""
+    queued = 0
+    for taxonomy in ranker_training.rankers_due():
+        if ranker_training.ranker_fit_claim(taxonomy=taxonomy):
+            fit_ranker.delay(taxonomy.id, repredict=False, claimed=True)
+            queued += 1
+    return queued
 
 
 @shared_task(

@@ -32,7 +32,7 @@ from models_app.siamese.specs import (
     STUDENT_SPEC,
     TOWER_SPEC,
 )
-from worker.task_names import EXECUTE_TRAINING_RUN
+from worker.task_names import EXECUTE_TRAINING_RUN, FAST_QUEUE, TRAINING_QUEUE
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +121,26 @@ def first_training_request(*, run: TrainingRun) -> TrainingRun | None:
     )
 
 
+def training_run_queue(*, kind: str, config: dict | None) -> str:
+    """The queue a run goes to: one that only encodes (a reindex, a rollback, the pretrained
+    tower as it comes) is fast work, which a fine-tune in progress must not hold up; a run that
+    trains goes to the training queue."""
+    encodes_only = kind in (TrainingRun.Kind.REINDEX, TrainingRun.Kind.ROLLBACK) or (
+        kind == TrainingRun.Kind.BUILD and config == PRETRAINED_SPEC
+    )
+    return FAST_QUEUE if encodes_only else TRAINING_QUEUE
+
+
 def training_run_enqueue(*, run_id: int) -> None:
+    found = TrainingRun.objects.filter(id=run_id).values_list("kind", "config").first()
+    if found is None:
+        return
     # By name, so the services do not import the worker layer that calls them.
-    current_app.send_task(EXECUTE_TRAINING_RUN, args=[run_id])
+    current_app.send_task(
+        EXECUTE_TRAINING_RUN,
+        args=[run_id],
+        queue=training_run_queue(kind=found[0], config=found[1]),
+    )
 
 
 def training_runs_resend_queued(*, older_than_seconds: int) -> int:

@@ -22,7 +22,8 @@ from models_app.siamese.ranker.model import LinearRanker, prior_for
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_loaded: dict[int, ServingRanker] = {}  # by ranker version id
+_loaded: dict[int, ServingRanker | None] = {}  # by ranker version id; None: cannot serve
+_NOT_READ = object()
 _MAX_LOADED = 8
 
 
@@ -43,17 +44,16 @@ def serving_ranker(engine: LiveEngine, ranker_id: int | None) -> ServingRanker:
     if ranker_id is None:
         return engine_prior(engine)
     with _lock:
-        found = _loaded.get(ranker_id)
-    if found is None:
+        found = _loaded.get(ranker_id, _NOT_READ)
+    if found is _NOT_READ:
         found = _load(ranker_id)
-        if found is None:
-            return engine_prior(engine)
         with _lock:
             if len(_loaded) >= _MAX_LOADED:
                 _loaded.pop(next(iter(_loaded)))
+            # A ranker that cannot serve is remembered too: logged once, not on every request.
             _loaded[ranker_id] = found
-    if found.model_version_id != engine.model_version_id:
-        return engine_prior(engine)  # fitted for another model's scores
+    if found is None or found.model_version_id != engine.model_version_id:
+        return engine_prior(engine)  # unusable, or fitted for another model's scores
     return found
 
 
@@ -64,7 +64,11 @@ def _load(ranker_id: int) -> ServingRanker | None:
     try:
         ranker, history = load_ranker(artifact_path(version.artifact_path))
     except ArtifactError as exc:
-        logger.error("%s cannot serve, its model's prior answers instead: %s", version, exc)
+        logger.error(
+            "%s cannot serve, the cold start answers instead until it is fitted again: %s",
+            version,
+            exc,
+        )
         return None
     return ServingRanker(ranker, history, version.id, version.model_version_id)
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
 from tests.conftest import TINY_CSV, build_live_model
 from tests.retraining.conftest import TRAINABLE
+from worker.task_names import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 # Waits for something another process does; a bound so a broken setup fails instead of hanging.
@@ -99,14 +100,16 @@ def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subproces
     }
     processes: list[subprocess.Popen] = []
 
-    def start(*, pool: str = "solo", **env: str | float | int) -> subprocess.Popen:
+    def start(
+        *, pool: str = "solo", queues: Sequence[str] = QUEUES, **env: str | float | int
+    ) -> subprocess.Popen:
         log = tmp_path / f"worker-{len(processes) + 1}.log"
         with log.open("w") as log_file:
             process = subprocess.Popen(
                 [
                     sys.executable, "-m", "celery", "-A", "siamweb", "worker",
                     f"--pool={pool}", "--concurrency=1", "--loglevel=INFO",
-                    "--without-mingle", "--without-gossip", "--queues=celery,training",
+                    "--without-mingle", "--without-gossip", f"--queues={','.join(queues)}",
                     f"--hostname=test-{uuid.uuid4().hex[:8]}@%h",
                 ],
                 cwd=ROOT,
@@ -144,7 +147,7 @@ def stop(process: subprocess.Popen) -> None:
 
 @pytest.fixture
 def worker(start_worker) -> subprocess.Popen:
-    """One worker with the default settings, on the queues celery and training."""
+    """One worker with the default settings, on every queue."""
     return start_worker()
 
 

@@ -26,6 +26,7 @@ from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import build_live_model
 from tests.integration.conftest import wait_for
+from worker.task_names import FAST_QUEUE
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +150,7 @@ def test_a_cancel_stops_the_chunks_on_every_worker(start_worker, tiny_taxonomy):
     assert job.status == "cancelled"
     queue = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
     # Every chunk's task still arrives; each does nothing.
-    wait_for(lambda: queue.llen("celery") == 0, "the chunks' tasks to be drained", workers[1].log)
+    wait_for(lambda: queue.llen(FAST_QUEUE) == 0, "the chunks' tasks to be drained", workers[1].log)
     # The chunks that were in flight ended without counting: handed back, not done.
     in_flight = job.chunks.filter(status="running")
     wait_for(lambda: not in_flight.exists(), "the chunks in flight to end", workers[1].log)

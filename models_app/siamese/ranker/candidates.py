@@ -11,6 +11,7 @@ the same function, ``candidates_of_texts``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,6 @@ from models_app.siamese.text import comparison_key
 _WORD = re.compile(r"\w+")
 # A curator's judged texts vote for their groups with weight exp((cosine - best) / this).
 _VOTE_TEMPERATURE = 0.05
-# Clip standardized features: a value far outside what the fit saw cannot swing a score.
 
 FEATURES: tuple[str, ...] = (
     # The group's best member of any source: what a group scored before the ranker.
@@ -64,6 +64,11 @@ FEATURES: tuple[str, ...] = (
     "rejections",
     "rejected_near",
 )
+# What a stored ranker names to say which features it reads: the names, and a revision to move
+# when a feature keeps its name but is computed differently. A ranker of another set is never
+# served; it is due for a refit at once.
+FEATURE_REVISION = 1
+FEATURE_SET = f"r{FEATURE_REVISION}-" + hashlib.sha256(",".join(FEATURES).encode()).hexdigest()[:12]
 
 
 def words(text: str) -> frozenset[str]:

@@ -20,6 +20,7 @@ from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker.candidates import FEATURES, Candidates
 
+# Clip standardized features: a value far outside what the fit saw cannot swing a score.
 _CLIP = 8.0
 
 

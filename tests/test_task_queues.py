@@ -1,0 +1,82 @@
+"""Which queue each piece of work goes to, and the one-fit-a-taxonomy claim that keeps beat's
+frequent check from piling fits up: nothing a curator waits for sits behind training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from celery import current_app
+from django.utils import timezone
+
+from models_app.models import Deployment, RankerVersion
+from models_app.ranker_training import (
+    ranker_fit_claim,
+    ranker_fit_release,
+    rankers_due,
+)
+from models_app.services.runs import training_run_queue
+from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC
+from tests.test_match_probability import judge_all
+from worker import task_names
+
+
+def queue_of(task_name: str) -> str:
+    return current_app.amqp.router.route({}, task_name)["queue"].name
+
+
+@pytest.mark.parametrize(
+    ("kind", "config", "queue"),
+    [
+        ("reindex", None, "fast"),
+        ("rollback", None, "fast"),
+        ("build", PRETRAINED_SPEC, "fast"),  # encodes the members, trains nothing
+        ("build", TOWER_SPEC, "training"),
+        ("build", STUDENT_SPEC, "training"),
+        ("finetune", None, "training"),
+    ],
+)
+def test_a_run_goes_to_the_queue_of_what_it_does(kind, config, queue):
+    assert training_run_queue(kind=kind, config=config) == queue
+
+
+def test_ranker_fits_have_a_queue_of_their_own_and_everything_else_is_fast_work():
+    assert queue_of(task_names.FIT_RANKER) == task_names.RANKER_QUEUE
+    assert queue_of(task_names.REFIT_DUE_RANKERS) == task_names.RANKER_QUEUE
+    assert queue_of(task_names.EXECUTE_TRAINING_RUN) == task_names.TRAINING_QUEUE
+    fast = (
+        task_names.EXECUTE_BULK_JOB,
+        task_names.EXECUTE_BULK_CHUNK,
+        task_names.REPREDICT_PENDING_INPUTS,
+        task_names.REINDEX_STALE_TAXONOMIES,
+    )
+    assert {queue_of(name) for name in fast} == {task_names.FAST_QUEUE}
+
+
+def test_every_queue_has_a_worker_in_the_procfile():
+    procfile = (Path(__file__).resolve().parents[1] / "Procfile").read_text()
+    served = {
+        queue
+        for line in procfile.splitlines()
+        if "--queues=" in line
+        for queue in line.split("--queues=")[1].split()[0].split(",")
+    }
+    assert served == set(task_names.QUEUES)
+
+
+def test_one_fit_a_taxonomy_is_queued_until_it_ends(tiny_taxonomy, settings):
+    assert ranker_fit_claim(taxonomy=tiny_taxonomy)
+    assert not ranker_fit_claim(taxonomy=tiny_taxonomy)
+    ranker_fit_release(taxonomy=tiny_taxonomy)
+    assert ranker_fit_claim(taxonomy=tiny_taxonomy)
+    # A claim whose worker died stops holding the next fit back.
+    old = timezone.now() - timezone.timedelta(seconds=settings.SIAMWEB_RANKER_FIT_STALE_SECONDS + 1)
+    Deployment.objects.filter(taxonomy=tiny_taxonomy).update(ranker_fit_queued_at=old)
+    assert ranker_fit_claim(taxonomy=tiny_taxonomy)
+
+
+def test_a_ranker_of_another_feature_set_is_due_for_a_refit_at_once(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    assert rankers_due() == []  # the live ranker has every verdict
+    RankerVersion.objects.filter(taxonomy=tiny_taxonomy).update(feature_set="r0-retired")
+    assert rankers_due() == [tiny_taxonomy]
