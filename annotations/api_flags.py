@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -22,11 +21,10 @@ from annotations.api.base import (
     object_or_404,
     paginated,
 )
-from annotations.api_schema import text_pattern
+from annotations.api.serializers import CleanMultilineTextField
 from annotations.models import ReviewFlag, ReviewItem
 from annotations.selectors import review_flags
 from annotations.services.flags import (
-    CONTROL_PATTERN,
     FlagError,
     review_flag_create,
     review_flag_resolve,
@@ -73,14 +71,8 @@ def _flag_error(exc: FlagError) -> Response:
     return field_error(exc.field, str(exc), code)
 
 
-def _comment_field(**kwargs) -> serializers.CharField:
-    return serializers.CharField(
-        max_length=ReviewFlag.COMMENT_MAX_LENGTH,
-        validators=[
-            RegexValidator(f"^[^{CONTROL_PATTERN[1:-1]}]*$", "may not hold control characters")
-        ],
-        **kwargs,
-    )
+def _comment_field(**kwargs) -> CleanMultilineTextField:
+    return CleanMultilineTextField(max_length=ReviewFlag.COMMENT_MAX_LENGTH, **kwargs)
 
 
 class ReviewItemFlagCreateApi(CuratorApi):
@@ -94,11 +86,7 @@ class ReviewItemFlagCreateApi(CuratorApi):
 
     class CommentInputSerializer(serializers.Serializer):
         kind = CommentKindField()
-        comment = serializers.CharField(
-            max_length=ReviewFlag.COMMENT_MAX_LENGTH,
-            validators=[RegexValidator(text_pattern())],
-            help_text="The comment, not blank; line breaks and tabs allowed",
-        )
+        comment = _comment_field(help_text="The comment, not blank; line breaks and tabs allowed")
 
     class OtherInputSerializer(serializers.Serializer):
         kind = OtherKindField()

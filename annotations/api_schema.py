@@ -20,21 +20,37 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
+from models_app.siamese.text import DROPPED, REFUSED_RANGES
 from siamweb.ids import MAX_ID
 
-# What clean_text (models_app.siamese.text) refuses or strips, as JSON Schema character classes:
-# control characters other than tab and line breaks, and the characters str.isspace() is true of.
-CONTROL = r"\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f"
+
+def _class_char(point: int) -> str:
+    # Beyond the Basic Multilingual Plane as the character itself: a \u escape names one UTF-16
+    # unit, and JSON Schema's patterns (ECMA-262 with the u flag) and Python's re read it whole.
+    return f"\\u{point:04x}" if point <= 0xFFFF else chr(point)
+
+
+# What the text rule (models_app.siamese.text) refuses, and what clean_text strips (the
+# characters str.isspace() is true of, and the dropped ones), as JSON Schema character classes.
+REFUSED = "".join(
+    _class_char(first) if first == last else f"{_class_char(first)}-{_class_char(last)}"
+    for first, last in REFUSED_RANGES
+)
 SPACE = (
     r"\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f"
-    r"\u205f\u3000"
+    r"\u205f\u3000" + "".join(_class_char(ord(char)) for char in DROPPED)
 )
 
 
 def text_pattern(forbidden: str = "") -> str:
-    """No control character (nor any of ``forbidden``), and at least one that is not a space."""
-    others = CONTROL + forbidden
+    """No refused character (nor any of ``forbidden``), and at least one that is not a space."""
+    others = REFUSED + forbidden
     return f"^[^{others}]*[^{others}{SPACE}][^{others}]*$"
+
+
+def any_text_pattern() -> str:
+    """No refused character; empty or blank allowed."""
+    return f"^[^{REFUSED}]*$"
 
 
 # Path parameters as the URL patterns match them: <slug:…> and <int:…>.
@@ -152,6 +168,21 @@ class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
             "minLength": 1,
             "maxLength": field.limit(),
             "pattern": text_pattern(field.forbidden),
+        }
+        if field.help_text:
+            schema["description"] = str(field.help_text)
+        return schema
+
+
+class CleanMultilineTextFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "annotations.api.serializers.CleanMultilineTextField"
+
+    def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
+        field = self.target
+        schema: dict[str, Any] = {
+            "type": "string",
+            "maxLength": field.text_max_length,
+            "pattern": any_text_pattern() if field.allow_blank else text_pattern(),
         }
         if field.help_text:
             schema["description"] = str(field.help_text)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotations.csv_cells import spreadsheet_text
-from models_app.siamese.text import TextError, clean_text
+from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"
@@ -114,13 +114,11 @@ def _clean(value: str | None, what: str, max_length: int) -> str:
 
 
 def _description(value: str | None) -> str:
-    """Descriptions are long prose: newlines and tabs allowed, other control characters not."""
-    value = (value or "").strip()
-    if any((ord(ch) < 32 and ch not in "\t\n\r") or ord(ch) == 127 for ch in value):
-        raise TextError("description contains control characters")
-    if len(value) > MAX_DESCRIPTION_LENGTH:
-        raise TextError(f"description is longer than {MAX_DESCRIPTION_LENGTH} characters")
-    return value
+    """Descriptions are long prose: line breaks and tabs kept (``clean_multiline_text``)."""
+    try:
+        return clean_multiline_text(value or "", max_length=MAX_DESCRIPTION_LENGTH)
+    except TextError as exc:
+        raise TextError(f"description {exc}") from None
 
 
 def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:

@@ -51,6 +51,7 @@ from models_app.bulk_files import (
 )
 from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
+from models_app.siamese.text import TextError, clean_text
 from worker.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
@@ -147,6 +148,10 @@ def bulk_job_create(
         )
     # A text file has one column; a column named for it (left over from a CSV) is ignored.
     column = (column.strip() if fmt == BulkJob.Format.CSV else "") or TEXT_COLUMN
+    try:
+        column = clean_text(column, max_length=BulkJob._meta.get_field("column").max_length)
+    except TextError as exc:
+        raise BulkFileError(f"the column's name {exc}") from None
     folder = Path("bulk") / uuid.uuid4().hex
     target = artifact_path(str(folder))
     target.mkdir(parents=True)

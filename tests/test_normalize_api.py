@@ -63,7 +63,7 @@ def test_session_authentication_works_too(client, curator, tiny_taxonomy):
         ({"texts": [None]}, "texts", "This field may not be null."),
         ({"texts": ["x" * 201]}, "texts", "longer than 200 characters"),
         ({"texts": ["tab\tok", "nul\x00"]}, "texts", "control characters"),
-        ({"texts": ["admin\u202egnp.exe"]}, "texts", "bidirectional override"),
+        ({"texts": ["admin\u202egnp.exe"]}, "texts", "bidirectional controls"),
         ({"texts": [7]}, "texts", "must be a string"),
         ({"texts": ["nurse"], "k": 0}, "k", "greater than or equal to 1"),
         ({"texts": ["nurse"], "k": 51}, "k", "at most 50"),

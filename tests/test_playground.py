@@ -110,7 +110,7 @@ def test_k_chooses_how_many_groups_are_shown_from_1_to_10(client, curator, tiny_
         ("Java\x00Dev", "text: contains control characters"),
         # A page decodes bytes that are not UTF-8 as U+FFFD: refused, as the API refuses them.
         ("Caf\ufffd Manager", "text: contains U+FFFD"),
-        ("\u2066Nurse\u2069", "text: contains bidirectional override or isolate characters"),
+        ("\u2066Nurse\u2069", "text: contains bidirectional controls"),
     ],
 )
 def test_bad_text_gets_a_clear_message_and_a_400(client, curator, tiny_taxonomy, text, message):

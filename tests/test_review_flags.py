@@ -52,8 +52,10 @@ def test_a_flag_is_stored_with_its_audit_event_and_leaves_the_item_alone(curator
     [
         ("bogus", "", "kind", "unknown kind 'bogus'"),
         ("comment", "   ", "comment", "write the comment"),
-        ("unsure", "x" * 1001, "comment", "at most 1000 characters"),
+        ("unsure", "x" * 1001, "comment", "longer than 1,000 characters"),
         ("unsure", "bad\x00byte", "comment", "control characters"),
+        ("unsure", "see \u202egnp.exe", "comment", "bidirectional controls"),
+        ("unsure", "a\u2067b\u2069", "comment", "bidirectional controls"),
     ],
 )
 def test_a_bad_flag_is_refused_naming_the_field(curator, item, kind, comment, field, message):

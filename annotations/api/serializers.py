@@ -30,7 +30,7 @@ from annotations.selectors import (
     QueueFilters,
     review_card_groups,
 )
-from models_app.siamese.text import TextError, clean_text
+from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 
 
 class CleanTextField(serializers.CharField):
@@ -69,6 +69,23 @@ class CleanTextField(serializers.CharField):
                 raise serializers.ValidationError(f"may not contain {char!r}")
         try:
             return clean_text(data, max_length=limit)
+        except TextError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class CleanMultilineTextField(serializers.CharField):
+    """A text of several lines (a comment), held to the same text rule as every other
+    (``clean_multiline_text``): the refused characters named, line breaks and tabs kept."""
+
+    def __init__(self, *, max_length: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text_max_length = max_length
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string")
+        try:
+            return clean_multiline_text(data, max_length=self.text_max_length)
         except TextError as exc:
             raise serializers.ValidationError(str(exc)) from None
 

@@ -3,18 +3,12 @@ settle them. A flag is not a verdict: the item, its lease and the queue are left
 
 from __future__ import annotations
 
-import re
-
 from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import ReviewFlag, ReviewItem
 from annotations.services.audit import audit_record
-
-# Line breaks and tabs are a comment's own; other control characters (NUL above all, which
-# PostgreSQL can't store) are refused.
-CONTROL_PATTERN = r"[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]"
-CONTROL_CHARACTERS = re.compile(CONTROL_PATTERN)
+from models_app.siamese.text import TextError, clean_multiline_text
 
 
 class FlagError(ValueError):
@@ -29,20 +23,17 @@ class FlagError(ValueError):
 def review_flag_create(
     *, review_item: ReviewItem, user, kind: str, comment: str = ""
 ) -> ReviewFlag:
-    """Flag ``review_item`` for the admins. A comment is optional, except on a bare comment."""
-    comment = comment.strip()
+    """Flag ``review_item`` for the admins. A comment is optional, except on a bare comment;
+    it holds what any text may (``clean_multiline_text``), line breaks and tabs included."""
     if kind not in ReviewFlag.Kind.values:
         choices = ", ".join(ReviewFlag.Kind.values)
         raise FlagError("kind", f"unknown kind {kind!r}: one of {choices}")
+    try:
+        comment = clean_multiline_text(comment, max_length=ReviewFlag.COMMENT_MAX_LENGTH)
+    except TextError as exc:
+        raise FlagError("comment", str(exc)) from None
     if kind == ReviewFlag.Kind.COMMENT and not comment:
         raise FlagError("comment", "write the comment")
-    if CONTROL_CHARACTERS.search(comment):
-        raise FlagError("comment", "may not hold control characters")
-    if len(comment) > ReviewFlag.COMMENT_MAX_LENGTH:
-        raise FlagError(
-            "comment",
-            f"at most {ReviewFlag.COMMENT_MAX_LENGTH} characters (got {len(comment)})",
-        )
     flag = ReviewFlag.objects.create(review_item=review_item, user=user, kind=kind, comment=comment)
     audit_record(
         actor=user,

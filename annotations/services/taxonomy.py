@@ -13,7 +13,7 @@ from django.db import transaction
 from annotations.importers import ImportFileError, RowError, parse_taxonomy
 from annotations.models import Group, GroupRelation, Member, Taxonomy
 from annotations.services.audit import audit_record
-from models_app.siamese.text import comparison_key
+from models_app.siamese.text import TextError, clean_text, comparison_key
 
 _BATCH = 2000
 
@@ -74,6 +74,13 @@ def taxonomy_import(
         raise ImportFileError(
             f"taxonomy slug {slug!r} may hold only letters, digits, '-' and '_'"
         ) from None
+    if name is not None and name.strip():
+        try:
+            name = clean_text(name, max_length=Taxonomy._meta.get_field("name").max_length)
+        except TextError as exc:
+            raise ImportFileError(f"taxonomy name {exc}") from None
+    else:
+        name = None
     parsed = parse_taxonomy(path, fmt, max_text_length=settings.SIAMWEB_MAX_TEXT_LENGTH)
     if parsed.errors and not skip_bad_rows:
         raise ImportRejected(parsed.errors, parsed.rows_read)

@@ -67,8 +67,8 @@ def test_guidelines_over_the_limit_are_refused_and_what_was_typed_is_kept(
     assert response.status_code == 400
     page = response.content.decode()
     assert (
-        f"guidelines are {GUIDELINES_MAX_CHARS + 1:,} characters; at most "
-        f"{GUIDELINES_MAX_CHARS:,} are kept (nothing was saved)" in page
+        f"the guidelines text is longer than {GUIDELINES_MAX_CHARS:,} characters "
+        f"({GUIDELINES_MAX_CHARS + 1:,}); nothing was saved" in page
     )
     assert typed in page  # back in the form, not lost
     assert Taxonomy.objects.get(slug="jobs").guidelines == "Be careful."
@@ -82,7 +82,12 @@ def test_curators_cannot_write_guidelines(client, curator, tiny_taxonomy):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [(None, "guidelines must be text"), ("a\x00b", "guidelines contain a NUL character")],
+    [
+        (None, "the guidelines text must be a string"),
+        ("a\x00b", "the guidelines text contains control characters"),
+        # One text rule for every field: a direction override is refused here too.
+        ("Pick \u202egnp.exe", "the guidelines text contains bidirectional controls"),
+    ],
 )
 def test_the_service_refuses_what_is_not_text(tiny_taxonomy, admin_user, text, message):
     with pytest.raises(TaxonomyEditError, match=message):

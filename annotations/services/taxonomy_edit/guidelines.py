@@ -7,6 +7,7 @@ from django.db import transaction
 from annotations.models import Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
+from models_app.siamese.text import TextError, clean_multiline_text
 
 GUIDELINES_MAX_CHARS = 20_000
 
@@ -14,17 +15,11 @@ GUIDELINES_MAX_CHARS = 20_000
 def taxonomy_guidelines_update(*, taxonomy: Taxonomy, text: object, user) -> Taxonomy:
     """Replace the guidelines (an empty text removes them). Markdown is stored as written; it is
     rendered without raw HTML wherever it is shown (``annotations.markdown``)."""
-    if not isinstance(text, str):
-        raise TaxonomyEditError("guidelines", "guidelines must be text")
-    if "\x00" in text:
-        raise TaxonomyEditError("guidelines", "guidelines contain a NUL character")
-    text = text.replace("\r\n", "\n").strip()
-    if len(text) > GUIDELINES_MAX_CHARS:
-        raise TaxonomyEditError(
-            "guidelines",
-            f"guidelines are {len(text):,} characters; at most {GUIDELINES_MAX_CHARS:,} are kept "
-            "(nothing was saved)",
-        )
+    try:
+        text = clean_multiline_text(text, max_length=GUIDELINES_MAX_CHARS)
+    except TextError as exc:
+        message = f"the guidelines text {exc}; nothing was saved"
+        raise TaxonomyEditError("guidelines", message) from None
     with transaction.atomic():
         locked = Taxonomy.objects.select_for_update().get(id=taxonomy.id)
         if locked.guidelines == text:
