@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,11 +33,9 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.text_match import name_relevance, nearest
-from models_app.serving.engines import NoLiveModel
-from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.text import TextError, clean_text, comparison_key
+from annotations.text_match import nearest
+from models_app.serving.group_search import taxonomy_groups_for_query
+from models_app.siamese.text import TextError, clean_text
 from siamweb.plain_sql import ModelColumns
 
 _TAXONOMY = ModelColumns(Taxonomy, "t")
@@ -314,55 +311,15 @@ def recent_judgements(*, user, limit: int = 10) -> QuerySet[Judgement]:
     )
 
 
-def group_search(
-    *,
-    taxonomy: Taxonomy,
-    query: str,
-    limit: int = 10,
-    exclude: Collection[int] = (),
-    scores: Mapping[int, float] | None = None,
-) -> list[Group]:
-    """Groups whose name or code contains every word of ``query``, most relevant first (see
-    ``text_match.name_relevance``); ties go to the model's score for the input (``scores``, by
-    group id, where the card has one), then to the shorter name. ``exclude``: group ids never
-    offered (those already rejected for the input)."""
-    words = query.split()
-    if not words:
-        return []
-    groups = Group.objects.filter(taxonomy=taxonomy).exclude(id__in=list(exclude))
-    for word in words[:6]:
-        groups = groups.filter(Q(name__icontains=word) | Q(code__istartswith=word))
-    # A common word matches hundreds of groups: the names starting with the query come first
-    # among the candidates, so the best of them are never cut off.
-    starts = Case(When(name__istartswith=query.strip(), then=Value(0)), default=Value(1))
-    candidates = groups.order_by(starts, Length("name"), "name")[:500]
-    scores = scores or {}
-
-    def rank(group: Group) -> tuple:
-        score = scores.get(group.id)
-        return (
-            name_relevance(group.name, group.code, query),
-            score is None,
-            -(score or 0.0),
-            len(group.name),
-            group.name,
-        )
-
-    return sorted(candidates, key=rank)[:limit]
-
-
 @dataclass(frozen=True)
 class GroupFound:
     group: Group
-    why: str  # "name", a member's text that holds the query, or "similar"
+    why: str  # "name" (its name or code), a member's text that holds the query, or "similar"
 
 
-# When neither a name nor a member title holds the query (a synonym, a misspelling), the
-# groups the ranker finds likely for the query itself are offered: this many at most, each at
-# least this likely (a raw similarity says too little on its own: before the ranker is fitted
-# none are offered).
+# Of the groups a reassign search offers, this many at most are the encoder's nearest for the
+# query that no word found: a synonym or a misspelling is always answered beside the words.
 SIMILAR_OFFERED = 3
-SIMILAR_AT_LEAST = 0.5
 
 
 def reassign_group_search(
@@ -373,56 +330,42 @@ def reassign_group_search(
     scores: Mapping[int, float] | None = None,
     limit: int = 10,
 ) -> list[GroupFound]:
-    """The groups a curator reassigning an input may mean by ``query``: first those whose name
-    or code holds it (``group_search``'s order); then those with a member title holding its
-    words, each at the start of a word ("RN" finds Registered Nurses by its member "RN";
-    "python" Software Developers by "Python Developer"), the model's score for the input
-    (``scores``) first; and when neither finds any, the groups the ranker finds likely for the
-    query itself."""
+    """The groups a curator reassigning an input may mean by ``query``, best first, by code,
+    name, member titles (an abbreviation: "RN" finds Registered Nurses by its titles "ER RN",
+    "Dialysis RN") and meaning (``group_search.taxonomy_groups_for_query``); ``scores``, the
+    model's for the input, orders groups the words find equally well. A group found by a title
+    names its shortest title holding the words."""
     try:
         query = clean_text(query, max_length=200)
     except TextError:
         return []
-    found = [
-        GroupFound(group, "name")
-        for group in group_search(
-            taxonomy=taxonomy, query=query, limit=limit, exclude=exclude, scores=scores
+    matches = taxonomy_groups_for_query(
+        taxonomy, query, limit=limit, meaning=SIMILAR_OFFERED, exclude=exclude, prefer=scores
+    )
+    groups = Group.objects.in_bulk([match.group_id for match in matches])
+    # The titles named are read now: one moved or removed since the index was built is not shown.
+    titles: dict[int, str] = {}
+    for group_id, text in (
+        Member.objects.filter(
+            id__in=[m for match in matches if match.how == "member" for m in match.member_ids]
         )
-    ]
-    seen = {hit.group.id for hit in found} | set(exclude)
-    words = [re.escape(word) for word in comparison_key(query).split()[:6] if len(word) >= 2]
-    if words and len(found) < limit:
-        members = Member.objects.filter(taxonomy=taxonomy).exclude(group_id__in=list(seen))
-        for word in words:
-            # At the start of a word of the title: a word being typed matches, a piece of
-            # another word ("rn" in "journeyman") does not.
-            members = members.filter(normalized_text__regex=rf"(^|[^a-z0-9]){word}")
-        by_group: dict[int, Member] = {}
-        for member in members.select_related("group").order_by(Length("text"), "id")[:500]:
-            by_group.setdefault(member.group_id, member)
-        scores = scores or {}
-        ordered = sorted(
-            by_group.values(),
-            key=lambda m: (m.group_id not in scores, -scores.get(m.group_id, 0.0), len(m.text)),
-        )
-        found += [GroupFound(m.group, m.text) for m in ordered[: limit - len(found)]]
-    if found:
-        return found
-    try:
-        (answer,) = rank_taxonomy_groups(taxonomy, [query], k=SIMILAR_OFFERED + len(seen))
-    except (NoLiveModel, ArtifactError):
-        return []
-    near = [
-        g
-        for g in answer.groups
-        if g.group_id not in seen and (g.probability or 0.0) >= SIMILAR_AT_LEAST
-    ]
-    groups = Group.objects.in_bulk([g.group_id for g in near])
-    return [
-        GroupFound(groups[g.group_id], "similar")
-        for g in near[:SIMILAR_OFFERED]
-        if g.group_id in groups
-    ]
+        .order_by(Length("text"), "id")
+        .values_list("group_id", "text")
+    ):
+        titles.setdefault(group_id, text)
+    found = []
+    for match in matches:
+        group = groups.get(match.group_id)
+        if group is None:  # deleted since the groups were read
+            continue
+        if match.how == "meaning":
+            why = "similar"
+        elif match.how == "member":
+            why = titles.get(group.id, "name")
+        else:
+            why = "name"
+        found.append(GroupFound(group, why))
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """How an input's words meet a member string or a group name: the highlighted evidence on the
-review card, the nearest members beside it, and the type-ahead's ranking. Plain strings in,
-plain values out: the templates escape whatever they show."""
+review card, the nearest members beside it, and the folded words the reassign search matches.
+Plain strings in, plain values out: the templates escape whatever they show."""
 
 from __future__ import annotations
 
@@ -10,17 +10,26 @@ import unicodedata
 _WORD = re.compile(r"\w+")
 
 
-def _fold(word: str) -> str:
-    """A word as compared: case and accents folded, a plural "s" dropped ("Nurses" = "nurse")."""
+def plain_word(word: str) -> str:
+    """A word with its case and accents folded: what a word typed so far is a prefix of."""
     decomposed = unicodedata.normalize("NFKD", word.casefold())
-    folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def fold_word(word: str) -> str:
+    """A word as compared: case and accents folded, a plural "s" dropped ("Nurses" = "nurse")."""
+    folded = plain_word(word)
     if len(folded) > 3 and folded.endswith("s") and not folded.endswith("ss"):
         folded = folded[:-1]
     return folded
 
 
 def words(text: str) -> set[str]:
-    return {_fold(word) for word in _WORD.findall(text)}
+    return {fold_word(word) for word in _WORD.findall(text)}
+
+
+def plain_words(text: str) -> set[str]:
+    return {plain_word(word) for word in _WORD.findall(text)}
 
 
 def matched_parts(text: str, words_of_input: set[str]) -> list[tuple[str, bool]]:
@@ -32,7 +41,7 @@ def matched_parts(text: str, words_of_input: set[str]) -> list[tuple[str, bool]]
     parts: list[tuple[str, bool]] = []
     position = 0
     for word in _WORD.finditer(text):
-        if _fold(word.group()) not in words_of_input:
+        if fold_word(word.group()) not in words_of_input:
             continue
         if word.start() > position:
             parts.append((text[position : word.start()], False))
@@ -44,7 +53,7 @@ def matched_parts(text: str, words_of_input: set[str]) -> list[tuple[str, bool]]
 
 
 def _trigrams(text: str) -> set[str]:
-    padded = f"  {' '.join(_fold(word) for word in _WORD.findall(text))} "
+    padded = f"  {' '.join(fold_word(word) for word in _WORD.findall(text))} "
     return {padded[i : i + 3] for i in range(len(padded) - 2)}
 
 
@@ -63,22 +72,3 @@ def nearest(text: str, candidates: list[str], n: int) -> list[str]:
     """The ``n`` candidates most similar to ``text``; equally near ones keep their order."""
     wanted = _trigrams(text)
     return sorted(candidates, key=lambda c: -_dice(wanted, _trigrams(c)))[:n]
-
-
-def name_relevance(name: str, code: str, query: str) -> int:
-    """How well a group answers a type-ahead query, 0 best: the exact name or code; the code
-    starting with the query, or every word of the query a whole word of the name, wherever it
-    stands ("nurse" in "Nurse Midwives" and in "Registered Nurses" alike: between those the
-    model's score for the input decides, so the likely group comes first); the name starting
-    with the query mid-word (a word still being typed, or "Nursery" for "nurse"); the query
-    anywhere else in the name."""
-    folded_query = " ".join(query.casefold().split())
-    folded_name = " ".join(name.casefold().split())
-    folded_code = code.casefold()
-    if folded_name == folded_query or folded_code == folded_query:
-        return 0
-    if folded_code.startswith(folded_query) or words(query) <= words(name):
-        return 1
-    if folded_name.startswith(folded_query):
-        return 2
-    return 3

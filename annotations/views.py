@@ -24,7 +24,6 @@ from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors import (
     QueueFilters,
     group_descriptions,
-    group_search,
     judgements_today_count,
     reassign_group_search,
     recent_judgements,
@@ -287,9 +286,10 @@ def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse
     )
     # Search words only: control characters (NUL included) can't be in a group name anyway.
     query = "".join(ch for ch in request.GET.get("q", "")[:100] if ch.isprintable())
+    scores = {g["group_id"]: g["score"] for g in item.prediction.ranked_groups}
     if request.GET.get("purpose") == "resolve":
         # An admin settling a conflict may choose any group, one rejected before included.
-        groups = group_search(taxonomy=item.taxonomy, query=query)
+        found = reassign_group_search(taxonomy=item.taxonomy, query=query, scores=scores)
         action, verdict = reverse("review-conflict-resolve", args=[item.id]), ""
         target = "#conflicts-panel"
     else:
@@ -298,15 +298,15 @@ def review_item_group_search(request: HttpRequest, item_id: int) -> HttpResponse
             taxonomy=item.taxonomy,
             query=query,
             exclude=rejected_groups_for(item, user=request.user),
-            scores={g["group_id"]: g["score"] for g in item.prediction.ranked_groups},
+            scores=scores,
         )
-        groups = [hit.group for hit in found]
-        for hit in found:
-            hit.group.why = hit.why
         filters_form = ReviewFiltersForm(request.GET)
         filters_query = filters_form.query_string() if filters_form.is_valid() else ""
         action = with_query(reverse("review-item-judge", args=[item.id]), filters_query)
         verdict, target = "reassign", "#review-panel"
+    groups = [hit.group for hit in found]
+    for hit in found:
+        hit.group.why = hit.why
     for group in groups:
         # One key per button: a retried pick replays, a different pick is a new verdict.
         group.idempotency_key = uuid.uuid4().hex

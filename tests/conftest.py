@@ -15,6 +15,7 @@ from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import training_run_request
 from models_app.serving.engines import forget_loaded_engines
+from models_app.serving.group_search import forget_group_search
 from models_app.serving.groups import forget_group_facts
 from models_app.serving.rankers import forget_loaded_rankers
 from models_app.serving.reads import forget_verdict_states
@@ -46,6 +47,7 @@ def forget_serving() -> None:
     forget_loaded_engines()
     forget_loaded_rankers()
     forget_group_facts()
+    forget_group_search()
     forget_verdict_states()
 
 

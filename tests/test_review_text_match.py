@@ -1,10 +1,8 @@
-"""The card's word marking, its nearest members and the type-ahead's ranking."""
+"""The card's word marking, its nearest members and the words the search matches."""
 
 from __future__ import annotations
 
-from annotations.models import Group
-from annotations.selectors import group_search
-from annotations.text_match import matched_parts, name_relevance, nearest, similarity, words
+from annotations.text_match import matched_parts, nearest, plain_words, similarity, words
 
 
 def test_marked_parts_give_the_text_back_and_mark_the_inputs_words():
@@ -15,41 +13,14 @@ def test_marked_parts_give_the_text_back_and_mark_the_inputs_words():
 
 def test_words_fold_case_accents_and_a_plural_s():
     assert words("Café Nurses, glass") == {"cafe", "nurse", "glass"}
+    # As a word being typed is matched: "nurses" is the start of no "nursery".
+    assert plain_words("Café Nurses, glass") == {"cafe", "nurses", "glass"}
 
 
 def test_nearer_strings_are_more_similar():
     assert similarity("staff nurse", "Staff Nurse") == 1.0
     assert similarity("staff nurse", "Charge Nurse") > similarity("staff nurse", "Tax Accountant")
     assert similarity("", "anything") == 0.0
-
-
-def test_relevance_orders_exact_whole_word_mid_word_then_substring():
-    ranks = {
-        name: name_relevance(name, "00-0000", "nurse")
-        for name in ["Nurse", "Nurse Midwives", "Registered Nurses", "Nursery Workers"]
-    }
-    # A whole word first or last is one tier: the model's score for the input orders them.
-    assert ranks == {
-        "Nurse": 0,
-        "Nurse Midwives": 1,
-        "Registered Nurses": 1,
-        "Nursery Workers": 2,
-    }
-    assert name_relevance("Agronurse Aides", "00-0000", "nurse") == 3
-    assert name_relevance("Anything", "29-1141", "29-1141") == 0
-    assert name_relevance("Anything", "29-1141", "29-11") == 1
-
-
-def test_group_search_leaves_out_excluded_groups_and_breaks_ties_by_score(tiny_taxonomy):
-    acute = Group.objects.create(
-        taxonomy=tiny_taxonomy, code="29-1141.01", name="Acute Care Nurses"
-    )
-    registered = tiny_taxonomy.groups.get(code="29-1141")
-    found = group_search(taxonomy=tiny_taxonomy, query="nurses")
-    assert found == [acute, registered]  # no scores: the same length, then by name
-    scored = group_search(taxonomy=tiny_taxonomy, query="nurses", scores={registered.id: 0.4})
-    assert scored == [registered, acute]
-    assert group_search(taxonomy=tiny_taxonomy, query="nurses", exclude={registered.id}) == [acute]
 
 
 def test_nearest_keeps_the_closest_and_the_given_order_among_equals():

@@ -35,7 +35,7 @@ def _member_count() -> Coalesce:
 
 def groups_queryset(taxonomy: Taxonomy, query: str = "") -> QuerySet[Group]:
     """The taxonomy's groups by code; with ``query`` those whose name or code has every word
-    (as ``group_search`` matches them), shortest names first."""
+    (a name holding it, or a code starting with it), shortest names first."""
     groups = Group.objects.filter(taxonomy=taxonomy).select_related("taxonomy")
     words = query.split()
     if not words:
