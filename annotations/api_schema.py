@@ -71,8 +71,8 @@ ERROR_DESCRIPTIONS = {
     "406": "The Accept header asks for something other than JSON",
     "409": 'The state does not allow it: `{"<field>": ["why"]}`',
     "415": "The body is not JSON (nor a form)",
-    "429": "Too many invalid tokens from this address (SIAMWEB_BAD_TOKEN_RATE): every token "
-    "request from it is refused until Retry-After seconds have passed",
+    "429": "Too many invalid tokens from this address (SIAMWEB_BAD_TOKEN_RATE): its invalid "
+    "tokens are refused until Retry-After seconds have passed (a valid one is served)",
     "503": "The database is busy or unavailable; nothing was stored. Retry after Retry-After "
     "seconds",
 }

@@ -234,8 +234,8 @@ SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 # behind nginx, docs/deploying.md); 0 reads the connection's own address. The login lockout and
 # the API's throttles both count per client address read this way.
 SIAMWEB_PROXY_COUNT = env_int("SIAMWEB_PROXY_COUNT", default=0, minimum=0)
-# Invalid API tokens one client address may send (siamweb.authentication); past it, every token
-# request from that address is a 429 until the window has passed. Valid tokens are never counted.
+# Invalid API tokens one client address may send (siamweb.authentication); past it, its invalid
+# tokens are answered 429 until the window has passed. A valid token is never counted nor held up.
 SIAMWEB_BAD_TOKEN_RATE = env_rate("SIAMWEB_BAD_TOKEN_RATE", default="20/min")
 # Calls a user makes to their own token's endpoints (/api/v1/account/token…).
 SIAMWEB_TOKEN_API_RATE = env_rate("SIAMWEB_TOKEN_API_RATE", default="30/hour")
