@@ -1,10 +1,11 @@
-"""A user's own account: the API token scripts call the API with, and the page a sign-in
-locked out by too many failures answers."""
+"""A user's own account: the sign-in page, the API token scripts call the API with, and the page a
+sign-in locked out by too many failures answers."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -13,6 +14,17 @@ from django.views.decorators.http import require_http_methods
 
 from annotations.selectors_accounts import api_token_of
 from annotations.services.accounts import api_token_revoke, api_token_rotate
+from siamweb.sign_in import remember_sign_in
+
+
+class SignInView(auth_views.LoginView):
+    """Django's sign-in page; a browser that signs in is remembered for that username, so that
+    failures from others sharing its address never lock it out (siamweb.sign_in)."""
+
+    def form_valid(self, form) -> HttpResponse:
+        response = super().form_valid(form)
+        remember_sign_in(self.request, response, form.get_user().get_username())
+        return response
 
 
 @login_required
@@ -51,6 +63,7 @@ def login_locked_out(
         "minutes": round(cool_off.total_seconds() / 60),
         "retry_at": timezone.now() + cool_off,
         "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "address_failure_limit": settings.SIAMWEB_LOGIN_ADDRESS_FAILURE_LIMIT,
     }
     response = render(request, "registration/locked_out.html", context, status=429)
     response["Retry-After"] = str(int(cool_off.total_seconds()))

@@ -167,13 +167,20 @@ LOGOUT_REDIRECT_URL = "login"
 # Sign-ins (this site's and the admin's) are counted by django-axes in the database: after
 # SIAMWEB_LOGIN_FAILURE_LIMIT failures for one username from one address, that pair is refused
 # for SIAMWEB_LOGIN_LOCKOUT_MINUTES after its last attempt (an admin unlocks it sooner by
-# deleting its access attempt in the Django admin, or `manage.py axes_reset_username`).
+# deleting its access attempt in the Django admin, or `manage.py axes_reset_username`); after
+# SIAMWEB_LOGIN_ADDRESS_FAILURE_LIMIT failures from one address, whatever the usernames, the
+# address is. A browser that signed in as the username before keeps its own count instead
+# (siamweb.sign_in), so a stranger on a shared address cannot lock a user out of it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 SIAMWEB_LOGIN_FAILURE_LIMIT = env_int("SIAMWEB_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
 SIAMWEB_LOGIN_LOCKOUT_MINUTES = env_int("SIAMWEB_LOGIN_LOCKOUT_MINUTES", default=15, minimum=1)
+SIAMWEB_LOGIN_ADDRESS_FAILURE_LIMIT = env_int(
+    "SIAMWEB_LOGIN_ADDRESS_FAILURE_LIMIT", default=10, minimum=1
+)
+AXES_HANDLER = "siamweb.sign_in.SignInLimits"
 AXES_FAILURE_LIMIT = SIAMWEB_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=SIAMWEB_LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -13,7 +13,7 @@ urlpatterns = [
     path("healthz", views_site.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page says: point them at the icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", views_account.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/token/", views_account.api_token, name="api-token"),
     path("", include("annotations.urls")),

@@ -46,7 +46,8 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"annotations\.(selectors_taxonomy|selectors_accounts|importers|csv_cells|markdown)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy|taxonomy_upload)", "rows"),
     (
-        r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids)",
+        r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids"
+        r"|sign_in)",
         "rows",
     ),
     (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers
