@@ -192,12 +192,22 @@ class ReviewItem(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Curators disagreed on this input: an admin decides.
     conflict = models.BooleanField(default=False)
+    # Whose send queued the item (an API call, an upload, the playground, a bulk job): one user
+    # may have at most SIAMWEB_REVIEW_PENDING_PER_USER open. None: the system's own.
+    queued_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-priority", "id"]
         indexes = [
+            models.Index(
+                fields=["queued_by"],
+                condition=Q(status__in=["pending", "awaiting_group"]),
+                name="review_open_by_sender",
+            ),
             models.Index(
                 fields=["taxonomy", "status", "-priority", "id"], name="review_queue_order"
             ),

@@ -30,6 +30,7 @@ from annotations.services.inputs_upload import (
     upload_max_bytes,
     upload_max_rows,
 )
+from annotations.services.review.inputs import ReviewQueueFull
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import VerdictError
 from models_app.serving.engines import NoLiveModel
@@ -73,6 +74,8 @@ def inputs_upload_page(request: HttpRequest) -> HttpResponse:
         error, status = f"file: {exc}", 400
     except NoLiveModel as exc:
         error, status = f"taxonomy: {exc}; nothing was stored", 409
+    except ReviewQueueFull as exc:
+        error, status = f"file: {exc}", 409
     except ArtifactError as exc:
         error = f"taxonomy: the live model cannot be loaded ({exc}); nothing was stored"
         status = 503
@@ -178,6 +181,8 @@ def playground_send(request: HttpRequest) -> HttpResponse:
             context["taxonomy"] = taxonomy
         except NoLiveModel as exc:
             context["send_error"], status = f"taxonomy: {exc}; nothing was stored", 409
+        except ReviewQueueFull as exc:
+            context["send_error"], status = f"text: {exc}", 409
         except ArtifactError as exc:
             context["send_error"] = f"taxonomy: the live model cannot be loaded ({exc})"
             status = 503

@@ -63,7 +63,9 @@ class BulkJobSerializer(serializers.Serializer):
     review_margin_below = serializers.FloatField(allow_null=True)
     rows_queued = serializers.IntegerField(help_text="Rows sent to the review queue")
     rows_not_queued = serializers.IntegerField(
-        help_text="Rows that qualified for review past SIAMWEB_BULK_REVIEW_MAX_ROWS, not sent"
+        help_text="Rows that qualified for review but were not sent: past "
+        "SIAMWEB_BULK_REVIEW_MAX_ROWS for the job, or past SIAMWEB_REVIEW_PENDING_PER_USER items "
+        "waiting from its requester's sends"
     )
     cancel_requested = serializers.BooleanField(
         help_text="A cancel was asked: a running job stops after the chunk it is on"

@@ -47,7 +47,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import Input
-from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.inputs import inputs_submit, pending_review_room
 from models_app.bulk import (
     bulk_chunks_enqueue,
     bulk_chunks_requeue_stale,
@@ -488,8 +488,11 @@ def _count(
                 )
             )
         if counts:
-            # The queue takes a bounded number of rows from one job; the rest are counted.
+            # The queue takes a bounded number of rows from one job, and from one user's sends
+            # together; the rest are counted.
             room = max(settings.SIAMWEB_BULK_REVIEW_MAX_ROWS - current.rows_queued, 0)
+            if written.review and room and job.requested_by_id is not None:
+                room = min(room, pending_review_room(user=job.requested_by))
             review = written.review[:room]
             current.rows_queued += len(review)
             current.rows_not_queued += len(written.review) - len(review)
@@ -512,7 +515,12 @@ def _count(
             # Rows go for review once, and only while the job runs (not after it was cancelled
             # or deleted: an upload may hold private data).
             if review:
-                inputs_submit(taxonomy=job.taxonomy, texts=review, source=Input.Source.UPLOAD)
+                inputs_submit(
+                    taxonomy=job.taxonomy,
+                    texts=review,
+                    source=Input.Source.UPLOAD,
+                    queued_by=job.requested_by,
+                )
             last = current.chunks_done == current.chunks_total
             if last and enqueue:
                 bulk_job_finish_enqueue(job_id=job.id)

@@ -57,6 +57,7 @@ def _job_context(request: HttpRequest, job: BulkJob, error: str = "") -> dict:
         "polling": job.active,
         "poll_seconds": POLL_SECONDS,
         "review_max_rows": settings.SIAMWEB_BULK_REVIEW_MAX_ROWS,
+        "review_pending_per_user": settings.SIAMWEB_REVIEW_PENDING_PER_USER,
         "downloads": job.status == BulkJob.Status.SUCCEEDED,
         # A running job whose worker died: retried by hand, or by beat's next check.
         "worker_lost": duration_text((timezone.now() - job.heartbeat_at).total_seconds())

@@ -311,6 +311,11 @@ SIAMWEB_BULK_CHUNK_ROWS = env_int("SIAMWEB_BULK_CHUNK_ROWS", default=2000, minim
 # At most this many rows of one bulk job go to the review queue (a 1 GiB file could queue
 # millions); the rest that qualified are counted on the job.
 SIAMWEB_BULK_REVIEW_MAX_ROWS = env_int("SIAMWEB_BULK_REVIEW_MAX_ROWS", default=2000, minimum=0)
+# Review items one user's sends (API, uploads, the playground, bulk jobs) may have waiting at
+# once: a send past it is refused saying so, a bulk job's rows past it are counted, not queued.
+SIAMWEB_REVIEW_PENDING_PER_USER = env_int(
+    "SIAMWEB_REVIEW_PENDING_PER_USER", default=2000, minimum=0
+)
 # A running bulk job silent this long has lost its worker: another delivery may take it over.
 SIAMWEB_BULK_STALE_SECONDS = env_int("SIAMWEB_BULK_STALE_SECONDS", default=120, minimum=1)
 # A finished bulk job, its upload and its results are deleted this many days after it ended: an

@@ -19,6 +19,7 @@ from annotations.api.base import (
     InputSourceField,
     JsonApi,
     ReviewItemStatusField,
+    field_error,
     filters_of,
     paginated,
     serving_error_response,
@@ -33,7 +34,7 @@ from annotations.api.serializers import (
 from annotations.models import (
     Input,
 )
-from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.inputs import ReviewQueueFull, inputs_submit
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
@@ -134,7 +135,9 @@ class InputListSubmitApi(CuratorApi):
             400: BAD_REQUEST,
             404: NOT_FOUND,
             409: OpenApiResponse(
-                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
+                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`; or the '
+                "caller would have more items waiting for review than one user may "
+                '(SIAMWEB_REVIEW_PENDING_PER_USER): `{"texts": ["how many wait"]}`; nothing stored'
             ),
             503: OpenApiResponse(description="The live model or index cannot be loaded"),
         },
@@ -149,9 +152,12 @@ class InputListSubmitApi(CuratorApi):
                 texts=serializer.validated_data["texts"],
                 source=Input.Source.API,
                 k=serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K),
+                queued_by=request.user,
             )
         except (NoLiveModel, ArtifactError) as exc:
             return serving_error_response(exc, slug)
+        except ReviewQueueFull as exc:
+            return field_error("texts", str(exc), status.HTTP_409_CONFLICT)
         cards = review_item_cards([item.id for item in items])
         return Response(
             self.SubmitOutputSerializer({"results": cards}).data, status=status.HTTP_201_CREATED

@@ -231,7 +231,8 @@ def inputs_upload(
 
     All or nothing: with bad rows and no ``skip_bad_rows`` nothing is stored
     (``UploadRejected``), and without a live model nothing is stored either (``NoLiveModel``
-    from ``inputs_submit``, raised before the first write).
+    from ``inputs_submit``, raised before the first write), nor when ``user`` would have more
+    items waiting than one may (``ReviewQueueFull``).
     """
     if parsed.errors and not skip_bad_rows:
         raise UploadRejected(parsed)
@@ -252,7 +253,10 @@ def inputs_upload(
         chunk = keys[begin : begin + UPLOAD_CHUNK_SIZE]
         known = Input.objects.filter(taxonomy=taxonomy, normalized_text__in=chunk).count()
         inputs_submit(
-            taxonomy=taxonomy, texts=[unique[key] for key in chunk], source=Input.Source.UPLOAD
+            taxonomy=taxonomy,
+            texts=[unique[key] for key in chunk],
+            source=Input.Source.UPLOAD,
+            queued_by=user,
         )
         report.repeated_inputs += known
         report.new_inputs += len(chunk) - known
@@ -272,7 +276,9 @@ class PlaygroundSubmission:
 def input_send_to_review(*, taxonomy: Taxonomy, text: str, user) -> PlaygroundSubmission:
     """Store one playground text as an input and queue it, on a curator's explicit request."""
     known = Input.objects.filter(taxonomy=taxonomy, normalized_text=comparison_key(text)).exists()
-    (item,) = inputs_submit(taxonomy=taxonomy, texts=[text], source=Input.Source.PLAYGROUND)
+    (item,) = inputs_submit(
+        taxonomy=taxonomy, texts=[text], source=Input.Source.PLAYGROUND, queued_by=user
+    )
     audit_record(
         actor=user,
         action="input.submit",

@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Sequence
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -39,6 +40,20 @@ def _priority(normalization: Normalization, occurrences: int, *, changed: bool) 
     )
 
 
+class ReviewQueueFull(ValueError):
+    """More review items than ``SIAMWEB_REVIEW_PENDING_PER_USER`` would wait for one user's
+    sends; the message says how many wait and what to do."""
+
+
+def pending_review_room(*, user) -> int:
+    """How many more items ``user``'s sends may queue for review now: the setting less the
+    items they queued that are still open. Locks the user's row until the transaction ends, so
+    that two sends at once cannot both take the last room."""
+    list(get_user_model().objects.select_for_update().filter(id=user.id).values_list("id"))
+    waiting = ReviewItem.objects.filter(queued_by=user, status__in=ReviewItem.OPEN_STATUSES).count()
+    return max(settings.SIAMWEB_REVIEW_PENDING_PER_USER - waiting, 0)
+
+
 def _reviews_required(normalized_text: str) -> int:
     """Two curators for a fixed, reproducible share of inputs; one for the rest."""
     share = settings.SIAMWEB_DOUBLE_REVIEW_PERCENT
@@ -53,6 +68,7 @@ def inputs_submit(
     source: str,
     k: int = 5,
     count_occurrence: bool = True,
+    queued_by=None,
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review; one
     item per distinct text, in the order given.
@@ -60,6 +76,10 @@ def inputs_submit(
     A text already known counts one more occurrence; its open review item keeps its verdicts
     and takes the new prediction, ranked higher when the new model disagrees with the old.
     A handful of queries per call, not per text: uploads and re-predictions send thousands.
+
+    ``queued_by``, the user whose send this is, may have at most
+    ``SIAMWEB_REVIEW_PENDING_PER_USER`` new items waiting: past it ``ReviewQueueFull`` is raised
+    and nothing is stored. Items a user's send merely updates are not new.
     """
     unique: dict[str, str] = {}
     for text in texts:
@@ -109,6 +129,16 @@ def inputs_submit(
         )
     }
     new_items, updated_items = [], []
+    if queued_by is not None:
+        new = sum(1 for key in predictions if inputs[key].id not in existing)
+        room = pending_review_room(user=queued_by)
+        if new > room:
+            limit = settings.SIAMWEB_REVIEW_PENDING_PER_USER
+            raise ReviewQueueFull(
+                f"{limit - room:,} items you sent are waiting for review and {new:,} more would "
+                f"pass the {limit:,} one user may have waiting (SIAMWEB_REVIEW_PENDING_PER_USER); "
+                "nothing was stored: send them once curators have judged some, or fewer at once"
+            )
     for key, prediction in predictions.items():
         input_row = inputs[key]
         item = existing.get(input_row.id)
@@ -133,6 +163,7 @@ def inputs_submit(
                     top_score=prediction.top_score,
                     priority=priority,
                     reviews_required=_reviews_required(key),
+                    queued_by=queued_by,
                 )
             )
         elif item.status in ReviewItem.OPEN_STATUSES:
