@@ -301,14 +301,96 @@ def recent_batches(*, user, taxonomy: Taxonomy, limit: int = 5) -> list[dict]:
     return list(batches.values())[:limit]
 
 
-def recent_judgements(*, user, limit: int = 10) -> QuerySet[Judgement]:
-    """The curator's latest verdicts that still count: shown beside the card, undoable."""
+def completes_false_match(later: Judgement, earlier: Judgement) -> bool:
+    """Whether ``later`` gave the group (or "none of these") to the input that ``earlier``, a
+    false match by the same curator on the same item, left waiting for it: the two are one
+    correction on the card, listed and taken back together."""
     return (
+        later.previous_status == ReviewItem.Status.AWAITING_GROUP
+        and later.verdict != Judgement.Verdict.SKIP
+        and earlier.verdict == Judgement.Verdict.FALSE_MATCH
+        and earlier.review_item_id == later.review_item_id
+        and earlier.user_id == later.user_id
+    )
+
+
+def action_verdicts(judgement: Judgement) -> list[Judgement]:
+    """The live verdicts one correction made, newest first: ``judgement`` and each false match
+    it completed (``completes_false_match``), the item's verdict just before it each time."""
+    found = [judgement]
+    while True:
+        earlier = (
+            Judgement.objects.live()
+            .filter(review_item_id=judgement.review_item_id)
+            .filter(
+                Q(created_at__lt=found[-1].created_at)
+                | Q(created_at=found[-1].created_at, id__lt=found[-1].id)
+            )
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if earlier is None or not completes_false_match(found[-1], earlier):
+            return found
+        found.append(earlier)
+
+
+@dataclass(frozen=True)
+class RecentVerdict:
+    """A line of the curator's last verdicts: the verdict its Undo takes back, and the groups
+    the false matches it completed ruled out, oldest first."""
+
+    judgement: Judgement
+    ruled_out: list[Group]
+
+
+RECENT_SKIPS = 5
+
+
+def recent_verdicts(*, user, limit: int = 10) -> list[RecentVerdict]:
+    """The curator's latest verdicts that still count, skips left out (``recent_skips``), a
+    false match and the verdict that completed it on one line: shown beside the card, each
+    undoable."""
+    rows = list(
         Judgement.objects.live()
         .filter(user=user)
+        .exclude(verdict=Judgement.Verdict.SKIP)
         .select_related("review_item__input", "group", "rejected_group")
-        .order_by("-created_at")[:limit]
+        .order_by("-created_at", "-id")[: limit * 3]
     )
+    lines: list[RecentVerdict] = []
+    # By item: its line so far, and the oldest verdict on it.
+    waiting: dict[int, tuple[RecentVerdict, Judgement]] = {}
+    for judgement in rows:
+        held = waiting.pop(judgement.review_item_id, None)
+        if held is not None and completes_false_match(held[1], judgement):
+            held[0].ruled_out.insert(0, judgement.rejected_group)
+            waiting[judgement.review_item_id] = (held[0], judgement)
+            continue
+        if len(lines) == limit:
+            break
+        line = RecentVerdict(judgement, [])
+        lines.append(line)
+        waiting[judgement.review_item_id] = (line, judgement)
+    return lines
+
+
+def recent_skips(*, user, limit: int = RECENT_SKIPS) -> list[Judgement]:
+    """The curator's latest skips still standing, listed apart from the verdicts: a skip
+    decides nothing, and would push the verdicts out of their list."""
+    return list(
+        Judgement.objects.live()
+        .filter(user=user, verdict=Judgement.Verdict.SKIP)
+        .select_related("review_item__input")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def latest_of(verdicts: list[RecentVerdict], skips: list[Judgement]) -> int | None:
+    """The id of the latest of the curator's last verdicts and skips (``recent_verdicts``,
+    ``recent_skips``): what the card's ``u`` undoes."""
+    heads = [line.judgement for line in verdicts[:1]] + skips[:1]
+    latest = max(heads, key=lambda j: (j.created_at, j.id), default=None)
+    return latest.id if latest is not None else None
 
 
 @dataclass(frozen=True)

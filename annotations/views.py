@@ -25,8 +25,10 @@ from annotations.selectors import (
     QueueFilters,
     group_descriptions,
     judgements_today_count,
+    latest_of,
     reassign_group_search,
-    recent_judgements,
+    recent_skips,
+    recent_verdicts,
     rejected_group_names,
     rejected_groups_for,
     review_card_groups,
@@ -102,6 +104,7 @@ def _card_context(
     query = filters_form.query_string()
     probability = review_items_probability([item]).get(item.id) if item is not None else None
     guidelines = item.input.taxonomy.guidelines if item is not None else ""
+    recent, skips = recent_verdicts(user=request.user), recent_skips(user=request.user)
     return {
         "item": item,
         "guidelines": markdown_html(guidelines) if guidelines else None,
@@ -124,7 +127,10 @@ def _card_context(
         # Counting a big queue is the slowest part of a card: after a verdict the next card
         # goes out without it, and the counter asks for itself once swapped in.
         "progress": _progress(request, filters) if with_progress else None,
-        "recent": recent_judgements(user=request.user),
+        "recent": recent,
+        "skips": skips,
+        # The key undoes whichever came last, a verdict or a skip.
+        "undo_latest": latest_of(recent, skips),
         "error": error,
         "notice": notice,
     }

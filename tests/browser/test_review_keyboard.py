@@ -178,3 +178,24 @@ def test_reassign_search_finds_a_group_by_a_members_title(page, live_server, cur
     first = results.get_by_role("button").first
     expect(first).to_contain_text("Software Developers")
     expect(first.get_by_test_id("found-by")).to_have_text("has “Python Developer”")
+
+
+def test_u_after_a_false_match_and_the_group_then_picked_takes_both_back(
+    page, live_server, curator, queued
+):
+    log_in(page, live_server, "carla", "carla-pass-123")
+    item = shown_item(page)
+    page.keyboard.press("x")
+    verdicts_today(page, 1)
+    page.keyboard.press("1")  # the right group, on the card that came back
+    verdicts_today(page, 2)
+
+    page.keyboard.press("u")
+
+    verdicts_today(page, 0)
+    expect(page.get_by_test_id("review-card")).to_have_attribute("data-item-id", str(item.id))
+    # The card is as it was before the x: its predicted group offered again, nothing waiting.
+    expect(page.get_by_test_id("next-step")).to_have_count(0)
+    expect(page.get_by_test_id("false-match")).to_be_visible()
+    assert not Judgement.objects.live().exists()
+    assert ReviewItem.objects.get(id=item.id).status == ReviewItem.Status.PENDING

@@ -14,7 +14,7 @@ def test_the_last_ten_verdicts_are_listed_beside_the_card_each_undoable(
     client, curator, many_items
 ):
     for item in many_items[:12]:
-        judgement_create(review_item=item, user=curator, verdict="skip")
+        judgement_create(review_item=item, user=curator, verdict="none")
     client.force_login(curator)
     page = client.get("/review/").content.decode()
     listed = [

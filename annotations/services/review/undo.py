@@ -15,6 +15,7 @@ from annotations.models import (
     Member,
     ReviewItem,
 )
+from annotations.selectors import action_verdicts
 from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
 from annotations.services.review.verdicts import (
@@ -28,8 +29,11 @@ from annotations.services.review.verdicts import (
 
 @transaction.atomic
 def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
-    """Take a verdict back: its feedback pairs and curator member go, the item reopens and
-    returns to ``user``'s hands so the card can be judged again.
+    """Take back the action a verdict finished: the verdict and each false match it completed
+    (``selectors.action_verdicts``: a false match and the group then given the input are one
+    correction, taken back together). Their feedback pairs and curator members go, the item
+    reopens as it was before the action and returns to ``user``'s hands so the card can be
+    judged again.
 
     Only the latest live verdict on an item can be undone, by its author or an admin.
     """
@@ -60,13 +64,16 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
             f"({latest.get_verdict_display().lower()}, {_when(latest.created_at)})",
         )
 
-    judgement.undone_at = timezone.now()
-    judgement.save(update_fields=["undone_at"])
-    judgement.feedback_pairs.all().delete()
-    removed = list(judgement.members.filter(source=Member.Source.CURATOR))
-    Member.objects.filter(id__in=[m.id for m in removed]).delete()
+    action = action_verdicts(judgement)
+    now = timezone.now()
+    for taken_back in action:
+        taken_back.undone_at = now
+        taken_back.save(update_fields=["undone_at"])
+        taken_back.feedback_pairs.all().delete()
+        removed = list(taken_back.members.filter(source=Member.Source.CURATOR))
+        Member.objects.filter(id__in=[m.id for m in removed]).delete()
 
-    item.status = judgement.previous_status or ReviewItem.Status.PENDING
+    item.status = action[-1].previous_status or ReviewItem.Status.PENDING
     item.conflict = len(set(final_outcomes(item).values())) > 1
     item.leased_by, item.lease_expires_at = user, lease_expiry()
     item.top_group_id, item.top_score = item_top_now(item)
@@ -76,14 +83,16 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
             *("top_group", "top_score"),
         ]
     )
-    audit_record(
-        actor=user,
-        action="judgement.undo",
-        obj=judgement,
-        taxonomy=item.taxonomy,
-        before=judgement_summary(judgement),
-        after={"review_item": item.id, "status": item.status},
-    )
+    for taken_back in action:
+        taken_back.review_item = item
+        audit_record(
+            actor=user,
+            action="judgement.undo",
+            obj=taken_back,
+            taxonomy=item.taxonomy,
+            before=judgement_summary(taken_back),
+            after={"review_item": item.id, "status": item.status},
+        )
     return item
 
 
@@ -163,7 +172,8 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         item.refresh_from_db()
     item.conflict = False
     item.status = ReviewItem.Status.DONE
-    item.save(update_fields=["conflict", "status", "updated_at"])
+    item.top_group_id, item.top_score = item_top_now(item)  # the admin's settlement
+    item.save(update_fields=["conflict", "status", "top_group", "top_score", "updated_at"])
     audit_record(
         actor=user,
         action="review_item.resolve_conflict",

@@ -296,11 +296,22 @@ def _best_offered(item: ReviewItem, rejected: set[int]) -> Group | None:
 
 
 def item_top_now(item: ReviewItem) -> tuple[int | None, float | None]:
-    """The item's best group as its live verdicts leave it: the prediction's best group no
-    verdict rejected, and none after "none of these". What the API and the queue show as its
-    top group, so a rejected group is never named as the answer. An item sampled for double
-    review keeps the prediction's: each curator judges it independently of the other."""
+    """The item's answer as its live verdicts leave it, with the model's score for it (None
+    for a group the model did not rank). Once judged (done, the curators agreeing), the
+    curators' verdict: the group they put it in, or none after "none of these". Before, the
+    prediction's best group no verdict rejected, so a rejected group is never named as the
+    answer; an item sampled for double review keeps the prediction's best until it is done, as
+    each curator judges it independently of the other. What the input's page, the queue and
+    the API show as its top group, from the moment a verdict is stored."""
     ranked = item.prediction.ranked_groups
+    if item.status == ReviewItem.Status.DONE and not item.conflict:
+        agreed = set(final_outcomes(item).values())
+        if len(agreed) == 1:
+            (outcome,) = agreed
+            if outcome == "none":
+                return None, None
+            score = next((g["score"] for g in ranked if g["group_id"] == outcome), None)
+            return outcome, score
     if item.reviews_required > 1:
         return (ranked[0]["group_id"], ranked[0]["score"]) if ranked else (None, None)
     live = Judgement.objects.live().filter(review_item=item)
