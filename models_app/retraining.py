@@ -85,12 +85,21 @@ def finetune_run_request(
 
 
 def finetune_now_request(*, taxonomy: Taxonomy, requested_by) -> TrainingRun | None:
-    """An admin's "Fine-tune now": refused while no verdict is new to the live version, when
-    the run would relearn what the live version knows and the gate would turn it down."""
+    """An admin's "Fine-tune now": refused while no verdict is new since what the live version
+    and the last fine-tune that finished learnt (``feedback_learnt``), whatever that run's
+    outcome: a run rejected by the gate on the same verdicts would be run again for nothing."""
     live = live_version(taxonomy)
     if live is None:
         raise NoLiveModel(taxonomy)
-    if not new_verdict_count(taxonomy, after=live.feedback_until):
+    seen, last_run = feedback_learnt(taxonomy, live=live)
+    if not new_verdict_count(taxonomy, after=seen):
+        if last_run is not None and last_run.feedback_until > live.feedback_until:
+            finished = timezone.localtime(last_run.finished_at).strftime("%Y-%m-%d %H:%M")
+            raise RunStateError(
+                f"{taxonomy.slug}: no verdict is new since fine-tune run #{last_run.id} "
+                f"learnt them ({last_run.get_status_display().lower()}, {finished}), so a "
+                "fine-tune would learn nothing it has not; judge some inputs first"
+            )
         raise RunStateError(
             f"{taxonomy.slug}: no verdict is new since {live.label} was trained, so a fine-tune "
             "would have nothing to learn; judge some inputs first"
@@ -98,6 +107,29 @@ def finetune_now_request(*, taxonomy: Taxonomy, requested_by) -> TrainingRun | N
     return finetune_run_request(
         taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, requested_by=requested_by
     )
+
+
+# A fine-tune finished when the gate decided: its candidate went live or was turned down.
+FINETUNE_FINISHED = (TrainingRun.Status.PROMOTED, TrainingRun.Status.REJECTED)
+
+
+def feedback_learnt(taxonomy: Taxonomy, *, live) -> tuple[int, TrainingRun | None]:
+    """The last feedback pair the live version or the latest finished fine-tune learnt from
+    (a rejected one included: its verdicts were tried), and that fine-tune. Verdicts after it
+    are what a new fine-tune, scheduled or asked for, would have to learn."""
+    last_run = (
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy,
+            kind=TrainingRun.Kind.FINETUNE,
+            status__in=FINETUNE_FINISHED,
+            feedback_until__isnull=False,
+        )
+        .order_by("-feedback_until", "-id")
+        .first()
+    )
+    if last_run is None:
+        return live.feedback_until, None
+    return max(live.feedback_until, last_run.feedback_until), last_run
 
 
 def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
@@ -126,17 +158,7 @@ def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
     started = []
     for taxonomy in Taxonomy.objects.filter(deployment__isnull=False):
         live = live_version(taxonomy)
-        seen = max(
-            live.feedback_until,
-            TrainingRun.objects.filter(
-                taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, feedback_until__isnull=False
-            )
-            .exclude(status=TrainingRun.Status.FAILED)
-            .order_by("-feedback_until")
-            .values_list("feedback_until", flat=True)
-            .first()
-            or 0,
-        )
+        seen, _ = feedback_learnt(taxonomy, live=live)
         new_verdicts = new_verdict_count(taxonomy, after=seen)
         old = now - live.created_at > timedelta(hours=settings.SIAMWEB_RETRAIN_MAX_AGE_HOURS)
         if new_verdicts >= settings.SIAMWEB_RETRAIN_MIN_VERDICTS or (old and new_verdicts):
