@@ -27,6 +27,8 @@ class Chart:
     # (x, kind, title): a mark under the plot, e.g. a promotion or a rejection at that x.
     markers: list[tuple[float, str, str]] = field(default_factory=list)
     y_range: tuple[float, float] | None = None  # default: the data's, padded
+    # What the values can be (a share: 0 to 1): the padding never takes the axis past them.
+    y_bounds: tuple[float, float] | None = None
 
     def is_empty(self) -> bool:
         return not any(s.points for s in self.series)
@@ -44,6 +46,8 @@ def line_chart_svg(chart: Chart) -> SafeString:
     else:
         pad = max((max(ys) - min(ys)) * 0.1, 0.01)
         y_low, y_high = min(ys) - pad, max(ys) + pad
+        if chart.y_bounds is not None:
+            y_low, y_high = max(y_low, chart.y_bounds[0]), min(y_high, chart.y_bounds[1])
     span_x = (x_high - x_low) or 1.0
     span_y = (y_high - y_low) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM

@@ -90,3 +90,29 @@ def test_a_run_without_a_stored_curve_shows_none(client, curator, tiny_taxonomy,
     client.force_login(curator)
     page = client.get(f"/models/runs/{run.id}/").content.decode()
     assert 'data-testid="training-curve"' not in page  # TF-IDF is fitted, not trained
+
+
+def y_labels(svg: str) -> list[float]:
+    return [
+        float(v)
+        for v in re.findall(r'text-anchor="end" font-size="10" fill="#6b7280">(-?[\d.]+)<', svg)
+    ]
+
+
+def test_the_history_axis_stays_within_what_a_share_can_be(
+    client,
+    curator,
+    rejected_finetune,  # noqa: F811
+):
+    """A candidate that got none of its one held-out verdict right is plotted at 0: the axis
+    starts there, not below what a share can be (it ran from -0.09)."""
+    report = rejected_finetune.gate_report
+    for row in report["metrics"]:
+        if row["name"] == "held_out_feedback":
+            row["candidate"] = 0.0
+    TrainingRun.objects.filter(id=rejected_finetune.id).update(gate_report=report)
+    client.force_login(curator)
+    page = client.get("/models/").content.decode()
+    svg = re.search(r'data-testid="history">.*?(<svg.*?</svg>)', page, re.S).group(1)
+    labels = y_labels(svg)
+    assert min(labels) == 0.0 and max(labels) <= 1.0, labels

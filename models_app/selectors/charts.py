@@ -66,6 +66,7 @@ def taxonomy_history_chart(*, taxonomy: Taxonomy) -> Chart:
         ],
         x_labels=labels,
         markers=markers,
+        y_bounds=(0.0, 1.0),  # every series is a share of cases right
     )
 
 
@@ -88,5 +89,6 @@ def run_training_chart(run: TrainingRun) -> Chart | None:
     return Chart(
         title=f"{run.model_version.label}: validation accuracy by training step",
         series=[Series("validation accuracy", points)],
+        y_bounds=(0.0, 1.0),
         x_labels={points[0][0]: f"{points[0][0]:.0f}", points[-1][0]: f"{points[-1][0]:.0f}"},
     )
