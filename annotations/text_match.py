@@ -12,6 +12,8 @@ _WORD = re.compile(r"\w+")
 
 def plain_word(word: str) -> str:
     """A word with its case and accents folded: what a word typed so far is a prefix of."""
+    if word.isascii():  # most words of most taxonomies: nothing to decompose
+        return word.lower()
     decomposed = unicodedata.normalize("NFKD", word.casefold())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
