@@ -19,6 +19,7 @@ from models_app.serving.group_search import forget_group_search
 from models_app.serving.groups import forget_group_facts
 from models_app.serving.rankers import forget_loaded_rankers
 from models_app.serving.reads import forget_verdict_states
+from models_app.siamese.ranker import files as ranker_files
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"
@@ -41,6 +42,16 @@ def _empty_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def without_starter(tmp_path, monkeypatch):
+    """The shipped starter ranker missing: the hand prior ranks, with no probability, until
+    the taxonomy's own ranker is fitted (what serves when the starter cannot be read)."""
+    monkeypatch.setattr(ranker_files, "STARTER_FILE", tmp_path / "no-starter.json")
+    ranker_files.cold_start_ranker.cache_clear()
+    yield
+    ranker_files.cold_start_ranker.cache_clear()
 
 
 def forget_serving() -> None:

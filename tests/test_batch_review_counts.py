@@ -225,7 +225,7 @@ def test_confirm_the_rest_ignores_the_threshold_box(client, curator, calibrated)
 
 
 def test_without_a_calibration_accept_above_p_is_refused_and_not_offered(
-    client, developers, curator
+    client, without_starter, developers, curator
 ):
     client.force_login(curator)
     page = client.get(URL).content.decode()

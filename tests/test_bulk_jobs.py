@@ -683,7 +683,7 @@ def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_t
         if current.rows_done == 1:
             Member.objects.create(
                 taxonomy=tiny_taxonomy,
-                group=Group.objects.get(taxonomy=tiny_taxonomy, code="35-3023"),
+                group=Group.objects.get(taxonomy=tiny_taxonomy, code="53-3032"),
                 text="Ice Road Trucker",
                 normalized_text=comparison_key("Ice Road Trucker"),
             )
@@ -691,7 +691,7 @@ def test_a_title_seen_again_after_a_member_was_added_finds_the_new_member(tiny_t
     done = bulk_job_execute(job_id=job.id, chunk_rows=1, after_chunk=add_member)
     first, _, again = result_rows(done)
     assert first["matched_member"] != "Ice Road Trucker"
-    assert (again["matched_member"], again["group_code"]) == ("Ice Road Trucker", "35-3023")
+    assert (again["matched_member"], again["group_code"]) == ("Ice Road Trucker", "53-3032")
 
 
 def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):

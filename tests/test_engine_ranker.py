@@ -24,7 +24,7 @@ from models_app.siamese.ranker.model import (
     LinearRanker,
     RankingExample,
     fit_ranker,
-    prior_for,
+    hand_prior,
 )
 
 COLUMN = {name: i for i, name in enumerate(FEATURES)}
@@ -104,11 +104,11 @@ def test_a_tie_of_member_scores_is_broken_by_the_descriptions():
     found = candidate_features("driver", unit(1, 0), [(1, 1.0), (2, 1.0)], members, groups=groups)
     assert feature(found, 10, "best") == feature(found, 20, "best")
 
-    scores = prior_for("transformer").scores(found.features)
+    scores = hand_prior().scores(found.features)
     assert found.groups[int(np.argmax(scores))] == 20
     # Without descriptions the evidence cannot tell them apart.
     bare = candidate_features("driver", unit(1, 0), [(1, 1.0), (2, 1.0)], members)
-    blind = prior_for("transformer").scores(bare.features)
+    blind = hand_prior().scores(bare.features)
     assert blind[0] == blind[1]
 
 
@@ -164,7 +164,7 @@ def accuracy(ranker: LinearRanker, examples: list[RankingExample]) -> float:
 
 
 def test_a_fitted_ranker_learns_the_evidence_the_prior_ignores():
-    prior = prior_for("ngram_bag")
+    prior = hand_prior()
     train, held = synthetic_examples(200, seed=0), synthetic_examples(200, seed=1)
     ranker = fit_ranker(train, prior=prior)
 
@@ -177,7 +177,7 @@ def test_the_probability_leaves_room_for_none_of_these():
     examples = synthetic_examples(150, seed=2)
     # A third of the texts' right group is not among their candidates.
     examples += [RankingExample(e.candidates, 999) for e in synthetic_examples(75, seed=3)]
-    ranker = fit_ranker(examples, prior=prior_for("ngram_bag"))
+    ranker = fit_ranker(examples, prior=hand_prior())
     candidates = examples[0].candidates
     probabilities = ranker.probabilities(ranker.scores(candidates.features), 0.9)
     assert probabilities is not None
@@ -187,7 +187,7 @@ def test_the_probability_leaves_room_for_none_of_these():
 
 
 def test_too_few_usable_verdicts_are_refused_and_the_prior_stands():
-    prior = prior_for("ngram_bag")
+    prior = hand_prior()
     with pytest.raises(ConfigError, match=f"at least {MIN_EXAMPLES}"):
         fit_ranker(synthetic_examples(MIN_EXAMPLES - 1, seed=0), prior=prior)
     # Verdicts whose group is never among the candidates ("none of these") teach no ranking.
@@ -197,7 +197,7 @@ def test_too_few_usable_verdicts_are_refused_and_the_prior_stands():
 
 
 def test_nan_and_infinite_features_give_finite_scores():
-    ranker = fit_ranker(synthetic_examples(60, seed=4), prior=prior_for("ngram_bag"))
+    ranker = fit_ranker(synthetic_examples(60, seed=4), prior=hand_prior())
     features = synthetic_examples(1, seed=5)[0].candidates.features.copy()
     features[0, 0], features[1, 3], features[2, 5] = np.nan, np.inf, -np.inf
     scores = ranker.scores(features)
@@ -206,7 +206,7 @@ def test_nan_and_infinite_features_give_finite_scores():
 
 
 def test_a_ranker_and_its_history_survive_a_save_and_load(tmp_path):
-    ranker = fit_ranker(synthetic_examples(60, seed=6), prior=prior_for("transformer"))
+    ranker = fit_ranker(synthetic_examples(60, seed=6), prior=hand_prior())
     history = VerdictHistory(
         confirmed={10: 2},
         rejected={20: 1},
@@ -235,7 +235,7 @@ def test_a_ranker_and_its_history_survive_a_save_and_load(tmp_path):
     ],
 )
 def test_a_damaged_ranker_file_is_refused_by_name(tmp_path, damage, message):
-    save_ranker(tmp_path, prior_for("transformer"), VerdictHistory())
+    save_ranker(tmp_path, hand_prior(), VerdictHistory())
     raw = json.loads((tmp_path / "ranker.json").read_text())
     damage(raw)
     (tmp_path / "ranker.json").write_text(json.dumps(raw))
@@ -246,7 +246,7 @@ def test_a_damaged_ranker_file_is_refused_by_name(tmp_path, damage, message):
 def test_missing_or_unreadable_ranker_files_are_refused(tmp_path):
     with pytest.raises(ArtifactError):
         load_ranker(tmp_path)
-    save_ranker(tmp_path, prior_for("transformer"), VerdictHistory())
+    save_ranker(tmp_path, hand_prior(), VerdictHistory())
     (tmp_path / "history.npz").write_bytes(b"not a numpy file")
     with pytest.raises(ArtifactError, match="history"):
         load_ranker(tmp_path)
@@ -272,7 +272,7 @@ def test_an_exact_match_curators_contradicted_for_similar_texts_is_not_sure():
         return RankingExample(candidates, 2 if contradicted else 1)
 
     examples = [example(contradicted=i % 3 == 0) for i in range(240)]
-    ranker = fit_ranker(examples, prior=prior_for("ngram_bag"))
+    ranker = fit_ranker(examples, prior=hand_prior())
     for contradicted, most in ((True, 0.5), (False, 1.0)):
         candidates = example(contradicted).candidates
         probabilities = ranker.probabilities(ranker.scores(candidates.features), 1.0)

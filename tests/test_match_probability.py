@@ -1,6 +1,6 @@
-"""Every model answer carries a match probability from the ranker fitted and calibrated on the
-taxonomy's own verdicts, in the API, the playground and on the review card, with a
-low-confidence signal."""
+"""Every model answer carries a match probability, in the API, the playground and on the review
+card, with a low-confidence signal: from the starter ranker before the taxonomy has verdicts,
+then from the ranker fitted and calibrated on them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from annotations.services.review.verdicts import judgement_create
 from models_app.models import RankerVersion
 from models_app.ranker_training import ranker_fit
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese.ranker import files
 
 RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
          "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",
@@ -39,13 +40,42 @@ def judge_all(taxonomy, user) -> None:
     assert ranker is not None and ranker.status == RankerVersion.Status.LIVE
 
 
-def test_no_probability_until_there_are_verdicts_to_fit_on(tiny_taxonomy, api_client):
+def test_a_probability_from_the_first_answer_before_any_verdict(tiny_taxonomy, api_client):
+    """The starter ranker, fitted on real labelled titles, is calibrated: a taxonomy with no
+    verdict answers with a probability, and no ranker of its own is fitted yet."""
     assert ranker_fit(taxonomy=tiny_taxonomy) is None
     response = api_client.post(
-        "/api/v1/taxonomies/jobs/normalize", {"texts": ["Java Dev"]}, format="json"
+        "/api/v1/taxonomies/jobs/normalize",
+        {"texts": ["Java Developer", "zzqx unknown words"]},
+        format="json",
     )
-    (result,) = response.json()["results"]
-    assert (result["probability"], result["low_confidence"]) == (None, False)
+    known, junk = response.json()["results"]
+    assert not RankerVersion.objects.exists()
+    assert 0 < junk["probability"] < known["probability"] < 1
+    assert junk["low_confidence"] is True
+    assert known["low_confidence"] is (known["probability"] < 0.5)
+    probabilities = [group["probability"] for group in known["groups"]]
+    assert probabilities == sorted(probabilities, reverse=True) and sum(probabilities) <= 1
+
+
+def test_without_the_starter_the_hand_prior_ranks_with_no_probability_and_logs_once(
+    tiny_taxonomy, api_client, tmp_path, monkeypatch, caplog
+):
+    (tmp_path / "starter_ranker.json").write_text('{"kind": "linear", "features": ["best"]}')
+    for starter in (tmp_path / "missing.json", tmp_path / "starter_ranker.json"):
+        monkeypatch.setattr(files, "STARTER_FILE", starter)
+        files.cold_start_ranker.cache_clear()
+        caplog.clear()
+        for _ in range(3):
+            response = api_client.post(
+                "/api/v1/taxonomies/jobs/normalize", {"texts": ["Java Dev"]}, format="json"
+            )
+            assert response.status_code == 200
+            (result,) = response.json()["results"]
+            assert result["groups"][0]["code"] == "15-1252"
+            assert (result["probability"], result["low_confidence"]) == (None, False)
+        assert caplog.text.count("the starter ranker cannot serve") == 1
+    files.cold_start_ranker.cache_clear()
 
 
 def test_answers_carry_a_probability_fitted_on_the_verdicts(tiny_taxonomy, curator, api_client):

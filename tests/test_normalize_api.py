@@ -134,9 +134,11 @@ def test_k_groups_are_answered_when_the_taxonomy_has_them(db, tmp_path, curator,
     assert answer.groups[0].name == "Registered Nurses"
 
 
-def test_an_answer_with_no_evidence_is_low_confidence_before_any_ranker(api_client, tiny_taxonomy):
-    """ "10" shares nothing with any member (similarity 0): before the ranker is fitted there is
-    no probability, and the answer is still flagged instead of served as sure."""
+def test_an_answer_with_no_evidence_is_low_confidence_without_a_probability(
+    api_client, tiny_taxonomy, without_starter
+):
+    """ "10" shares nothing with any member (similarity 0): with no calibrated ranker to read
+    there is no probability, and the answer is still flagged instead of served as sure."""
     response = api_client.post(URL, {"texts": ["10", "icu nurse"], "k": 2}, format="json")
     nothing, nurse = response.json()["results"]
     assert nothing["probability"] is None and nothing["groups"][0]["score"] == 0.0

@@ -12,9 +12,10 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, RankerVersion
 from models_app.ranker_training import judged_texts, ranker_fit, rankers_due
-from models_app.serving.engines import artifact_path
+from models_app.serving.engines import artifact_path, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.serving.rankers import forget_loaded_rankers
+from models_app.serving.rankers import engine_prior, forget_loaded_rankers
+from models_app.siamese.ranker.candidates import FEATURE_SET
 from tests.conftest import build_live_model
 from tests.test_match_probability import RIGHT, WRONG, judge_all
 
@@ -50,7 +51,15 @@ def test_a_text_is_never_offered_a_group_rejected_for_it_and_k_groups_come_back(
     assert len(result.groups) == 4  # five groups, one ruled out
 
 
-def test_a_damaged_ranker_file_serves_the_models_prior_instead_of_failing(
+def cold_answer(taxonomy, text: str):
+    """The answer of the cold start (the starter ranker), as before any verdict."""
+    (result,) = rank_taxonomy_groups(
+        taxonomy, [text], k=2, ranker=engine_prior(live_engine(taxonomy))
+    )
+    return result
+
+
+def test_a_damaged_ranker_file_serves_the_cold_start_and_is_logged_once(
     tiny_taxonomy, curator, api_client, caplog
 ):
     judge_all(tiny_taxonomy, curator)
@@ -58,23 +67,33 @@ def test_a_damaged_ranker_file_serves_the_models_prior_instead_of_failing(
     (artifact_path(ranker.artifact_path) / "ranker.json").write_text("{not json")
     forget_loaded_rankers()
 
-    response = api_client.post(
-        "/api/v1/taxonomies/jobs/normalize", {"texts": ["Senior Java Engineer"]}, format="json"
-    )
-
-    assert response.status_code == 200
+    for _ in range(3):
+        response = api_client.post(
+            "/api/v1/taxonomies/jobs/normalize", {"texts": ["Senior Java Engineer"]}, format="json"
+        )
+        assert response.status_code == 200
     (result,) = response.json()["results"]
     assert result["groups"][0]["code"] == "15-1252"
-    assert result["probability"] is None  # the prior is not calibrated
-    assert "cannot serve" in caplog.text
+    assert result["probability"] == cold_answer(tiny_taxonomy, "Senior Java Engineer").probability
+    assert caplog.text.count("cannot serve") == 1  # remembered: not once a request
 
 
-def test_a_missing_ranker_folder_serves_the_prior_too(tiny_taxonomy, curator):
+def test_a_ranker_of_another_feature_set_serves_the_cold_start(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    path = artifact_path(live_ranker(tiny_taxonomy).artifact_path) / "ranker.json"
+    path.write_text(path.read_text().replace(FEATURE_SET, "r0-retired"))
+    forget_loaded_rankers()
+    (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=2)
+    assert result.probability == cold_answer(tiny_taxonomy, "Senior Java Engineer").probability
+
+
+def test_a_missing_ranker_folder_serves_the_cold_start_too(tiny_taxonomy, curator):
     judge_all(tiny_taxonomy, curator)
     shutil.rmtree(artifact_path(live_ranker(tiny_taxonomy).artifact_path))
     forget_loaded_rankers()
     (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=2)
-    assert (result.groups[0].code, result.probability) == ("15-1252", None)
+    cold = cold_answer(tiny_taxonomy, "Senior Java Engineer")
+    assert (result.groups[0].code, result.probability) == ("15-1252", cold.probability)
 
 
 def test_a_ranker_fitted_for_another_model_is_not_used(tiny_taxonomy, curator):
@@ -83,7 +102,7 @@ def test_a_ranker_fitted_for_another_model_is_not_used(tiny_taxonomy, curator):
     build_live_model(tiny_taxonomy)  # a new model goes live; the pointer still names the old ranker
     assert live_ranker(tiny_taxonomy) == old
     (result,) = rank_taxonomy_groups(tiny_taxonomy, ["Senior Java Engineer"], k=2)
-    assert result.probability is None
+    assert result.probability == cold_answer(tiny_taxonomy, "Senior Java Engineer").probability
     # The new model is due a ranker of its own, and gets one.
     assert tiny_taxonomy in rankers_due()
     fitted = ranker_fit(taxonomy=tiny_taxonomy)
@@ -106,7 +125,9 @@ def test_a_ranker_is_due_only_once_enough_verdicts_are_new(tiny_taxonomy, curato
     assert rankers_due() == [tiny_taxonomy]
 
 
-def test_verdicts_of_none_of_these_only_are_too_few_and_leave_the_prior(tiny_taxonomy, curator):
+def test_verdicts_of_none_of_these_only_are_too_few_and_leave_the_cold_start(
+    tiny_taxonomy, curator
+):
     texts = [f"Unrelated title {n}" for n in range(25)]
     for item in inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api"):
         judgement_create(review_item=item, user=curator, verdict="none")

@@ -31,8 +31,11 @@ from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.
 LOW_CONFIDENCE = 0.5
-# Two candidates whose ranker scores differ by less than this are tied: the evidence cannot
-# tell them apart, and the answer says so.
+# Groups whose probability is within this of the top group's are tied with it: on real titles
+# nobody judged, the top group of answers this close was not right significantly more often
+# than the runner-up (bench/starter_ranker.py, "tie gaps"), so a curator should choose.
+TIE_GAP = 0.02
+# Without a probability (no calibrated ranker can be read), ranker scores this close are tied.
 TIE = 1e-6
 # Groups each matcher proposes for a text (more when more are asked for): the ranker's fit saw
 # as many.
@@ -50,9 +53,11 @@ class RankedGroup:
     member_id: int | None
     member: str | None
     source: str  # "curator" when a verdict on this very text put it here, else "model"
-    # The chance this group is right, from the taxonomy's calibrated ranker; None for a
-    # curator's answer and before the ranker has verdicts to be calibrated on.
+    # The chance this group is right, from the taxonomy's calibrated ranker (the starter
+    # ranker before the taxonomy's own verdicts); None for a curator's answer.
     probability: float | None = None
+    # Tied with the top group: their probabilities are too close to tell apart (``TIE_GAP``).
+    tied: bool = False
 
     def as_dict(self) -> dict:
         # What ``dataclasses.asdict`` gives, built directly: asdict deep-copies each field,
@@ -66,6 +71,7 @@ class RankedGroup:
             "member_id": self.member_id,
             "member": self.member,
             "source": self.source,
+            "tied": self.tied,
         }
 
 
@@ -78,14 +84,15 @@ class Normalization:
     model_version_id: int
     # The chance the top group is right (see RankedGroup.probability).
     probability: float | None = None
-    # The top two groups are tied on every piece of evidence: the order between them is
-    # arbitrary, and a curator should choose.
+    # The top group is tied with the next (``RankedGroup.tied``): the order between them is
+    # not to be trusted, and a curator should choose.
     tied: bool = False
 
     @property
     def low_confidence(self) -> bool:
-        """Less likely right than not; before the ranker is fitted (no probability), only an
-        answer with no evidence at all: its best group's similarity is zero or less."""
+        """Less likely right than not; without a probability (no calibrated ranker could be
+        read), only an answer with no evidence at all: its best group's similarity is zero or
+        less."""
         if self.probability is not None:
             return self.probability < LOW_CONFIDENCE
         return bool(self.groups) and self.source == "model" and self.groups[0].score <= 0.0
@@ -190,8 +197,9 @@ def rank_taxonomy_groups(
                 member=members[member_id][1] if member_id is not None else None,
                 source=source,
                 probability=None if probability is None else round(probability, 4),
+                tied=group_tied,
             )
-            for group_id, score, member_id, source, probability in ranked
+            for group_id, score, member_id, source, probability, group_tied in ranked
             if group_id in names
         ]
         top = ranked_groups[0] if ranked_groups else None
@@ -208,15 +216,23 @@ def rank_taxonomy_groups(
 
 
 def _answer(confirmed, candidates, scores, ranker: ServingRanker, k: int):
-    """The ``k`` best (group, similarity, member, source, probability) of one text, and whether
-    its top two model answers are tied (``scores``: the ranker's, one a candidate)."""
-    first = [(group_id, 1.0, member_id, "curator", None) for group_id, member_id in confirmed]
+    """The ``k`` best (group, similarity, member, source, probability, tied) of one text, and
+    whether its top group is tied with the next (``scores``: the ranker's, one a candidate)."""
+    first = [
+        (group_id, 1.0, member_id, "curator", None, False) for group_id, member_id in confirmed
+    ]
     if not len(candidates):
         return first[:k], False
     probabilities = ranker.ranker.probabilities(scores, float(candidates.similarity.max()))
     # Best score first; equal scores keep the candidates' order (the served embedding's).
     order = np.argsort(-scores, kind="stable")
-    tied = len(order) > 1 and not first and scores[order[0]] - scores[order[1]] < TIE
+    if probabilities is not None:
+        tied = probabilities[order[0]] - probabilities[order] < TIE_GAP  # (C,)
+    else:
+        tied = scores[order[0]] - scores[order] < TIE
+    tied[0] = len(order) > 1 and bool(tied[1])
+    if first:
+        tied[:] = False  # a curator's verdict on this very text is the answer: nothing to choose
     model = [
         (
             int(candidates.groups[i]),
@@ -224,10 +240,11 @@ def _answer(confirmed, candidates, scores, ranker: ServingRanker, k: int):
             int(candidates.members[i]) if candidates.members[i] >= 0 else None,
             "model",
             float(probabilities[i]) if probabilities is not None else None,
+            bool(tied[rank]),
         )
-        for i in order[: max(k - len(first), 0)]
+        for rank, i in enumerate(order[: max(k - len(first), 0)])
     ]
-    return first + model, bool(tied)
+    return first + model, bool(tied[0])
 
 
 def _group_names(taxonomy_id, members, answers, revision) -> dict[int, tuple[str, str]]:

@@ -1,9 +1,10 @@
 """The ranker a live engine answers with: the taxonomy's live ranker when it was fitted for the
-engine's model version, else that model's prior (what serves before the first fit, and between
-a promotion and the fit for the new model). Each ranker is read from disk once per process.
+engine's model version, else the cold start (the starter ranker, fitted on real labelled titles:
+what serves before the first fit, and between a promotion and the fit for the new model). Each
+ranker is read from disk once per process.
 
-A ranker whose files are missing or damaged is logged and the prior serves: an answer ranked by
-the prior is the product's answer before any verdict, never a 500.
+A ranker whose files are missing, damaged or of another feature set is logged once and the cold
+start serves: an answer ranked by it is the product's answer before any verdict, never a 500.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from models_app.models import RankerVersion
 from models_app.serving.engines import LiveEngine, artifact_path
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.ranker.candidates import VerdictHistory
-from models_app.siamese.ranker.files import load_ranker
-from models_app.siamese.ranker.model import LinearRanker, prior_for
+from models_app.siamese.ranker.files import cold_start_ranker, load_ranker
+from models_app.siamese.ranker.model import LinearRanker
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,9 @@ class ServingRanker:
 
 
 def engine_prior(engine: LiveEngine) -> ServingRanker:
-    return ServingRanker(prior_for(engine.encoder.kind), None)
+    """What answers before the taxonomy has a ranker of its own for ``engine``'s model: the
+    starter ranker (``cold_start_ranker``), with no verdict history."""
+    return ServingRanker(cold_start_ranker(), None)
 
 
 def serving_ranker(engine: LiveEngine, ranker_id: int | None) -> ServingRanker:

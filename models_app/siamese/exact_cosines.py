@@ -127,11 +127,13 @@ class ExactCosines:
         return cosines(queries, self.rough)[:, self.vector_of]
 
     def near(
-        self, queries: np.ndarray, reach: int
+        self, queries: np.ndarray, reach: int, *, slack: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each query's members at or above its ``reach``-th best cosine (more than ``reach``
-        where members tie there), as (row by query, member position, cosine), (P,) each, sorted
-        by row; and each query's threshold, (Q,). Needs ``reach <= len(self)``."""
+        """Each query's members at or above its ``reach``-th best cosine less ``slack`` (more
+        than ``reach`` where members tie there), as (row by query, member position, cosine),
+        (P,) each, sorted by row; and each query's threshold (the ``reach``-th best), (Q,).
+        Needs ``reach <= len(self)``. ``slack`` keeps the members a product of another shape
+        might have put at or above the threshold: their last bits differ."""
         count = len(queries)
         scores = cosines(queries, self.rough)  # (Q, U)
         # At or below the reach-th best distinct vector's, so at or below the reach-th best
@@ -139,12 +141,12 @@ class ExactCosines:
         # Sets of 64 columns: the top-k over their maxima is a third of that over sets of 16's,
         # for a bound that lets about one member a query more through (O*NET, reach 48).
         estimate = kth_best_at_least(scores, min(reach, len(self.rough)), blocks=64)  # (Q,)
-        rows, vectors = true_pairs(scores >= estimate[:, None])
+        rows, vectors = true_pairs(scores >= estimate[:, None] - slack)
         rows, members, values = self._per_member(rows, vectors, scores[rows, vectors])
         starts = np.searchsorted(rows, np.arange(count + 1))
         order = np.lexsort((-values, rows))
         threshold = values[order[starts[:-1] + reach - 1]]  # (Q,)
-        keep = values >= threshold[rows]
+        keep = values >= threshold[rows] - slack
         return rows[keep], members[keep], values[keep], threshold
 
     def _per_member(self, rows, vectors, values):

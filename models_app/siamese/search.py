@@ -79,6 +79,12 @@ def best_first(hit: tuple[int, float]) -> tuple[int, int]:
     return -round(score * 1_000_000), member_id
 
 
+# Members within this of the depth's last score are kept as candidates before ``best_first``
+# chooses the depth's best: a score's last bits depend on the product's shape, and a member
+# that ties the last one to the millionth must be chosen by its id, never by those bits.
+EDGE_SLACK = 1e-6
+
+
 def score_keys(scores: np.ndarray) -> np.ndarray:
     """``best_first``'s score part of each score, negated back: the same rounding (half to
     even, of the same float64 product)."""
@@ -191,7 +197,7 @@ class MemberSearch:
             rows, members = np.zeros(0, np.int64), np.zeros(0, np.int64)
             scores = np.zeros(0, np.float32)
         else:
-            rows, members, scores, _ = self.exact.near(vectors, take)
+            rows, members, scores, _ = self.exact.near(vectors, take, slack=EDGE_SLACK)
         extra: list[Hits] = [[] for _ in range(count)]
         if len(extra_ids):
             extra_cosines = cosines(vectors, extra_vectors).tolist()  # (Q, E)
@@ -297,8 +303,8 @@ class MemberSearch:
         edge = combined[order[starts[:-1] + take - 1]]  # (Q,)
         # A member beyond the threshold has a cosine below it and no lift: outside the window,
         # and scoring below the depth's last, it cannot be among the best or tie with them.
-        wide = (threshold >= floor) | ((1 - w) * threshold >= edge)
-        top = np.flatnonzero(combined >= edge[rows])
+        wide = (threshold >= floor - EDGE_SLACK) | ((1 - w) * threshold >= edge - EDGE_SLACK)
+        top = np.flatnonzero(combined >= edge[rows] - EDGE_SLACK)
         results = self._hits_by_row(rows[top], members[top], combined[top], extra_scores, depth)
         if wide.any():
             again = np.flatnonzero(wide)
@@ -334,7 +340,7 @@ class MemberSearch:
             # As in ``_hybrid``: the depth's best and every member tied with the last of them.
             negated = -combined
             edge = np.partition(negated, take - 1, axis=1)[:, take - 1]  # (Q,)
-            top_rows, top_members = true_pairs(negated <= edge[:, None])
+            top_rows, top_members = true_pairs(negated <= edge[:, None] + EDGE_SLACK)
         else:
             top_rows = top_members = np.zeros(0, np.int64)
         return self._hits_by_row(
@@ -431,7 +437,7 @@ class MemberSearch:
             # members a partition keeps is arbitrary, so ``best_first`` chooses instead.
             negated = -combined  # ascending order of it is best first
             edge = np.partition(negated, take - 1)[take - 1]
-            top = np.flatnonzero(negated <= edge)
+            top = np.flatnonzero(negated <= edge + EDGE_SLACK)
         else:
             top = np.zeros(0, np.int64)
         hits = [(int(self.ids[candidates[i]]), float(combined[i])) for i in top]

@@ -1,19 +1,27 @@
 """A fitted ranker on disk: its weights and calibration (``ranker.json``) and the verdict
-history its features were computed with (``history.npz``)."""
+history its features were computed with (``history.npz``); and the starter ranker the
+project ships, every taxonomy's cold start."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.ranker.candidates import VerdictHistory
-from models_app.siamese.ranker.model import LinearRanker
+from models_app.siamese.ranker.model import LinearRanker, hand_prior
+
+logger = logging.getLogger(__name__)
 
 RANKER_FILE = "ranker.json"
 HISTORY_FILE = "history.npz"
+# Weights and calibration fitted on real labelled vacancy titles (``bench/starter_ranker.py``;
+# docs/decisions/starter-ranker.md): no title, only numbers.
+STARTER_FILE = Path(__file__).resolve().parent.parent / "resources" / "starter_ranker.json"
 
 
 def save_ranker(folder: Path, ranker: LinearRanker, history: VerdictHistory) -> None:
@@ -58,9 +66,28 @@ def load_ranker(folder: Path) -> tuple[LinearRanker, VerdictHistory]:
 
 def load_linear_ranker(folder: Path) -> LinearRanker:
     """The ranker of ``folder`` alone; ``ArtifactError`` when it cannot be read or used."""
-    path = Path(folder) / RANKER_FILE
+    return load_linear_ranker_file(Path(folder) / RANKER_FILE)
+
+
+@functools.cache
+def cold_start_ranker() -> LinearRanker:
+    """What every taxonomy answers with before a ranker of its own is fitted: the shipped
+    starter, calibrated, so a probability is shown from the first answer. Read once a process;
+    a starter missing, damaged or of another feature set is logged once and the hand prior
+    ranks instead, with no probability, until the taxonomy's own ranker is fitted."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return load_linear_ranker_file(STARTER_FILE)
+    except ArtifactError as exc:
+        logger.error(
+            "the starter ranker cannot serve, the hand prior ranks without a probability: %s", exc
+        )
+        return hand_prior()
+
+
+def load_linear_ranker_file(path: Path) -> LinearRanker:
+    """A ranker stored as one JSON file (the starter); ``ArtifactError`` when unusable."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"the ranker in {folder} cannot be read: {exc}") from None
+        raise ArtifactError(f"{path} cannot be read: {exc}") from None
     return LinearRanker.from_dict(raw)

@@ -18,7 +18,7 @@ import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker.candidates import FEATURES, Candidates
+from models_app.siamese.ranker.candidates import FEATURE_SET, FEATURES, Candidates
 
 # Clip standardized features: a value far outside what the fit saw cannot swing a score.
 _CLIP = 8.0
@@ -101,9 +101,22 @@ class LinearRanker:
         # Fitted on finitely many verdicts, it never says certain.
         return np.minimum(_softmax_with_miss(scores / temperature, miss)[:-1], MOST_LIKELY)
 
+    def calibration_parameters(self) -> tuple[float, float, float, float]:
+        """(log temperature, its slope, miss logit, its slope): what ``_fit_calibration``
+        fits."""
+        if not self.calibrated:
+            raise ConfigError("an uncalibrated ranker has no calibration to start from")
+        return (
+            math.log(self.temperature),
+            self.temperature_slope,
+            self.miss_logit,
+            self.miss_slope,
+        )
+
     def as_dict(self) -> dict:
         return {
             "kind": "linear",
+            "feature_set": FEATURE_SET,
             "features": list(self.feature_names),
             "mean": self.mean.tolist(),
             "scale": self.scale.tolist(),
@@ -122,8 +135,12 @@ class LinearRanker:
             if not isinstance(raw, dict) or raw.get("kind") != "linear":
                 raise ValueError("not a linear ranker")
             names = tuple(raw["features"])
-            if names != FEATURES:
-                raise ValueError("its features are not the ones this version computes")
+            # A file without a feature set was written before sets were named: its names decide.
+            if names != FEATURES or raw.get("feature_set", FEATURE_SET) != FEATURE_SET:
+                raise ValueError(
+                    f"its features (set {raw.get('feature_set', 'unnamed')}) are not the ones "
+                    f"this version computes (set {FEATURE_SET})"
+                )
             arrays = [
                 np.asarray(raw[key], dtype=np.float64) for key in ("mean", "scale", "weights")
             ]
@@ -183,20 +200,31 @@ def fit_ranker(
 ) -> LinearRanker:
     """Weights fitted on the examples, pulled toward ``prior``'s; the probability calibrated on
     out-of-fold scores. Raises ``ConfigError`` when too few examples have their right group among
-    the candidates (the prior then stands)."""
+    the candidates (the prior then stands).
+
+    A calibrated ``prior`` (the starter ranker, fitted on real labelled titles) is a starting
+    point the verdicts move away from as they add up: its standardisation is kept, the weights
+    are pulled toward its weights and the calibration toward its calibration, each with the
+    strength of ``config.prior_strength`` verdicts, so 20 verdicts weigh as much as it does and
+    2,000 outweigh it a hundred to one."""
     usable = [e for e in examples if len(e.candidates) and e.target >= 0]
     if len(usable) < MIN_EXAMPLES:
         raise ConfigError(
             f"a ranker needs at least {MIN_EXAMPLES} verdicts whose group was among the "
             f"candidates, got {len(usable)}"
         )
-    stacked = np.concatenate([e.candidates.features for e in usable]).astype(np.float64)
-    stacked = np.nan_to_num(stacked, nan=0.0, posinf=0.0, neginf=0.0)
-    mean = stacked.mean(axis=0)
-    scale = stacked.std(axis=0)
-    scale[scale < 1e-6] = 1.0
-    # The prior's raw-space weights, in this standardized space.
-    anchor = prior.weights / prior.scale * scale
+    if prior.calibrated:
+        mean, scale, anchor = prior.mean.copy(), prior.scale.copy(), prior.weights.copy()
+        calibration_anchor = prior.calibration_parameters()
+    else:
+        stacked = np.concatenate([e.candidates.features for e in usable]).astype(np.float64)
+        stacked = np.nan_to_num(stacked, nan=0.0, posinf=0.0, neginf=0.0)
+        mean = stacked.mean(axis=0)
+        scale = stacked.std(axis=0)
+        scale[scale < 1e-6] = 1.0
+        # The prior's raw-space weights, in this standardized space.
+        anchor = prior.weights / prior.scale * scale
+        calibration_anchor = None
     base = LinearRanker(FEATURES, mean, scale, anchor.copy())
 
     def fit(subset: Sequence[RankingExample]) -> np.ndarray:
@@ -219,7 +247,11 @@ def fit_ranker(
                 similarity = float(example.candidates.similarity.max())
                 out_of_fold.append((scores, example.target, similarity))
     weights = fit(usable)
-    temperature, temperature_slope, miss, slope = _fit_calibration(out_of_fold)
+    temperature, temperature_slope, miss, slope = _fit_calibration(
+        out_of_fold,
+        anchor=calibration_anchor,
+        strength=config.prior_strength if calibration_anchor is not None else 0.0,
+    )
     return LinearRanker(
         FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
         miss_slope=slope, temperature_slope=temperature_slope,
@@ -263,13 +295,20 @@ def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
 
 def _fit_calibration(
     out_of_fold: list[tuple[np.ndarray, int, float]],
+    *,
+    anchor: tuple[float, float, float, float] | None = None,
+    strength: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """The temperature and "none of these" logit (each an intercept and a slope on the best
     similarity) that make the out-of-fold probabilities likeliest; the miss takes the mass
-    where the right group was not a candidate. Maximum likelihood by L-BFGS over four numbers."""
+    where the right group was not a candidate. Maximum likelihood by L-BFGS over four numbers,
+    pulled toward ``anchor`` (log T, its slope, miss, its slope) with the weight of
+    ``strength`` examples."""
     import torch
 
     if not out_of_fold:
+        if anchor is not None:
+            return math.exp(anchor[0]), anchor[1], anchor[2], anchor[3]
         return 1.0, 0.0, -50.0, 0.0
     widest = max(len(scores) for scores, _, _ in out_of_fold)
     scores = np.full((len(out_of_fold), widest), -1e9)
@@ -280,8 +319,10 @@ def _fit_calibration(
     similarity = torch.tensor([s for _, _, s in out_of_fold], dtype=torch.float64)
     # The miss is the last column of the softmax: its index for the texts it takes.
     y = torch.tensor(np.where(targets >= 0, targets, widest))
+    center = torch.tensor(anchor if anchor is not None else (0.0, 0.0, 0.0, 0.0))
+    pull = max(strength / len(out_of_fold), 1e-4)
     # log T, its slope, miss, its slope
-    params = torch.zeros(4, dtype=torch.float64, requires_grad=True)
+    params = center.clone().requires_grad_(True)
     optimiser = torch.optim.LBFGS([params], lr=1, max_iter=200, line_search_fn="strong_wolfe")
 
     def closure():
@@ -289,7 +330,7 @@ def _fit_calibration(
         miss = (params[2] + params[3] * similarity)[:, None]
         temperature = torch.exp(params[0] + params[1] * similarity)[:, None]
         logits = torch.cat([x / temperature, miss], dim=1)
-        loss = torch.nn.functional.cross_entropy(logits, y) + 1e-4 * (params**2).sum()
+        loss = torch.nn.functional.cross_entropy(logits, y) + pull * ((params - center) ** 2).sum()
         loss.backward()
         return loss
 
@@ -307,7 +348,7 @@ def _fit_calibration(
 PRIOR_DESCRIPTION_WEIGHT = 0.3
 
 
-def prior_for(encoder_kind: str) -> LinearRanker:
-    """The ranking before any verdict for a model of ``encoder_kind`` (the same for every kind
-    measured so far)."""
+def hand_prior() -> LinearRanker:
+    """The ranking written by hand, for every encoder: what a starter ranker is fitted from, and
+    what ranks (with no probability) where the shipped starter cannot be read."""
     return LinearRanker.prior(description_weight=PRIOR_DESCRIPTION_WEIGHT)
