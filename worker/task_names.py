@@ -14,6 +14,7 @@ EXECUTE_BULK_CHUNK = "worker.tasks.execute_bulk_chunk"
 FINISH_BULK_JOB = "worker.tasks.finish_bulk_job"
 RESUME_STALE_BULK_JOBS = "worker.tasks.resume_stale_bulk_jobs"
 DELETE_EXPIRED_BULK_JOBS = "worker.tasks.delete_expired_bulk_jobs"
+COMPILE_MODEL_VERSION = "worker.tasks.compile_model_version"
 
 # Three queues, so that nothing a curator waits for sits behind training (docs/deploying.md):
 # ``fast`` (the default: bulk jobs, reindexes, re-predictions, beat's checks), ``ranker``

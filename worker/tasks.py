@@ -28,6 +28,7 @@ from annotations.services.review.inputs import review_items_repredict
 from models_app import bulk, bulk_run, promotion, ranker_training, retraining
 from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
+from models_app.services.builds import model_version_compile
 from models_app.services.indexes import taxonomy_needs_reindex
 from models_app.services.runs import (
     first_training_request,
@@ -271,3 +272,16 @@ def delete_expired_bulk_jobs() -> int:
     if deleted:
         logger.info("deleted %d bulk job(s) past SIAMWEB_BULK_KEEP_DAYS", deleted)
     return deleted
+
+
+@shared_task(
+    name=task_names.COMPILE_MODEL_VERSION,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def compile_model_version(model_version_id: int) -> bool:
+    """A process found this version's compiled copy missing, stale or damaged and serves it
+    with PyTorch meanwhile: compile it again (nothing when a current one is there by then)."""
+    return model_version_compile(model_version_id=model_version_id)

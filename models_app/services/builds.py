@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.distill import distill_encoder, distillation_texts
-from models_app.siamese.encoders import Encoder, load_encoder
+from models_app.siamese.encoders import Encoder, compile_encoder, load_encoder
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.progress import Progress, no_progress
 from models_app.siamese.sampling import FeedbackExample, prepare_data
@@ -131,6 +132,7 @@ def model_version_store(
     relative = f"{taxonomy.slug}/models/{uuid.uuid4().hex}"
     with atomic_directory(artifact_path(relative)) as folder:
         result.encoder.save(folder)
+    folder_compile(artifact_path(relative))
     return model_version_create(
         taxonomy=taxonomy,
         encoder_kind=config["encoder"]["kind"],
@@ -328,6 +330,7 @@ def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
                 shutil.copyfile(path, scratch / path.name)
             elif path.is_dir():  # a sentence-transformers model keeps a folder per module
                 shutil.copytree(path, scratch / path.name)
+    folder_compile(artifact_path(relative))
     spec = {"encoder": dataclasses.asdict(encoder.config)}
     if encoder.config.kind in PRETRAINED_KINDS:
         spec["search"] = TOWER_SPEC["search"]  # as a tower trained here would be served
@@ -340,3 +343,28 @@ def model_version_import(*, taxonomy: Taxonomy, folder: Path) -> ModelVersion:
         data_sha256=info.get("data_sha256", ""),
         metrics=info.get("metrics", {}),
     )
+
+
+def folder_compile(folder: Path) -> bool:
+    """Compile the model saved in ``folder`` for serving where that pays (the tower through
+    ONNX Runtime), here in the worker, before anything encodes with it: the gate, the index and
+    the web then all use what serves. True when a compiled copy was written. A compile that
+    fails leaves the version as it is, served by PyTorch: the version is whole without it."""
+    started = time.perf_counter()
+    try:
+        written = compile_encoder(folder)
+    except Exception as exc:  # the exporter and the runtime raise many kinds; none is fatal here
+        logger.warning("%s cannot be compiled, PyTorch serves it: %s", folder, exc)
+        return False
+    if written:
+        logger.info("%s compiled for serving in %.1f s", folder, time.perf_counter() - started)
+    return written
+
+
+def model_version_compile(*, model_version_id: int) -> bool:
+    """The worker's task after a process found a version's compiled copy missing, stale or
+    damaged: compile it again (nothing when a current one is there by then)."""
+    version = ModelVersion.objects.filter(id=model_version_id).first()
+    if version is None:  # deleted since it was asked for
+        return False
+    return folder_compile(artifact_path(version.artifact_path))

@@ -21,17 +21,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 
 from annotations.models import Member, Taxonomy, TaxonomyRevision
 from models_app.models import Deployment
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.encoders import Encoder, load_encoder
+from models_app.siamese.encoders import Encoder, compiled_rebuild_wanted, load_encoder
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.ranker.candidates import LexicalCache
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
+from worker.task_names import COMPILE_MODEL_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -231,11 +233,26 @@ def encoder_for(model_version) -> Encoder:
         encoder = _encoders.get(model_version.id)
     if encoder is None:
         encoder = load_encoder(artifact_path(model_version.artifact_path), mapped=True)
+        _compile_again_if_wanted(model_version.id, encoder)
         with _lock:
             if len(_encoders) >= _MAX_CACHED_ENCODERS:
                 _encoders.pop(next(iter(_encoders)))
             _encoders[model_version.id] = encoder
     return encoder
+
+
+def _compile_again_if_wanted(model_version_id: int, encoder: Encoder) -> None:
+    """A tower whose compiled copy is missing, stale or damaged encodes with PyTorch (its load
+    said why, once) while the worker compiles it again; the tower takes the new copy up by
+    itself (``compiled.CompiledServing``)."""
+    if compiled_rebuild_wanted(encoder) is None:
+        return
+    try:
+        current_app.send_task(COMPILE_MODEL_VERSION, args=[model_version_id], retry=False)
+    except Exception as exc:  # a broker away must not fail the request this load serves
+        logger.warning(
+            "model version %s: the worker was not asked to compile it: %s", model_version_id, exc
+        )
 
 
 def live_engine(taxonomy: Taxonomy) -> LiveEngine | None:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError, read_manifest
+from models_app.siamese.compiled import onnxruntime_available
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
 from models_app.siamese.networks.char_bilstm import CharBiLSTMConfig, CharBiLSTMEncoder
 from models_app.siamese.networks.conv_words import ConvWordsConfig, ConvWordsEncoder
@@ -92,6 +93,29 @@ def load_encoder(folder: Path, *, mapped: bool = False) -> Encoder:
     except (KeyError, ConfigError) as exc:
         raise ArtifactError(f"encoder in {folder} has an unusable config: {exc}") from None
     return encoder_class(config.kind).load(folder, config, mapped=mapped)
+
+
+def compile_encoder(folder: Path) -> bool:
+    """Compile the encoder saved in ``folder`` for serving, where that pays: the tower through
+    ONNX Runtime (``compiled.py``); the n-gram encoders spend their time hashing n-grams in
+    Python, which no runtime speeds up. True when a compiled copy was written, False when a
+    current one was there or the kind is not compiled."""
+    config = parse_config(read_manifest(folder, kind=ENCODER_ARTIFACT)["config"])
+    if not hasattr(encoder_class(config.kind), "compile_for_serving"):
+        return False
+    if not onnxruntime_available():
+        raise ArtifactError("onnxruntime is not installed: the tower cannot be compiled")
+    return load_encoder(folder).compile_for_serving(Path(folder))
+
+
+def compiled_rebuild_wanted(encoder: Encoder) -> str | None:
+    """Why a served encoder of a compiled kind encodes with PyTorch when compiling it again
+    would help (its compiled copy missing, stale or damaged); None when it serves compiled, is
+    of a kind never compiled, or no runtime is installed to compile it with."""
+    compiled = getattr(encoder, "compiled", None)
+    if compiled is None or compiled.problem is None or not onnxruntime_available():
+        return None
+    return compiled.problem
 
 
 def as_stored(encoder: Encoder) -> Encoder:
