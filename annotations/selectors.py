@@ -586,3 +586,15 @@ def group_descriptions(group_ids) -> dict[int, str]:
     """Each group's description (blank ones left out), for the card to show what it means."""
     rows = Group.objects.filter(id__in=list(group_ids)).exclude(description="")
     return dict(rows.values_list("id", "description"))
+
+
+def group_curator_counts(group_ids) -> dict[int, int]:
+    """How many texts curators put in each group (its curator members): evidence the card
+    names beside a group's probability. Groups with none are left out."""
+    rows = (
+        Member.objects.filter(group_id__in=list(group_ids), source=Member.Source.CURATOR)
+        .order_by()
+        .values_list("group_id")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)

@@ -23,6 +23,7 @@ from annotations.markdown import markdown_html
 from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors import (
     QueueFilters,
+    group_curator_counts,
     group_descriptions,
     judgements_today_count,
     latest_of,
@@ -80,6 +81,7 @@ def _card_context(
     text = item.input.text if item else ""
     others = review_card_members(groups=groups, text=text)
     descriptions = group_descriptions(g["group_id"] for g in groups)
+    curated = group_curator_counts(g["group_id"] for g in groups)
     awaiting = item is not None and item.status == ReviewItem.Status.AWAITING_GROUP
     # The input's words found in a member string are marked on the card (escaped as any text).
     input_words = words(text)
@@ -90,6 +92,9 @@ def _card_context(
             "name": group["name"],
             "score": group["score"],
             "probability": group.get("probability"),
+            # Too close to the top group's probability to tell apart: the curator chooses.
+            "tied": bool(group.get("tied")),
+            "curated": curated.get(group["group_id"], 0),
             "description": descriptions.get(group["group_id"], ""),
             "member": group.get("member"),
             "member_parts": matched_parts(group.get("member") or "", input_words),
@@ -112,6 +117,7 @@ def _card_context(
         "probability": probability,
         "low_confidence": probability is not None and probability < LOW_CONFIDENCE,
         "first": options[0] if options else None,
+        "tied_count": sum(option["tied"] for option in options),
         "awaiting": awaiting,
         # After a false match: the groups ruled out, named on the card with what to do next.
         "rejected_names": rejected_group_names(item, user=request.user) if awaiting else [],
