@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import FeedbackPair, Taxonomy
+from annotations.models import FeedbackPair, Group, Input, Member, Taxonomy
 from models_app.finetune_recipe import (
     FINETUNE_CATCH_UP_SHARE,
     FINETUNE_FRESH_MAX_REPEATS,
@@ -23,14 +23,15 @@ from models_app.finetune_recipe import (
     half_fresh,
     share_of_budget,
 )
-from models_app.gate import Comparison, gate_reference
+from models_app.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
 from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, go_live, live_build, live_version
 from models_app.services.builds import encoder_fit, model_version_store, version_config
 from models_app.services.indexes import index_build_create
+from models_app.services.run_clock import RunClock, encode_rates
 from models_app.services.runs import run_checkpoint_dir, run_first_attempt, training_run_request
 from models_app.services.training_data import feedback_examples, feedback_last_id, held_out_texts
-from models_app.serving.engines import NoLiveModel, encoder_for
+from models_app.serving.engines import NoLiveModel, encoder_for, live_engine
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.progress import Progress
 from models_app.siamese.sampling import FeedbackExample
@@ -227,6 +228,17 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     started = time.monotonic()
     laps = _Laps()
     live_encoder = encoder_for(parent)
+    reference = gate_reference(parent)
+    clock = _finetune_clock(
+        taxonomy,
+        progress,
+        live_encoder,
+        held_out=len(held_out),
+        catch_up=catch_up,
+        learn_seconds=share_of_budget(training, 1 - catch_up).max_minutes * 60,
+        reference=reference != parent,
+    )
+    progress("pairs", 1.0, clock.left())
 
     def learnable(after: int, up_to: int) -> list[FeedbackExample]:
         return [
@@ -255,9 +267,10 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         checkpoint_dir=checkpoints / "learn",
         # Members change with every verdict: a retry's data may differ from the first attempt's.
         discard_stale_checkpoint=True,
-        progress=progress,
+        progress=clock.phase("learn"),
     )
     laps.lap("learn")
+    clock.done("learn")
     learn_steps = learnt.result.steps
     resumed_from_step = learnt.result.metrics.get("resumed_from_step", 0.0)
     comparison = Comparison.build(taxonomy)
@@ -267,12 +280,13 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     held_out_hits = None
     final = learnt
     if held_out:
-        progress("evaluate", 0.0, None)
+        clock.phase("held_out")("evaluate", 0.0, None)
         # As it would be served (stored smaller than it trains), as the live one is.
         comparison.add("learnt", as_stored(learnt.result.encoder), parse_search_config(spec))
         held_out_hits = comparison.held_out_hits(held_out)
         comparison.drop("learnt")
         laps.lap("held_out")
+        clock.done("held_out")
         final = encoder_fit(
             taxonomy=taxonomy,
             encoder_config=encoder_config,
@@ -286,10 +300,11 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             anchor=live_encoder,
             checkpoint_dir=checkpoints / "catch_up",
             discard_stale_checkpoint=True,
-            progress=progress,
+            progress=clock.phase("catch_up"),
         )
         del learnt  # phase 1's two models, blended and as trained, are not needed any more
         laps.lap("catch_up")
+        clock.done("catch_up")
     candidate = model_version_store(
         taxonomy=taxonomy,
         fit=final,
@@ -304,11 +319,12 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             "resumed_from_step": resumed_from_step,
         },
     )
-    build = index_build_create(model_version=candidate, progress=progress)
+    build = index_build_create(model_version=candidate, progress=clock.phase("index"))
     TrainingRun.objects.filter(id=run.id).update(model_version=candidate, index_build=build)
     laps.lap("index")
+    clock.done("index")
 
-    progress("evaluate", 0.5, None)
+    clock.phase("gate")("evaluate", 0.5, None)
     # The candidate as stored and served (its index was just built with it), not as trained: the
     # gate compares what would go live with what is live.
     comparison.add(
@@ -317,7 +333,6 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         parse_search_config(candidate.config),
         index_build=build,
     )
-    reference = gate_reference(parent)
     if reference != parent:
         comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))
     report = comparison.gate(
@@ -329,7 +344,10 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         comparison.drop("reference")
     report["new_verdicts"] = new_verdicts
     laps.lap("gate")
+    clock.done("gate")
     report["stage_seconds"] = laps.seconds
+    # What the run's time left was worked out from, to set beside what each stage took.
+    report["eta"] = {"rates": clock.rates, "expected_seconds": clock.planned}
     candidate.metrics = {**candidate.metrics, "gate": report}
     candidate.save(update_fields=["metrics"])
     TrainingRun.objects.filter(id=run.id).update(
@@ -338,7 +356,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     if report["decision"] != "promote":
         return {"status": TrainingRun.Status.REJECTED}
 
-    progress("promote", 0.0, None)
+    clock.phase("promote")("promote", 0.0, None)
     flips = comparison.flips()
     laps.lap("flips")
     go_live(build=build, actor=None)
@@ -347,6 +365,51 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         "flip_report": flips,
         "gate_report": {**report, "stage_seconds": laps.seconds},
     }
+
+
+def _finetune_clock(
+    taxonomy: Taxonomy,
+    progress: Progress,
+    encoder,
+    *,
+    held_out: int,
+    catch_up: float,
+    learn_seconds: float,
+    reference: bool,
+) -> RunClock:
+    """A fine-tune's phases with the seconds each is expected to take, from the live model's
+    rates measured now on the taxonomy's own titles. Phase 1 takes its time budget until its
+    training says its time left from its pace; the held-out check encodes every member
+    with the phase-1 model and answers the held-out verdicts with two; the catch-up trains on
+    ``catch_up`` of the budget, as fast as phase 1 did; the index encodes every member and
+    group description with the candidate (the same network, so the same rate); the gate answers
+    the frozen suite twice (its hits, then its ranks) and every verdict with each model, and
+    encodes every member with the reference version when that is another; a promotion compares
+    the recent inputs' answers."""
+    members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
+    rates = encode_rates(encoder, live_engine(taxonomy), members[:: max(1, len(members) // 256)])
+    groups = Group.objects.filter(taxonomy=taxonomy).count()
+    verdicts = new_verdict_count(taxonomy, after=0)
+    suite = min(
+        len(FROZEN_SETS) * settings.SIAMWEB_GATE_SUITE_SIZE, len(FROZEN_SETS) * len(members)
+    )
+    models = 3 if reference else 2
+    inputs = min(Input.objects.filter(taxonomy=taxonomy).count(), FLIP_INPUTS_COMPARED)
+    phases = {
+        "learn": learn_seconds,  # its time budget, until training says its own time left
+        "held_out": (len(members) * rates.encode + 2 * held_out * rates.answer) if held_out else 0,
+        "catch_up": 0.0,
+        "index": (len(members) + groups) * rates.encode,
+        "gate": models * (2 * suite + verdicts) * rates.answer
+        + (len(members) * rates.encode if reference else 0.0),
+        "promote": 2 * inputs * rates.answer,
+    }
+    return RunClock(
+        progress,
+        phases,
+        like={"catch_up": ("learn", catch_up / (1 - catch_up))},
+        rates={"encode_seconds_per_text": rates.encode, "answer_seconds_per_text": rates.answer},
+    )
 
 
 class _Laps:
