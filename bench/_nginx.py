@@ -2,9 +2,10 @@
 (``deploy/nginx-siamweb.conf``), for the proxy tests and the load benchmark.
 
 The config is used as written, but for what only a deployment knows: the upstream's port, the
-ports nginx listens on (loopback), a self-signed certificate for ``localhost``, and where the
-static files were collected. Each of those lines must be in the file exactly once, so an edit
-that the tests no longer exercise fails loudly instead of silently testing something else.
+ports nginx listens on (loopback), a self-signed certificate for ``localhost``, where the static
+files were collected, and the proxy's secret (SIAMWEB_PROXY_SECRET). Each of those lines must be
+in the file exactly once, so an edit that the tests no longer exercise fails loudly instead of
+silently testing something else.
 nginx runs in the foreground with its own prefix folder: its pid, logs and temporary files stay
 there, and Debian's own nginx service is neither needed nor touched.
 """
@@ -12,6 +13,7 @@ there, and Debian's own nginx service is neither needed nor touched.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -52,9 +54,17 @@ def nginx_binary() -> str:
 
 
 def site_config(
-    *, upstream_port: int, http_port: int, https_port: int, static_root: Path, cert: Path, key: Path
+    *,
+    upstream_port: int,
+    http_port: int,
+    https_port: int,
+    static_root: Path,
+    cert: Path,
+    key: Path,
+    proxy_secret: str,
 ) -> str:
-    """The deployed site config with this machine's ports, certificate and static folder."""
+    """The deployed site config with this machine's ports, certificate, static folder and
+    proxy secret."""
     text = SITE_CONFIG.read_text()
     for old, new in (
         ("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};"),
@@ -63,6 +73,7 @@ def site_config(
         ("/etc/ssl/siamweb/fullchain.pem", str(cert)),
         ("/etc/ssl/siamweb/privkey.pem", str(key)),
         ("/srv/siamweb/var/staticfiles/", f"{static_root}/"),
+        ("replace-with-SIAMWEB_PROXY_SECRET", proxy_secret),
     ):
         if text.count(old) != 1:
             raise NginxError(f"{SITE_CONFIG.name} should hold {old!r} exactly once")
@@ -110,8 +121,12 @@ def _main_config(folder: Path) -> str:
     )
 
 
-def start_nginx(folder: Path, *, upstream_port: int, static_root: Path) -> Proxy:
-    """nginx with the deployed site config in front of gunicorn on ``upstream_port``."""
+def start_nginx(
+    folder: Path, *, upstream_port: int, static_root: Path, proxy_secret: str | None = None
+) -> Proxy:
+    """nginx with the deployed site config in front of gunicorn on ``upstream_port``;
+    ``proxy_secret``: the gunicorn's SIAMWEB_PROXY_SECRET (a random one if it has none, for a
+    development server that believes no forwarded header anyway)."""
     binary = nginx_binary()
     folder.mkdir(parents=True, exist_ok=True)
     cert, key = self_signed_certificate(folder)
@@ -120,6 +135,7 @@ def start_nginx(folder: Path, *, upstream_port: int, static_root: Path) -> Proxy
         site_config(
             upstream_port=upstream_port, http_port=http_port, https_port=https_port,
             static_root=static_root, cert=cert, key=key,
+            proxy_secret=proxy_secret or secrets.token_urlsafe(32),
         )
     )  # fmt: skip
     main = folder / "nginx.conf"

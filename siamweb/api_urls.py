@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 
 from annotations import api_flags
-from annotations.api.account import AccountTokenApi, AccountTokenRotateApi
+from annotations.api.account import AccountSignedInApi, AccountTokenApi, AccountTokenRotateApi
 from annotations.api.base import ApiNotFoundApi
 from annotations.api.inputs import InputListSubmitApi, NormalizeApi
 from annotations.api.review import (
@@ -143,6 +143,8 @@ urlpatterns = [
         bulk_api.BulkJobJsonlApi.as_view(),
         name="api-bulk-job-jsonl",
     ),
+    # whether the caller is signed in (nginx asks before it reads an upload)
+    path("account/signed-in", AccountSignedInApi.as_view(), name="api-account-signed-in"),
     # the caller's own API token
     path("account/token", AccountTokenApi.as_view(), name="api-account-token"),
     path(

@@ -15,6 +15,12 @@ import gc
 
 preload_app = True
 worker_class = "gthread"
+# The scheme and the client's address are Django's to read (SECURE_PROXY_SSL_HEADER, the
+# throttles), from nginx only: it proves itself with SIAMWEB_PROXY_SECRET
+# (siamweb.middleware.ForwardedHeadersMiddleware). gunicorn would take X-Forwarded-Proto from any
+# process on loopback, where nginx and everything else on the host connect from alike.
+forwarded_allow_ips = ""
+secure_scheme_headers: dict[str, str] = {}
 
 _torch_threads: int | None = None
 

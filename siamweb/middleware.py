@@ -8,6 +8,7 @@ was stored: the transaction that failed was rolled back.
 
 from __future__ import annotations
 
+import hmac
 import logging
 
 from django.conf import settings
@@ -52,6 +53,38 @@ class ContentSecurityPolicyMiddleware:
         if "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = settings.SIAMWEB_CONTENT_SECURITY_POLICY
         return response
+
+
+# What a proxy tells the application about a request; believed only from the proxy itself.
+FORWARDED_HEADERS = (
+    "HTTP_X_FORWARDED_FOR",
+    "HTTP_X_FORWARDED_PROTO",
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_FORWARDED_PORT",
+    "HTTP_X_REAL_IP",
+)
+PROXY_SECRET_HEADER = "HTTP_X_SIAMWEB_PROXY_SECRET"
+
+
+class ForwardedHeadersMiddleware:
+    """The client's address and scheme that a proxy forwards (X-Forwarded-For, -Proto) are kept
+    only on a request that carries ``SIAMWEB_PROXY_SECRET`` (nginx adds it, docs/deploying.md);
+    on any other they are removed before anything reads them. gunicorn listens on loopback,
+    where any local process can reach it, and the proxy's address alone proves nothing there:
+    a request sent straight to gunicorn with a forged X-Forwarded-For is counted at its own
+    address by the sign-in lockout and the throttles, and a forged X-Forwarded-Proto gets no
+    HTTPS. The secret itself never goes further than this."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        sent = request.META.pop(PROXY_SECRET_HEADER, "")
+        secret = settings.SIAMWEB_PROXY_SECRET
+        if not (secret and hmac.compare_digest(sent.encode(), secret.encode())):
+            for name in FORWARDED_HEADERS:
+                request.META.pop(name, None)
+        return self.get_response(request)
 
 
 class TransientDatabaseErrorMiddleware:

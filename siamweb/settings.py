@@ -59,6 +59,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so every answer gets the policy: static files, bodies refused unread, errors.
     "siamweb.middleware.ContentSecurityPolicyMiddleware",
+    # Before anything reads the client's address or scheme: only the proxy's are believed.
+    "siamweb.middleware.ForwardedHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before anything reads the body: a body longer than its address takes is refused unread.
     "siamweb.middleware.RequestSizeLimitMiddleware",
@@ -241,6 +243,16 @@ SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 # behind nginx, docs/deploying.md); 0 reads the connection's own address. The login lockout and
 # the API's throttles both count per client address read this way.
 SIAMWEB_PROXY_COUNT = env_int("SIAMWEB_PROXY_COUNT", default=0, minimum=0)
+# The proxy proves it is the proxy with this secret (nginx sends it in X-Siamweb-Proxy-Secret):
+# X-Forwarded-For and -Proto are believed on requests that carry it and dropped from any other
+# (siamweb.middleware.ForwardedHeadersMiddleware). Production, always behind one, requires it.
+SIAMWEB_PROXY_SECRET = env_str("SIAMWEB_PROXY_SECRET", "")
+if PRODUCTION and len(SIAMWEB_PROXY_SECRET) < 32:
+    raise ImproperlyConfigured(
+        "SIAMWEB_PROXY_SECRET must be set to a random value of at least 32 characters in "
+        "production, and nginx must send it (docs/deploying.md): forwarded headers are believed "
+        "only from requests that carry it"
+    )
 # Invalid API tokens one client address may send (siamweb.authentication); past it, its invalid
 # tokens are answered 429 until the window has passed. A valid token is never counted nor held up.
 SIAMWEB_BAD_TOKEN_RATE = env_rate("SIAMWEB_BAD_TOKEN_RATE", default="20/min")

@@ -93,7 +93,9 @@ def test_a_session_is_not_throttled_by_bad_tokens_of_its_address(curator, client
 
 def test_behind_a_proxy_the_forwarded_address_is_counted(curator, settings):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    settings.SIAMWEB_PROXY_SECRET = "s" * 32
     guesser = client_at("10.0.0.1", GUESS)
+    guesser.defaults["HTTP_X_SIAMWEB_PROXY_SECRET"] = "s" * 32
     for _ in range(3):
         guesser.get(URL, HTTP_X_FORWARDED_FOR="198.51.100.4")
     assert guesser.get(URL, HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 429

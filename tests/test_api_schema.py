@@ -55,6 +55,7 @@ ENDPOINTS = {
     "/api/v1/bulk-jobs/{job_id}/retry": {"post"},
     "/api/v1/bulk-jobs/{job_id}/result.csv": {"get"},
     "/api/v1/bulk-jobs/{job_id}/result.jsonl": {"get"},
+    "/api/v1/account/signed-in": {"get"},
     "/api/v1/account/token": {"get", "delete"},
     "/api/v1/account/token/rotate": {"post"},
 }

@@ -88,17 +88,33 @@ def test_a_lockout_ends_once_its_minutes_have_passed(curator, settings):
 
 def test_behind_a_proxy_the_address_it_forwards_is_the_one_locked(curator, settings):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
-    proxy = "10.0.0.1"  # every request comes from the proxy, with its client's address forwarded
-    fail(Client(REMOTE_ADDR=proxy), "carla", 5, HTTP_X_FORWARDED_FOR="203.0.113.5")
+    settings.SIAMWEB_PROXY_SECRET = "s" * 32
+
+    def via_proxy() -> Client:
+        # Every request comes from the proxy, with its client's address forwarded and its secret.
+        return Client(REMOTE_ADDR="10.0.0.1", HTTP_X_SIAMWEB_PROXY_SECRET="s" * 32)
+
+    fail(via_proxy(), "carla", 5, HTTP_X_FORWARDED_FOR="203.0.113.5")
     assert AccessAttempt.objects.get().ip_address == "203.0.113.5"
-    other = sign_in(
-        Client(REMOTE_ADDR=proxy), "carla", "carla-pass-123", HTTP_X_FORWARDED_FOR="198.51.100.9"
-    )
+    other = sign_in(via_proxy(), "carla", "carla-pass-123", HTTP_X_FORWARDED_FOR="198.51.100.9")
     assert other.status_code == 302
-    same = sign_in(
-        Client(REMOTE_ADDR=proxy), "carla", "carla-pass-123", HTTP_X_FORWARDED_FOR="203.0.113.5"
-    )
+    same = sign_in(via_proxy(), "carla", "carla-pass-123", HTTP_X_FORWARDED_FOR="203.0.113.5")
     assert same.status_code == 429
+
+
+def test_a_forwarded_address_without_the_proxys_secret_is_not_believed(curator, settings):
+    """gunicorn reached directly: a forged X-Forwarded-For once dodged the lockout."""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    settings.SIAMWEB_PROXY_SECRET = "s" * 32
+    for secret in ("", "wrong" * 8):
+        AccessAttempt.objects.all().delete()
+        forger = Client(REMOTE_ADDR="10.0.0.1", HTTP_X_SIAMWEB_PROXY_SECRET=secret)
+        statuses = [
+            sign_in(forger, "carla", "guess", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code
+            for n in range(6)
+        ]
+        assert statuses == [200] * 4 + [429] * 2
+        assert set(AccessAttempt.objects.values_list("ip_address", flat=True)) == {"10.0.0.1"}
 
 
 def test_without_a_proxy_a_forwarded_address_is_not_believed(curator):

@@ -15,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "siamweb.example.org"
+PROXY_SECRET = secrets.token_urlsafe(32)
 
 REQUESTS = f"""
 import json, re
@@ -30,7 +31,10 @@ plain = Client(HTTP_HOST="{HOST}")
 response = plain.get("/accounts/login/")
 out["http"] = [response.status_code, response.headers.get("Location")]
 out["healthz_over_http"] = plain.get("/healthz").status_code
-browser = Client(HTTP_HOST="{HOST}", HTTP_X_FORWARDED_PROTO="https", enforce_csrf_checks=True)
+forged = Client(HTTP_HOST="{HOST}", HTTP_X_FORWARDED_PROTO="https")
+out["forged_https"] = forged.get("/accounts/login/").status_code
+browser = Client(HTTP_HOST="{HOST}", HTTP_X_FORWARDED_PROTO="https", enforce_csrf_checks=True,
+    HTTP_X_SIAMWEB_PROXY_SECRET="{PROXY_SECRET}")
 page = browser.get("/accounts/login/")
 out["headers"] = {{k: page.headers.get(k) for k in (
     "Strict-Transport-Security", "X-Content-Type-Options", "X-Frame-Options",
@@ -63,6 +67,7 @@ def production_env(tmp_path) -> dict[str, str]:
         "SIAMWEB_VAR_DIR": str(tmp_path),
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": HOST,
+        "SIAMWEB_PROXY_SECRET": PROXY_SECRET,
     }
 
 
@@ -95,6 +100,11 @@ def test_plain_http_is_redirected_to_https_except_the_health_check(answers):
     assert answers["healthz_over_http"] == 200
 
 
+def test_https_is_believed_from_the_proxy_only(answers):
+    # X-Forwarded-Proto without the proxy's secret (SIAMWEB_PROXY_SECRET) is plain HTTP.
+    assert answers["forged_https"] == 301
+
+
 def test_pages_carry_hsts_and_the_usual_security_headers(answers):
     assert answers["headers"] == {
         "Strict-Transport-Security": "max-age=31536000",
@@ -108,7 +118,7 @@ def test_pages_carry_hsts_and_the_usual_security_headers(answers):
 def test_the_session_and_csrf_cookies_are_secure(answers):
     assert answers["login"] == 302
     cookies = answers["cookies"]
-    assert set(cookies) == {"csrftoken", "sessionid"}
+    assert set(cookies) == {"csrftoken", "sessionid", "siamweb_signed_in"}
     assert all(cookie["secure"] for cookie in cookies.values())
-    assert cookies["sessionid"]["httponly"]
+    assert cookies["sessionid"]["httponly"] and cookies["siamweb_signed_in"]["httponly"]
     assert {cookie["samesite"] for cookie in cookies.values()} == {"Lax"}

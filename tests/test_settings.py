@@ -71,6 +71,14 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
             "SIAMWEB_FINETUNE_BUDGET_VERDICTS must be at least 1",
         ),
         ({"SIAMWEB_ENV": "production", "SECRET_KEY": "short"}, "SECRET_KEY must be set"),
+        (
+            {"SIAMWEB_ENV": "production", "SECRET_KEY": "k" * 50},
+            "SIAMWEB_PROXY_SECRET must be set",
+        ),
+        (
+            {"SIAMWEB_ENV": "production", "SECRET_KEY": "k" * 50, "SIAMWEB_PROXY_SECRET": "short"},
+            "SIAMWEB_PROXY_SECRET must be set",
+        ),
         ({"SIAMWEB_GATE_ALPHA": "0.5"}, "SIAMWEB_GATE_ALPHA must be below 0.5"),
         ({"SIAMWEB_GATE_ALPHA": "0"}, "SIAMWEB_GATE_ALPHA must be at least"),
         ({"SIAMWEB_GATE_ALPHA": "five percent"}, "SIAMWEB_GATE_ALPHA"),
@@ -83,8 +91,10 @@ def test_malformed_values_stop_start_up_naming_the_variable(tmp_path, env, messa
     assert message in result.stderr
 
 
-def test_production_starts_with_a_real_secret_key(tmp_path):
-    result = start(tmp_path, SIAMWEB_ENV="production", SECRET_KEY="k" * 50)
+def test_production_starts_with_a_real_secret_key_and_proxy_secret(tmp_path):
+    result = start(
+        tmp_path, SIAMWEB_ENV="production", SECRET_KEY="k" * 50, SIAMWEB_PROXY_SECRET="p" * 32
+    )
     assert result.returncode == 0, result.stderr
 
 

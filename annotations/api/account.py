@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound, Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
@@ -71,3 +71,21 @@ class AccountTokenRotateApi(TokenApi):
     def post(self, request: Request) -> Response:
         token = ApiToken.of(api_token_rotate(user=request.user))
         return Response(self.OutputSerializer(token).data, status=status.HTTP_201_CREATED)
+
+
+class AccountSignedInApi(JsonApi):
+    """Whether the caller is signed in (an API token or a session): 204, or 401 and nothing else
+    (an address throttled for invalid tokens included), since nginx's ``auth_request`` asks this
+    before it reads an upload's body and takes any other answer for a failure."""
+
+    @extend_schema(
+        summary="204 when the caller is signed in (a token or a session), 401 when not",
+        responses={204: None},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def handle_exception(self, exc):
+        if isinstance(exc, (Throttled, AuthenticationFailed, NotAuthenticated)):
+            exc = NotAuthenticated(str(getattr(exc, "detail", exc)))
+        return super().handle_exception(exc)

@@ -35,7 +35,7 @@ class Deployment:
     gunicorn_port: int
     gunicorn_access_log: Path
 
-    def https(self, timeout: float = 30) -> http.client.HTTPSConnection:
+    def https(self, timeout: float = 120) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(
             "127.0.0.1", self.proxy.https_port, timeout=timeout, context=client_tls()
         )
@@ -89,6 +89,7 @@ def production_env(var_dir: Path) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": HOST,
         "SIAMWEB_PROXY_COUNT": "1",
+        "SIAMWEB_PROXY_SECRET": secrets.token_urlsafe(32),
         "SIAMWEB_VAR_DIR": str(var_dir),
         "SIAMWEB_ARTIFACTS_DIR": str(settings.SIAMWEB_ARTIFACTS_DIR),
         "DATABASE_URL": (
@@ -117,7 +118,10 @@ def deployment(django_db_setup, django_db_blocker, tmp_path_factory):
     )  # fmt: skip
     try:
         proxy = start_nginx(
-            folder / "nginx", upstream_port=port, static_root=folder / "var" / "staticfiles"
+            folder / "nginx",
+            upstream_port=port,
+            static_root=folder / "var" / "staticfiles",
+            proxy_secret=env["SIAMWEB_PROXY_SECRET"],
         )
         try:
             yield Deployment(proxy, port, access_log)

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from rest_framework.authtoken.models import Token
 
 from bench._nginx import SITE_CONFIG, start_nginx, stop_nginx
 from bench._servers import free_port
@@ -38,12 +39,16 @@ def test_the_site_config_in_the_docs_is_the_one_tested():
     assert SITE_CONFIG.read_text() in blocks
 
 
-def test_plain_http_is_redirected_to_https_and_the_health_check_answered(deployment):
+@pytest.mark.parametrize("host", [HOST, "evil.example"])
+def test_plain_http_is_redirected_to_the_sites_own_name_and_the_health_check_answered(
+    deployment, host
+):
+    """To the server_name the config gives, never to the Host the client sent."""
     before = deployment.access_log_size()
     connection = deployment.http()
-    response = send_head(connection, "GET", "/review/?page=2", {})
+    response = send_head(connection, "GET", "/review/?page=2", {"Host": host})
     assert response.status == 301
-    assert response.getheader("Location") == f"https://{HOST}/review/?page=2"
+    assert response.getheader("Location") == "https://siamweb.example.org/review/?page=2"
     assert not deployment.reached_gunicorn(before, "GET", "/review/")
 
     connection = deployment.http()
@@ -97,30 +102,32 @@ def test_a_body_over_the_limit_is_refused_by_nginx_before_it_reaches_django(
     if content_type == "application/json":
         assert "larger than this address takes" in json.loads(body)["detail"]
     else:
-        assert b"too large" in body
+        assert b"larger than this address takes" in body
     assert not deployment.reached_gunicorn(before, "POST", path)
 
 
-def test_each_address_keeps_its_own_limit(deployment):
+def test_each_address_keeps_its_own_limit(deployment, curator):
     # 3 MB is over what a login form takes but well within a bulk file's limit: nginx passes
-    # it on (whole, once received) and Django answers (no session: the login page).
+    # it on (whole, once received) from a signed-in caller and Django answers (not a form).
     body = b"x" * (3 * 1024 * 1024)
     before = deployment.access_log_size()
     refused = deployment.https()
     response = send_head(refused, "POST", "/accounts/login/", {"Content-Length": str(len(body))})
     assert response.status == 413
 
+    token = Token.objects.create(user=curator)
     passed = deployment.https()
-    passed.putrequest("POST", "/bulk/", skip_host=True)
+    passed.putrequest("POST", "/api/v1/bulk-jobs", skip_host=True)
     for name, value in {"Host": HOST, "Content-Length": str(len(body)),
+                        "Authorization": f"Token {token.key}",
                         "Content-Type": "application/octet-stream"}.items():  # fmt: skip
         passed.putheader(name, value)
     passed.endheaders(body)
     response = passed.getresponse()
     response.read()
-    assert response.status in (302, 403)  # anonymous: to the login page, or CSRF refused
+    assert response.status == 415  # Django's answer: a file goes in a multipart form
     assert not deployment.reached_gunicorn(before, "POST", "/accounts/login/")
-    assert deployment.reached_gunicorn(before, "POST", "/bulk/")
+    assert deployment.reached_gunicorn(before, "POST", "/api/v1/bulk-jobs")
 
 
 class SlowClient(threading.Thread):
@@ -202,14 +209,17 @@ def test_gunicorn_down_is_a_503_to_retry_not_a_502(tmp_path):
     nothing_listens = free_port()
     proxy = start_nginx(tmp_path / "nginx", upstream_port=nothing_listens, static_root=tmp_path)
     try:
-        for path, content_type in (
-            ("/api/v1/taxonomies/onet/normalize", "application/json"),
-            ("/review/", "text/html"),
+        for method, path, content_type in (
+            ("GET", "/api/v1/taxonomies/onet/normalize", "application/json"),
+            ("GET", "/review/", "text/html"),
+            # An upload's question to Django before its body (auth_request) fails the same way.
+            ("POST", "/api/v1/bulk-jobs", "application/json"),
         ):
             connection = http.client.HTTPSConnection(
                 "127.0.0.1", proxy.https_port, timeout=30, context=client_tls()
             )
-            response = send_head(connection, "GET", path, {})
+            head = {"Content-Length": "10"} if method == "POST" else {}
+            response = send_head(connection, method, path, head)
             body = response.read()
             assert response.status == 503, body
             assert response.getheader("Retry-After") == "5"
