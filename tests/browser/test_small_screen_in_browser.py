@@ -29,3 +29,47 @@ def test_the_review_card_fits_a_phone_and_starts_on_its_first_screen(
     last.scroll_into_view_if_needed()
     expect(last).to_be_in_viewport()
     assert page.evaluate("window.scrollX") == 0
+
+
+LONG_DESCRIPTION = (
+    "Research, design, and develop computer and network software or specialized utility "
+    "programs. Analyze user needs and develop software solutions, applying principles and "
+    "techniques of computer science, engineering, and mathematical analysis. Update software "
+    "or enhance existing software capabilities."
+)
+
+
+def test_on_a_phone_the_card_and_its_first_option_come_first_and_the_filters_fold_away(
+    page, live_server, admin_user, tiny_taxonomy
+):
+    # A card as O*NET's are: long descriptions, members beside them, guidelines to read.
+    tiny_taxonomy.groups.update(description=LONG_DESCRIPTION)
+    tiny_taxonomy.guidelines = "# Guidelines\n\nPick the group the *job* belongs to."
+    tiny_taxonomy.save(update_fields=["guidelines"])
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer (m/f/d)"], source="api")
+    page.set_viewport_size({"width": 375, "height": 667})
+    log_in(page, live_server, "ada", "ada-pass-123")
+
+    card = page.get_by_test_id("review-card")
+    expect(card).to_be_visible()
+    first = page.get_by_test_id("group-option").first
+    assert first.bounding_box()["y"] + first.bounding_box()["height"] <= 667
+    expect(first).to_be_in_viewport(ratio=1)
+    # The filters are folded under one line, and open whole: none cut off at the side.
+    filters = page.get_by_test_id("filters")
+    expect(filters).to_be_hidden()
+    page.get_by_test_id("filters-toggle").click()
+    expect(filters).to_be_visible()
+    assert filters.evaluate("form => form.scrollWidth <= form.clientWidth")
+    for field in filters.locator("select, input:not([type=checkbox])").all():
+        box = field.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 375
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+
+
+def test_on_a_wide_screen_the_filters_stay_open(page, live_server, curator, tiny_taxonomy):
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer"], source="api")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    log_in(page, live_server, "carla", "carla-pass-123")
+    expect(page.get_by_test_id("filters")).to_be_visible()
+    expect(page.get_by_test_id("filters-toggle")).to_be_hidden()
