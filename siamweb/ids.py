@@ -39,7 +39,13 @@ def parse_id(value: object) -> int:
 
 
 class IdSerializerField(serializers.IntegerField):
-    """An id in a request body or query (DRF): ``parse_id``'s rule, then min and max."""
+    """An id in a request body or query (DRF): ``parse_id``'s rule, then min and max (by
+    default 0 and ``MAX_ID``, which the schema states)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data) -> int:
         try:
