@@ -308,6 +308,9 @@ SIAMWEB_RANKER_DEPTH = env_int("SIAMWEB_RANKER_DEPTH", default=100, minimum=1)
 # every SIAMWEB_RANKER_CHECK_SECONDS), and after every model that goes live.
 SIAMWEB_RANKER_REFIT_VERDICTS = env_int("SIAMWEB_RANKER_REFIT_VERDICTS", default=20, minimum=1)
 SIAMWEB_RANKER_CHECK_SECONDS = env_int("SIAMWEB_RANKER_CHECK_SECONDS", default=5, minimum=1)
+# Open review items ordered again after each new live ranker, at most this many a time (the
+# head of the queue and those ordered longest ago): a bounded cost for a queue of any length.
+SIAMWEB_REORDER_MAX_ITEMS = env_int("SIAMWEB_REORDER_MAX_ITEMS", default=20_000, minimum=1)
 # A fit queued longer ago than this without ending (its worker died) no longer holds back the next.
 SIAMWEB_RANKER_FIT_STALE_SECONDS = env_int(
     "SIAMWEB_RANKER_FIT_STALE_SECONDS", default=900, minimum=10

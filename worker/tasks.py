@@ -25,8 +25,9 @@ from django.db import InterfaceError, OperationalError
 
 from annotations.models import Taxonomy
 from annotations.services.review.inputs import review_items_repredict
+from annotations.services.review.queue_order import review_items_reorder
 from models_app import bulk, bulk_run, promotion, ranker_training, retraining
-from models_app.models import TrainingRun
+from models_app.models import RankerVersion, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.builds import model_version_compile
 from models_app.services.indexes import taxonomy_needs_reindex
@@ -109,7 +110,23 @@ def fit_ranker(taxonomy_id: int, repredict: bool = True, claimed: bool = False) 
             ranker_training.ranker_fit_release(taxonomy=taxonomy)
     if repredict:
         repredict_pending_inputs.delay(taxonomy_id)
+    elif version is not None and version.status == RankerVersion.Status.LIVE:
+        # What a verdict teaches most moved with what the ranker learnt.
+        reorder_review_queue.delay(taxonomy_id)
     return version.status if version is not None else None
+
+
+@shared_task(
+    name=task_names.REORDER_REVIEW_QUEUE,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=5,
+    retry_jitter=True,
+)
+def reorder_review_queue(taxonomy_id: int) -> int:
+    """After a new ranker went live: the open review items ordered again by what a verdict on
+    each is worth now (fast work: bounded by ``SIAMWEB_REORDER_MAX_ITEMS``)."""
+    return review_items_reorder(taxonomy=Taxonomy.objects.get(id=taxonomy_id))
 
 
 @shared_task(name=task_names.REFIT_DUE_RANKERS)

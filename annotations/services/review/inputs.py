@@ -7,6 +7,7 @@ import math
 import zlib
 from collections.abc import Sequence
 
+import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -20,6 +21,7 @@ from annotations.models import (
     Taxonomy,
 )
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
+from models_app.siamese.ranker.active import verdict_worth
 from models_app.siamese.text import comparison_key
 
 # An answer a new model version changed before anyone judged it goes ahead of every other:
@@ -27,17 +29,18 @@ from models_app.siamese.text import comparison_key
 CHANGED_ANSWER_PRIORITY = 10.0
 
 
-def _priority(normalization: Normalization, occurrences: int, *, changed: bool) -> float:
-    """Most worth a look first: an answer a new model version changed, then a small margin
-    between the top two groups, a low top score and a frequent input."""
+def review_priority(normalization: Normalization, occurrences: int, *, changed: bool) -> float:
+    """Most worth a look first: an answer a new model version changed, then what a verdict
+    teaches most (``verdict_worth``: the live ranker's doubt times the text's traffic). Without
+    a probability (no calibrated ranker can be read): a small margin between the top two
+    groups, a low top score and a frequent input."""
+    bonus = CHANGED_ANSWER_PRIORITY if changed else 0.0
+    if normalization.probability is not None:
+        worth = verdict_worth(np.array([normalization.probability]), np.array([occurrences]))
+        return float(worth[0]) + bonus
     scores = [group.score for group in normalization.groups] + [0.0, 0.0]
     margin = scores[0] - scores[1]
-    return (
-        (1.0 - margin)
-        + (1.0 - scores[0])
-        + 0.1 * math.log1p(occurrences)
-        + (CHANGED_ANSWER_PRIORITY if changed else 0.0)
-    )
+    return (1.0 - margin) + (1.0 - scores[0]) + 0.1 * math.log1p(occurrences) + bonus
 
 
 class ReviewQueueFull(ValueError):
@@ -148,7 +151,7 @@ def inputs_submit(
             and item.prediction.model_version_id != prediction.model_version_id
             and item.top_group_id != prediction.top_group_id
         )
-        priority = _priority(
+        priority = review_priority(
             normalizations[key],
             input_row.occurrences,
             changed=changed or (item is not None and item.changed_from_id is not None),

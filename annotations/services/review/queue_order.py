@@ -1,0 +1,76 @@
+"""The review queue ordered again after the live ranker changed: what a verdict teaches most
+moves with what the ranker has learnt (``models_app/siamese/ranker/active.py``).
+
+Each open item is ranked again by the live ranker (no prediction is stored: the card keeps the
+answer it was predicted with) and gets the priority ``review_priority`` gives, spread so that
+near-copies of one title, predicted into one group, do not come in a row. The cost is bounded:
+at most ``SIAMWEB_REORDER_MAX_ITEMS`` items a time, three quarters of them the head of the
+queue (where curators take cards from) and a quarter those ordered longest ago, so a queue of
+any length is ordered again in full over a few refits. Priorities are computed first and
+written in one transaction at the end: an order interrupted half-way leaves the last one whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import ReviewItem, Taxonomy
+from annotations.services.review.inputs import CHANGED_ANSWER_PRIORITY, review_priority
+from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese.ranker.active import spread_near_copies
+
+# Texts a normalize call ranks at once while ordering: the served path's batch size.
+_CHUNK = 500
+
+
+def review_items_to_reorder(*, taxonomy: Taxonomy, limit: int) -> list[ReviewItem]:
+    """The open items ordered again this time: the head of the queue, then those ordered
+    longest ago (``updated_at``), ``limit`` in all."""
+    open_items = ReviewItem.objects.filter(
+        taxonomy=taxonomy, status__in=ReviewItem.OPEN_STATUSES
+    ).select_related("input")
+    head = list(open_items.order_by("-priority", "id")[: limit - limit // 4])
+    seen = [item.id for item in head]
+    rest = list(open_items.exclude(id__in=seen).order_by("updated_at", "id")[: limit - len(head)])
+    return head + rest
+
+
+def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int:
+    """Order the taxonomy's open items again with its live ranker; how many were ordered."""
+    limit = limit or settings.SIAMWEB_REORDER_MAX_ITEMS
+    items = review_items_to_reorder(taxonomy=taxonomy, limit=limit)
+    if not items:
+        return 0
+    answers = []
+    texts = [item.input.text for item in items]
+    for start in range(0, len(texts), _CHUNK):
+        answers += rank_taxonomy_groups(taxonomy, texts[start : start + _CHUNK], k=2)
+    changed = np.array([item.changed_from_id is not None for item in items])
+    bonus = np.where(changed, CHANGED_ANSWER_PRIORITY, 0.0)
+    worth = np.array(
+        [
+            review_priority(answer, item.input.occurrences, changed=False)
+            for answer, item in zip(answers, items, strict=True)
+        ]
+    )
+    groups = np.array([answer.groups[0].group_id if answer.groups else -1 for answer in answers])
+    priorities = spread_near_copies(worth, groups) + bonus
+    now = timezone.now()
+    for item, priority in zip(items, priorities.tolist(), strict=True):
+        item.priority, item.updated_at = priority, now
+    with transaction.atomic():
+        # Only items still open: one judged meanwhile keeps what its verdict wrote.
+        still_open = set(
+            ReviewItem.objects.filter(
+                id__in=[item.id for item in items], status__in=ReviewItem.OPEN_STATUSES
+            ).values_list("id", flat=True)
+        )
+        ReviewItem.objects.bulk_update(
+            [item for item in items if item.id in still_open],
+            ["priority", "updated_at"],
+            batch_size=1000,
+        )
+    return len(still_open)
