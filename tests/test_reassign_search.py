@@ -45,6 +45,21 @@ def test_an_abbreviation_finds_the_group_whose_titles_have_it_not_names_that_con
     assert ("Furniture Finishers", "name") not in results
 
 
+def test_a_title_that_is_the_query_comes_before_titles_that_hold_its_words(
+    tiny_taxonomy, admin_user
+):
+    instructors = Group.objects.create(
+        taxonomy=tiny_taxonomy, code="25-1194", name="Driving Instructors"
+    )
+    for text in ("Lorry Driver Instructor", "Lorry Driver Training Instructor"):
+        member_add(group=instructors, text=text, user=admin_user)
+    member_add(group=group(tiny_taxonomy, "53-3032"), text="Lorry Driver", user=admin_user)
+    assert found(tiny_taxonomy, "lorry driver")[:2] == [
+        ("Heavy Truck Drivers", "Lorry Driver"),
+        ("Driving Instructors", "Lorry Driver Instructor"),
+    ]
+
+
 def test_a_code_finds_its_group_first_and_the_start_of_a_code_its_groups(tiny_taxonomy):
     Group.objects.create(taxonomy=tiny_taxonomy, code="29-1141.01", name="Acute Care Nurses")
     assert found(tiny_taxonomy, "29-1141")[0] == ("Registered Nurses", "name")
@@ -114,12 +129,15 @@ def test_a_renamed_group_is_found_by_its_new_name(tiny_taxonomy):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_at_an_unchanged_revision_a_search_reads_no_member(tiny_taxonomy):
+def test_at_an_unchanged_revision_a_search_reads_no_member_but_a_title_equal_to_it(
+    tiny_taxonomy,
+):
     taxonomy_groups_for_query(tiny_taxonomy, "nurse")
     with CaptureQueriesContext(connection) as queries:
         taxonomy_groups_for_query(tiny_taxonomy, "truck")
-    # The live pointer with the revision, and nothing else.
-    assert len(queries) == 1, [query["sql"] for query in queries]
+    # The live pointer with the revision, and a title that is the query (by its index).
+    sql = [query["sql"] for query in queries]
+    assert len(sql) == 2 and "normalized_text = 'truck'" in sql[1], sql
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\x00", "a" * 300])

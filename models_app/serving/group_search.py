@@ -27,6 +27,7 @@ from annotations.models import Group, Member
 from annotations.text_match import fold_word, plain_words
 from models_app.serving.engines import LiveEngine, live_engine_ranker_and_revision
 from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.text import comparison_key
 
 _MEMBER = Member._meta.db_table
 _GROUP = Group._meta.db_table
@@ -215,13 +216,14 @@ def taxonomy_groups_for_query(
     misspelling, another language's word) and near enough (``_nearest_groups``), which always
     keep their places beside them.
 
-    Word matches come in this order: the exact code or name; codes starting with the query
-    (shortest first); names holding every word, whole, then as the start of a word; titles
-    holding every word, whole, then as the start of a word. Among equals: the group with more
-    titles holding every word, then more holding any one of them (what the words are most
-    about: "UX designer" finds two groups with the same three UX titles, and Web and Digital
-    Interface Designers has many more designers), then ``prefer``'s score (the model's, for the
-    input being judged), then the shorter name. ``exclude``: groups never offered."""
+    Word matches come in this order: the exact code or name; a title that is the query; codes
+    starting with the query (shortest first); names holding every word, whole, then as the
+    start of a word; titles holding every word, whole, then as the start of a word. Among
+    equals: the group with more titles holding every word, then more holding any one of them
+    (what the words are most about: "UX designer" finds two groups with the same three UX
+    titles, and Web and Digital Interface Designers has many more designers), then
+    ``prefer``'s score (the model's, for the input being judged), then the shorter name.
+    ``exclude``: groups never offered."""
     folded_query = _folded(query)
     if not folded_query:
         return []
@@ -248,15 +250,22 @@ def taxonomy_groups_for_query(
         if folded_query in (code, name):
             offer(group_id, 0)
         elif code_like and code.startswith(folded_query):
-            offer(group_id, 1)
+            offer(group_id, 2)
+    # A title that is the query itself ("lorry driver", a title of cargo vehicle driver in ESCO):
+    # read now, by the (taxonomy, text) index.
+    for member_id, group_id in _rows(
+        f"SELECT id, group_id FROM {_MEMBER} WHERE taxonomy_id = %s AND normalized_text = %s",
+        [taxonomy.id, comparison_key(query)],
+    ):
+        offer(group_id, 1, member_id)
     if words:
-        for rank, whole in ((2, True), (3, False)):
+        for rank, whole in ((3, True), (4, False)):
             for group_id in _holding_all(index.name_words, words, whole=whole).tolist():
                 offer(group_id, rank)
     support_all: dict[int, int] = defaultdict(int)
     support_any: dict[int, int] = defaultdict(int)
     if words and all(len(word) >= MEMBER_WORD_MIN for word in words):
-        for rank, whole in ((4, True), (5, False)):
+        for rank, whole in ((5, True), (6, False)):
             holders = _holding_all(index.member_words, words, whole=whole)
             newer = [
                 member_id
@@ -282,13 +291,13 @@ def taxonomy_groups_for_query(
     def order(group_id: int) -> tuple:
         rank = found[group_id][0]
         code, name = index.groups[group_id]
-        if rank == 1:
+        if rank == 2:
             return (rank, len(code), code)
         score = prefer.get(group_id)
         return (rank, -support_all[group_id], -support_any[group_id], score is None,
                 -(score or 0.0), len(name), name)  # fmt: skip
 
-    how = ("code", "code", "name", "name", "member", "member")
+    how = ("code", "member", "code", "name", "name", "member", "member")
     by_words = [
         GroupMatch(group_id, how[found[group_id][0]], tuple(found[group_id][1]))
         for group_id in sorted(found, key=order)
