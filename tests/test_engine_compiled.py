@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import multiprocessing
 import shutil
 
 import numpy as np
@@ -104,6 +105,26 @@ def test_a_fine_tune_copies_the_served_tower_without_its_compiled_model(version)
     copied = copy.deepcopy(served)
     assert copied.compiled is None and copied.runtime == "pytorch"
     assert served.runtime == "onnxruntime"
+
+
+def test_a_forked_process_encodes_with_the_session_its_parent_made(version):
+    """gunicorn's master loads the engines with one thread and forks its workers: a session of
+    one thread starts no thread pool, so a child uses it as it is (and shares its pages)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        served = load_encoder(version, mapped=True)
+        expected = served.encode(TITLES)
+        context = multiprocessing.get_context("fork")
+        answers = context.Queue()
+        child = context.Process(target=lambda: answers.put(served.encode(TITLES).tolist()))
+        child.start()
+        got = answers.get(timeout=600)  # a guard against a hang, not a measure of speed
+        child.join()
+    finally:
+        torch.set_num_threads(threads)
+    assert child.exitcode == 0
+    np.testing.assert_allclose(np.array(got, np.float32), expected, atol=1e-6)
 
 
 def other_version(folder, tmp_path):
