@@ -28,7 +28,7 @@ from models_app.models import TrainingRun
 from models_app.promotion import RunStateError, go_live, live_build, live_version
 from models_app.services.builds import encoder_fit, model_version_store, version_config
 from models_app.services.indexes import index_build_create
-from models_app.services.run_clock import RunClock, encode_rates
+from models_app.services.run_clock import RunClock, calibration, encode_rates
 from models_app.services.runs import run_checkpoint_dir, run_first_attempt, training_run_request
 from models_app.services.training_data import feedback_examples, feedback_last_id, held_out_texts
 from models_app.serving.engines import NoLiveModel, encoder_for, live_engine
@@ -347,7 +347,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     clock.done("gate")
     report["stage_seconds"] = laps.seconds
     # What the run's time left was worked out from, to set beside what each stage took.
-    report["eta"] = {"rates": clock.rates, "expected_seconds": clock.planned}
+    report["eta"] = clock.report()
     candidate.metrics = {**candidate.metrics, "gate": report}
     candidate.save(update_fields=["metrics"])
     TrainingRun.objects.filter(id=run.id).update(
@@ -385,7 +385,8 @@ def _finetune_clock(
     group description with the candidate (the same network, so the same rate); the gate answers
     the frozen suite twice (its hits, then its ranks) and every verdict with each model, and
     encodes every member with the reference version when that is another; a promotion compares
-    the recent inputs' answers."""
+    the recent inputs' answers. Each is then scaled by how much longer than its counted work
+    that phase took in the taxonomy's last finished fine-tune (``run_clock.calibration``)."""
     members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
     rates = encode_rates(encoder, live_engine(taxonomy), members[:: max(1, len(members) // 256)])
     groups = Group.objects.filter(taxonomy=taxonomy).count()
@@ -404,11 +405,23 @@ def _finetune_clock(
         + (len(members) * rates.encode if reference else 0.0),
         "promote": 2 * inputs * rates.answer,
     }
+    last = (
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status__in=FINETUNE_FINISHED
+        )
+        .order_by("-finished_at", "-id")
+        .values_list("gate_report", flat=True)
+        .first()
+    ) or {}
+    took = dict(last.get("stage_seconds") or {})
+    if "flips" in took:  # the promotion's lap
+        took["promote"] = took.pop("flips")
     return RunClock(
         progress,
         phases,
         like={"catch_up": ("learn", catch_up / (1 - catch_up))},
         rates={"encode_seconds_per_text": rates.encode, "answer_seconds_per_text": rates.answer},
+        factors=calibration(last.get("eta"), took),
     )
 
 

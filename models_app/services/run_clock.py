@@ -53,7 +53,10 @@ class RunClock:
     ``phases``: the seconds each is expected to take. ``like``: phases expected to take a share
     of another's time (a fine-tune's catch-up trains as its first phase does, on a quarter of
     its budget), worked out from that phase's time as it becomes known. ``rates``: what the
-    expectations came from, kept for the run's report."""
+    expectations came from, kept for the run's report. ``factors``: per phase, how much longer
+    than expected it took in the last run of its kind (``calibration``): a stage does more than
+    the work counted (an index writes its search tables, the gate builds its test suite), and
+    the last run measured how much more."""
 
     def __init__(
         self,
@@ -61,24 +64,44 @@ class RunClock:
         phases: dict[str, float],
         like: dict[str, tuple[str, float]] | None = None,
         rates: dict[str, float] | None = None,
+        factors: dict[str, float] | None = None,
     ) -> None:
         self._progress = progress
-        self.expected = dict(phases)  # seconds, per phase, in the run's order
-        # What the run was expected to take at its start, and the rates that said so.
-        self.planned = {name: round(seconds, 3) for name, seconds in phases.items()}
+        self.expected = dict(phases)  # seconds, per phase, in the run's order, before factors
         self.rates = dict(rates or {})
+        self.factors = {name: factor for name, factor in (factors or {}).items() if name in phases}
         self.like = dict(like or {})
         self.took: dict[str, float] = {}
         self._started: dict[str, float] = {}
-        self._timed: set[str] = set()  # phases whose stage said its own time left
+        # Per phase whose stage said its own time left: the time it said it takes in all.
+        self._said: dict[str, float] = {}
 
     def expected_of(self, phase: str) -> float:
+        """Seconds ``phase`` is expected to take in all: none once done; what its stage said
+        while it runs; else its counted work, times its factor."""
         if phase in self.took:
             return 0.0
+        if phase in self._said:
+            return self._said[phase]
+        return self.counted(phase) * self.factors.get(phase, 1.0)
+
+    def counted(self, phase: str) -> float:
+        """Seconds the work counted for ``phase`` comes to, before any factor (a phase like
+        another: that one's time as known, its own stage's word or its count, times the share)."""
         if phase in self.like:
             source, share = self.like[phase]
-            return self.took.get(source, self.expected[source]) * share
+            known = self.took.get(source, self._said.get(source, self.expected[source]))
+            return known * share
         return self.expected[phase]
+
+    def report(self) -> dict[str, dict[str, float]]:
+        """For the run's report: the rates, the factors, and per phase the seconds its counted
+        work came to (the next run's ``calibration`` sets them beside what each took)."""
+        return {
+            "rates": self.rates,
+            "factors": {name: round(f, 3) for name, f in self.factors.items()},
+            "expected_seconds": {name: round(self.counted(name), 3) for name in self.expected},
+        }
 
     def after(self, phase: str) -> float:
         """Seconds expected of the phases after ``phase``."""
@@ -100,14 +123,12 @@ class RunClock:
         fraction done in the time so far), else what was expected of it less the time so far."""
         self._started.setdefault(name, time.monotonic())
 
-        def report(stage: str, fraction: float, eta: float | None = None) -> None:
+        def reported(stage: str, fraction: float, eta: float | None = None) -> None:
             elapsed = time.monotonic() - self._started[name]
             if eta is not None:
                 left = eta
-                self._timed.add(name)
-                if name not in self.like:
-                    self.expected[name] = elapsed + eta
-            elif name not in self._timed and 0.05 <= fraction < 1.0:
+                self._said[name] = elapsed + eta
+            elif name not in self._said and 0.05 <= fraction < 1.0:
                 left = elapsed / fraction * (1.0 - fraction)
             else:
                 # A stage that said its time before (training, between its evaluations) keeps
@@ -115,4 +136,19 @@ class RunClock:
                 left = max(self.expected_of(name) - elapsed, 0.0)
             self._progress(stage, fraction, left + self.after(name))
 
-        return report
+        return reported
+
+
+# A factor outside these is a run that went wrong (a machine that slept, a retry), not a pace.
+FACTOR_RANGE = (0.5, 20.0)
+
+
+def calibration(report: dict, took: dict[str, float]) -> dict[str, float]:
+    """Per phase of a finished run, the seconds it took over the seconds its counted work came
+    to (``RunClock.report``'s ``expected_seconds``), where it took long enough to say."""
+    expected = (report or {}).get("expected_seconds") or {}
+    factors = {}
+    for phase, counted in expected.items():
+        if counted > 0 and took.get(phase, 0.0) >= 0.05:
+            factors[phase] = min(max(took[phase] / counted, FACTOR_RANGE[0]), FACTOR_RANGE[1])
+    return factors
