@@ -38,6 +38,9 @@ from models_app.siamese.tfidf import CharNgramTfidfEncoder
 
 CHECKPOINT = "checkpoint.pt"
 
+# Training reports its progress (and time left) at least this often, in seconds.
+PROGRESS_EVERY_SECONDS = 3.0
+
 
 @dataclass
 class TrainResult:
@@ -247,6 +250,10 @@ def train_encoder(
     deadline = started + config.max_minutes * 60
     stopped_because = "max_steps" if config.max_steps else "pretrained, served as it comes"
     encoder.train()
+    if step < config.max_steps:
+        # Before the first steps are timed, the time budget is what is left at most.
+        progress("train", 0.0, max(0.0, deadline - time.monotonic()))
+    reported_at = time.monotonic()
     while step < config.max_steps:
         if time.monotonic() > deadline:
             stopped_because = "time budget"
@@ -290,7 +297,10 @@ def train_encoder(
             if config.select_best and bad_evaluations >= config.patience:
                 stopped_because = "early stopping"
                 break
-        if step % 20 == 0:
+        # Every 20 steps, and every few seconds where steps are slow (a large n-gram table on
+        # a busy CPU takes a second or more a step): the run's ETA is never long stale.
+        if step % 20 == 0 or time.monotonic() - reported_at >= PROGRESS_EVERY_SECONDS:
+            reported_at = time.monotonic()
             elapsed = time.monotonic() - started
             eta = min(
                 elapsed / step * (config.max_steps - step),
