@@ -262,7 +262,10 @@ class JudgementUndoApi(CuratorApi):
         )
 
     @extend_schema(
-        summary="Take a verdict back (its author or an admin; the item's latest verdict only)",
+        summary=(
+            "Take a verdict back (its author or an admin; the item's latest verdict only), with "
+            "the same curator's false match it completed"
+        ),
         request=None,
         responses={200: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
     )
