@@ -32,6 +32,7 @@ RESULT_COLUMNS = [
     "probability",
     "low_confidence",
     "tied",
+    "none_of_these",
     "matched_member",
     "source",
     "model_version",
@@ -312,7 +313,9 @@ def row_problem(record: Record, width: int) -> str:
 def result_row(answer: Normalization | None, error: str) -> dict:
     top = answer.groups[0] if answer is not None and answer.groups else None
     runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
-    if answer is not None and top is None:
+    if answer is not None and answer.none_of_these:
+        error = ""  # the curators' answer: none of the groups fits this text
+    elif answer is not None and top is None:
         error = "no group to offer (every group was rejected for this text)"
     return {
         "group_code": top.code if top else "",
@@ -321,8 +324,9 @@ def result_row(answer: Normalization | None, error: str) -> dict:
         "probability": answer.probability if answer is not None else None,
         "low_confidence": answer.low_confidence if answer is not None else None,
         "tied": answer.tied if answer is not None else None,
+        "none_of_these": answer.none_of_these if answer is not None else None,
         "matched_member": top.member if top else "",
-        "source": top.source if top else "",
+        "source": top.source if top else (answer.source if answer is not None else ""),
         "model_version": answer.model_version if answer is not None else "",
         "runner_up_code": runner_up.code if runner_up else "",
         "runner_up_name": runner_up.name if runner_up else "",

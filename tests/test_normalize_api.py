@@ -1,9 +1,17 @@
 from __future__ import annotations
 
+import io
+
 import pytest
 from rest_framework.test import APIClient
 
 from annotations.models import Taxonomy
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.undo import judgement_undo
+from annotations.services.review.verdicts import judgement_create
+from models_app.bulk import bulk_job_create
+from models_app.bulk_run import bulk_job_execute
+from tests.test_bulk_jobs import result_rows
 
 URL = "/api/v1/taxonomies/jobs/normalize"
 
@@ -144,3 +152,39 @@ def test_an_answer_with_no_evidence_is_low_confidence_without_a_probability(
     assert nothing["probability"] is None and nothing["groups"][0]["score"] == 0.0
     assert nothing["low_confidence"] is True
     assert nurse["groups"][0]["score"] > 0 and nurse["low_confidence"] is False
+
+
+def test_a_none_of_these_verdict_is_the_answer_at_once_and_undone_gives_it_back(
+    api_client, tiny_taxonomy, curator
+):
+    """After "none of these" on a text, normalize answers with the curators' verdict (no
+    group), as it does with a group they chose: in the API, in a batch and in bulk output."""
+    before = api_client.post(URL, {"texts": ["Coffee expert (Java, Yemen)"]}, format="json")
+    assert before.json()["results"][0]["groups"]  # the model offers groups
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Coffee expert (Java, Yemen)"],
+                            source="api")  # fmt: skip
+    judgement = judgement_create(review_item=item, user=curator, verdict="none")
+
+    response = api_client.post(
+        URL, {"texts": ["coffee expert (java, yemen)", "icu nurse"]}, format="json"
+    )
+    judged, other = response.json()["results"]
+    assert (judged["none_of_these"], judged["source"], judged["groups"]) == (True, "curator", [])
+    assert (judged["probability"], judged["low_confidence"]) == (None, False)
+    assert other["none_of_these"] is False and other["groups"]
+    job = bulk_job_create(
+        taxonomy=tiny_taxonomy, upload=io.BytesIO(b"Coffee expert (Java, Yemen)\n"),
+        filename="t.txt", user=curator,
+    )  # fmt: skip
+    (row,) = result_rows(bulk_job_execute(job_id=job.id))
+    assert (row["none_of_these"], row["source"], row["group_code"], row["error"]) == (
+        "True",
+        "curator",
+        "",
+        "",
+    )
+
+    judgement_undo(judgement=judgement, user=curator)
+    again = api_client.post(URL, {"texts": ["Coffee expert (Java, Yemen)"]}, format="json")
+    assert again.json()["results"][0]["none_of_these"] is False
+    assert again.json()["results"][0]["groups"]

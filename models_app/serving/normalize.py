@@ -87,6 +87,8 @@ class Normalization:
     # The top group is tied with the next (``RankedGroup.tied``): the order between them is
     # not to be trusted, and a curator should choose.
     tied: bool = False
+    # Curators said none of the taxonomy's groups fits this very text: no group is offered.
+    none_of_these: bool = False
 
     @property
     def low_confidence(self) -> bool:
@@ -105,6 +107,7 @@ class Normalization:
             "probability": self.probability,
             "low_confidence": self.low_confidence,
             "tied": self.tied,
+            "none_of_these": self.none_of_these,
             "groups": [group.as_dict() for group in self.groups],
         }
 
@@ -186,7 +189,18 @@ def rank_taxonomy_groups(
 
     names = _group_names(taxonomy.id, members, answers, revision)
     by_text = {}
-    for text, (ranked, tied) in zip(unique, answers, strict=True):
+    for text, key, (ranked, tied) in zip(unique, keys, answers, strict=True):
+        if key in read.none_of_these and not read.verdict_groups.get(key):
+            # The curators' answer from the moment it is stored, as a group they chose is.
+            by_text[text] = Normalization(
+                text=text,
+                groups=[],
+                source="curator",
+                model_version=engine.model_label,
+                model_version_id=engine.model_version_id,
+                none_of_these=True,
+            )
+            continue
         ranked_groups = [
             RankedGroup(
                 group_id=group_id,

@@ -1,5 +1,6 @@
 """The rows a normalization reads besides the index: hit members with their groups and
-sources, the groups curators put these very texts in, and the groups they rejected for them.
+sources, the groups curators put these very texts in, the groups they rejected for them, and
+the texts they said none of the groups fits.
 
 Kept per process behind the taxonomy's revision (``TaxonomyRevision``, bumped by triggers on
 every committed write of members, groups and verdicts, and deletion of review items): a
@@ -80,6 +81,8 @@ class NormalizationRows:
     )
     # Per normalized text, the groups a live verdict said it is not in.
     rejected: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    # The normalized texts whose latest live final verdict is "none of these".
+    none_of_these: set[str] = field(default_factory=set)
 
 
 def taxonomy_revision(taxonomy_id: int) -> int | None:
@@ -103,6 +106,7 @@ class _VerdictState:
     curators: dict[str, list[tuple[int, int]]]  # by normalized text: (group, member), newest first
     curator_members: dict[int, MemberRow]
     rejected: dict[str, frozenset[int]]
+    none_of_these: frozenset[str] = frozenset()
     members: dict[int, MemberRow | None] = field(default_factory=dict)
     groups: dict[int, tuple[str, str] | None] = field(default_factory=dict)
 
@@ -142,6 +146,8 @@ def normalization_rows(
         rejected = state.rejected.get(key)
         if rejected:
             found.rejected[key] = set(rejected)
+        if key in state.none_of_these:
+            found.none_of_these.add(key)
     return found
 
 
@@ -182,6 +188,7 @@ def _state(taxonomy_id: int, revision: int) -> _VerdictState:
         curators={key: list(said) for key, said in read.verdict_groups.items()},
         curator_members=read.members,
         rejected={key: frozenset(groups) for key, groups in read.rejected.items()},
+        none_of_these=frozenset(read.none_of_these),
     )
     with _lock:
         current = _states.get(taxonomy_id)
@@ -218,8 +225,9 @@ def _read_rows(
         rejected, rejected_keys = _one_of("i.normalized_text", keys, "text")
     number, text = "CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)"
     members = _member_with_group()
+    final = ", ".join(f"'{verdict}'" for verdict in Judgement.FINAL_VERDICTS)
     params = [hit_ids, taxonomy_id, said_keys, taxonomy_id, Member.Source.CURATOR.value,
-              rejected_keys, taxonomy_id]  # fmt: skip
+              rejected_keys, taxonomy_id, rejected_keys, taxonomy_id]  # fmt: skip
     rows = prepared_rows(
         f"SELECT 0, m.id, m.group_id, m.text, g.code, g.name, m.source "
         f"FROM {members} WHERE {hit} AND m.taxonomy_id = %s "
@@ -231,7 +239,15 @@ def _read_rows(
         f"SELECT 2, {number}, j.rejected_group_id, {text}, {text}, {text}, i.normalized_text "
         f"FROM {_JUDGEMENT} j JOIN {_ITEM} r ON r.id = j.review_item_id "
         f"JOIN {_INPUT} i ON i.id = r.input_id WHERE {rejected} AND r.taxonomy_id = %s "
-        "AND j.undone_at IS NULL AND j.rejected_group_id IS NOT NULL",
+        "AND j.undone_at IS NULL AND j.rejected_group_id IS NOT NULL "
+        "UNION ALL "
+        # Texts whose latest live final verdict is "none of these": the curators' answer too.
+        f"SELECT 3, {number}, {number}, {text}, {text}, {text}, i.normalized_text "
+        f"FROM {_JUDGEMENT} j JOIN {_ITEM} r ON r.id = j.review_item_id "
+        f"JOIN {_INPUT} i ON i.id = r.input_id WHERE {rejected} AND r.taxonomy_id = %s "
+        "AND j.undone_at IS NULL AND j.verdict = 'none' AND NOT EXISTS ("
+        f"SELECT 1 FROM {_JUDGEMENT} later WHERE later.review_item_id = j.review_item_id "
+        f"AND later.undone_at IS NULL AND later.verdict IN ({final}) AND later.id > j.id)",
         [p for p in params if p is not None],
     )
     found = NormalizationRows()
@@ -243,8 +259,10 @@ def _read_rows(
         elif kind == 1:
             found.members[member_id] = MemberRow(group_id, member_text, code, name, True)
             curators.append((member_id, group_id, last))
-        else:
+        elif kind == 2:
             found.rejected[last].add(group_id)
+        else:
+            found.none_of_these.add(last)
     # Newest first, sorted here: asked to sort by id, SQLite walks every member of the
     # taxonomy in id order instead of looking the texts up.
     for member_id, group_id, key in sorted(curators, reverse=True):
