@@ -85,13 +85,35 @@ def finetune_run_request(
     return run
 
 
+def is_pretrained_as_it_comes(version) -> bool:
+    """A version that only encoded the taxonomy with a pretrained tower, trained on nothing
+    (``PRETRAINED_SPEC``): what a new taxonomy serves until its first training ends."""
+    return (version.config.get("training") or {}).get("max_steps") == 0
+
+
+# Why a pretrained tower as it comes is not fine-tuned on verdicts, in the words the page and
+# the API give an admin.
+PRETRAINED_LEARNS_BY_RANKER = (
+    "is the pretrained tower as it comes: verdicts are learnt by the ranker, refitted on the "
+    "ranker worker every {refit} verdicts, and the tower is trained on the taxonomy by its first "
+    "training run. A fine-tune of it on a CPU learnt nothing it could keep from 500 real "
+    "verdicts (docs/retraining.md)"
+)
+
+
 def finetune_now_request(*, taxonomy: Taxonomy, requested_by) -> TrainingRun | None:
     """An admin's "Fine-tune now": refused while no verdict is new since what the live version
     and the last fine-tune that finished learnt (``feedback_learnt``), whatever that run's
-    outcome: a run rejected by the gate on the same verdicts would be run again for nothing."""
+    outcome: a run rejected by the gate on the same verdicts would be run again for nothing;
+    and refused for the pretrained tower as it comes, whose verdicts the ranker learns."""
     live = live_version(taxonomy)
     if live is None:
         raise NoLiveModel(taxonomy)
+    if is_pretrained_as_it_comes(live):
+        raise RunStateError(
+            f"{taxonomy.slug}: {live.label} "
+            + PRETRAINED_LEARNS_BY_RANKER.format(refit=settings.SIAMWEB_RANKER_REFIT_VERDICTS)
+        )
     seen, last_run = feedback_learnt(taxonomy, live=live)
     if not new_verdict_count(taxonomy, after=seen):
         if last_run is not None and last_run.feedback_until > live.feedback_until:
@@ -153,12 +175,15 @@ def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
 
 def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
     """Beat: start a fine-tune where enough new verdicts arrived, or where the live version is
-    old and at least one verdict is new. "New" means after what the live version and the last
-    fine-tune already used, so a rejected candidate is not retried on the same verdicts."""
+    old and at least one verdict is new; never of the pretrained tower as it comes. "New"
+    means after what the live version and the last fine-tune already used, so a rejected
+    candidate is not retried on the same verdicts."""
     now = now or timezone.now()
     started = []
     for taxonomy in Taxonomy.objects.filter(deployment__isnull=False):
         live = live_version(taxonomy)
+        if is_pretrained_as_it_comes(live):
+            continue  # the ranker learns its verdicts; its first training trains the tower
         seen, _ = feedback_learnt(taxonomy, live=live)
         new_verdicts = new_verdict_count(taxonomy, after=seen)
         old = now - live.created_at > timedelta(hours=settings.SIAMWEB_RETRAIN_MAX_AGE_HOURS)

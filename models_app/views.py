@@ -12,6 +12,7 @@ answer once nothing is active carries no trigger, so the polling stops by itself
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,7 +24,12 @@ from annotations.models import Taxonomy
 from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
 from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
-from models_app.retraining import finetune_now_request, training_run_retry
+from models_app.retraining import (
+    PRETRAINED_LEARNS_BY_RANKER,
+    finetune_now_request,
+    is_pretrained_as_it_comes,
+    training_run_retry,
+)
 from models_app.selectors.charts import (
     run_training_chart,
     run_validations,
@@ -38,6 +44,7 @@ from models_app.selectors.runs import (
     training_runs_recent,
 )
 from models_app.selectors.versions import (
+    live_ranker_get,
     live_version_get,
     model_version_get,
     model_versions_page,
@@ -80,6 +87,13 @@ def _overview(
         live = live_version_get(taxonomy=taxonomy)
         context.update(
             live=live,
+            ranker=live_ranker_get(taxonomy=taxonomy),
+            pretrained_note=(
+                f"{live.label} "
+                + PRETRAINED_LEARNS_BY_RANKER.format(refit=settings.SIAMWEB_RANKER_REFIT_VERDICTS)
+                if live and is_pretrained_as_it_comes(live)
+                else ""
+            ),
             live_suite=suite_rows(live) if live else [],
             live_measured=version_measured(live) if live else (None, {}, ""),
             history_chart=line_chart_svg(taxonomy_history_chart(taxonomy=taxonomy)),

@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.retraining import retrain_due_taxonomies
 from models_app.run_execution import training_run_execute
 from models_app.services.indexes import deployment_activate, index_build_create
 from models_app.services.runs import first_training_request, taxonomy_model_refresh
@@ -16,6 +17,7 @@ from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
 from tests.conftest import TINY_CSV, build_live_model
+from tests.test_match_probability import judge_all
 from worker import tasks
 
 
@@ -204,3 +206,25 @@ def test_a_students_fine_tune_learns_the_verdicts_without_distilling_again(new_t
     finetune = training_run_execute(run_id=finetune.id)
     assert finetune.status in ("promoted", "rejected"), finetune.error
     assert finetune.model_version.parent == student
+
+
+def test_the_pretrained_tower_as_it_comes_is_not_fine_tuned_its_verdicts_go_to_the_ranker(
+    new_taxonomy, admin_client, curator, settings
+):
+    """On real titles a CPU fine-tune of the pretrained tower learnt nothing it could keep
+    while the ranker learnt from the same verdicts: "Fine-tune now" says so and beat starts
+    none; the page names what learns the verdicts."""
+    settings.SIAMWEB_TRAIN_NEW_TAXONOMIES = False
+    settings.SIAMWEB_RETRAIN_MIN_VERDICTS = 1
+    run = training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
+    assert run.status == "succeeded"
+    judge_all(new_taxonomy, curator)  # the taxonomy's own ranker is fitted on them
+
+    response = admin_client.post(f"/models/{new_taxonomy.slug}/finetune")
+    assert response.status_code == 409
+    page = response.content.decode()
+    assert "is the pretrained tower as it comes: verdicts are learnt by the ranker" in page
+    assert retrain_due_taxonomies() == []
+    assert not TrainingRun.objects.filter(taxonomy=new_taxonomy, kind="finetune").exists()
+    learnt_by = page.split('data-testid="live-ranker">')[1].split("</dd>")[0]
+    assert learnt_by.startswith("fresh/ranker 1, fitted on 22 verdicts")

@@ -132,3 +132,24 @@ def gate_candidate_metrics(version: ModelVersion) -> dict[str, float]:
 
 def model_version_get(*, version_id: int) -> ModelVersion | None:
     return ModelVersion.objects.select_related("taxonomy").filter(id=version_id).first()
+
+
+@dataclass(frozen=True)
+class LiveRanker:
+    """What learns the taxonomy's verdicts now, as the Models page says it."""
+
+    label: str  # "starter" before the taxonomy's own fit
+    verdicts: int
+    fitted_at: object | None
+
+
+def live_ranker_get(*, taxonomy: Taxonomy) -> LiveRanker:
+    """The taxonomy's live ranker when it ranks for the live model, else the starter."""
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy).select_related("ranker", "index_build").first()
+    )
+    ranker = deployment.ranker if deployment is not None else None
+    if ranker is None or ranker.model_version_id != deployment.index_build.model_version_id:
+        return LiveRanker("the starter ranker (fitted on real labelled titles)", 0, None)
+    ranker.taxonomy = taxonomy
+    return LiveRanker(ranker.label, ranker.verdicts, ranker.created_at)
