@@ -346,21 +346,30 @@ class RecentVerdict:
 RECENT_SKIPS = 5
 
 
-def recent_verdicts(*, user, limit: int = 10) -> list[RecentVerdict]:
-    """The curator's latest verdicts that still count, skips left out (``recent_skips``), a
-    false match and the verdict that completed it on one line: shown beside the card, each
-    undoable."""
+def recent_verdicts_and_skips(
+    *, user, limit: int = 10, skips: int = RECENT_SKIPS
+) -> tuple[list[RecentVerdict], list[Judgement]]:
+    """Shown beside the card, each undoable: the curator's latest verdicts that still count, a
+    false match and the verdict that completed it on one line; and apart, their latest skips
+    still standing (a skip decides nothing, and would push the verdicts out of their list).
+    One query: the newest of each kind, numbered apart."""
+    is_skip = Case(When(verdict=Judgement.Verdict.SKIP, then=Value(1)), default=Value(0))
+    newest = [F("created_at").desc(), F("id").desc()]
     rows = list(
         Judgement.objects.live()
         .filter(user=user)
-        .exclude(verdict=Judgement.Verdict.SKIP)
         .select_related("review_item__input", "group", "rejected_group")
-        .order_by("-created_at", "-id")[: limit * 3]
+        .annotate(
+            is_skip=is_skip, rank=Window(RowNumber(), partition_by=[is_skip], order_by=newest)
+        )
+        .filter(rank__lte=max(limit * 3, skips))
+        .order_by("-created_at", "-id")
     )
+    skipped = [j for j in rows if j.is_skip][:skips]
     lines: list[RecentVerdict] = []
     # By item: its line so far, and the oldest verdict on it.
     waiting: dict[int, tuple[RecentVerdict, Judgement]] = {}
-    for judgement in rows:
+    for judgement in (j for j in rows if not j.is_skip):
         held = waiting.pop(judgement.review_item_id, None)
         if held is not None and completes_false_match(held[1], judgement):
             held[0].ruled_out.insert(0, judgement.rejected_group)
@@ -371,23 +380,12 @@ def recent_verdicts(*, user, limit: int = 10) -> list[RecentVerdict]:
         line = RecentVerdict(judgement, [])
         lines.append(line)
         waiting[judgement.review_item_id] = (line, judgement)
-    return lines
-
-
-def recent_skips(*, user, limit: int = RECENT_SKIPS) -> list[Judgement]:
-    """The curator's latest skips still standing, listed apart from the verdicts: a skip
-    decides nothing, and would push the verdicts out of their list."""
-    return list(
-        Judgement.objects.live()
-        .filter(user=user, verdict=Judgement.Verdict.SKIP)
-        .select_related("review_item__input")
-        .order_by("-created_at", "-id")[:limit]
-    )
+    return lines, skipped
 
 
 def latest_of(verdicts: list[RecentVerdict], skips: list[Judgement]) -> int | None:
-    """The id of the latest of the curator's last verdicts and skips (``recent_verdicts``,
-    ``recent_skips``): what the card's ``u`` undoes."""
+    """The id of the latest of the curator's last verdicts and skips
+    (``recent_verdicts_and_skips``): what the card's ``u`` undoes."""
     heads = [line.judgement for line in verdicts[:1]] + skips[:1]
     latest = max(heads, key=lambda j: (j.created_at, j.id), default=None)
     return latest.id if latest is not None else None

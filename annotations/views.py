@@ -28,8 +28,7 @@ from annotations.selectors import (
     judgements_today_count,
     latest_of,
     reassign_group_search,
-    recent_skips,
-    recent_verdicts,
+    recent_verdicts_and_skips,
     rejected_group_names,
     rejected_groups_for,
     review_card_groups,
@@ -109,7 +108,7 @@ def _card_context(
     query = filters_form.query_string()
     probability = review_items_probability([item]).get(item.id) if item is not None else None
     guidelines = item.input.taxonomy.guidelines if item is not None else ""
-    recent, skips = recent_verdicts(user=request.user), recent_skips(user=request.user)
+    recent, skips = recent_verdicts_and_skips(user=request.user)
     return {
         "item": item,
         "guidelines": markdown_html(guidelines) if guidelines else None,
