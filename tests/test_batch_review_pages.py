@@ -61,7 +61,12 @@ def test_a_batch_leases_up_to_48_items_of_the_group_and_shows_their_evidence(
         shown
     )
     assert "matched “Python Developer”" in page
-    assert f'<span class="score">{developers[0].top_score:.3f}</span>' in page
+    # The probability heads a tile (the starter ranker's, before any verdict); the similarity
+    # is evidence beside it.
+    probability = developers[0].prediction.ranked_groups[0]["probability"]
+    tile = page.split(f'data-item-id="{developers[0].id}"')[1].split("</label>")[0]
+    assert f"{probability:.2f} likely right" in tile
+    assert f'data-testid="tile-similarity">similarity {developers[0].top_score:.3f}<' in tile
     assert 'data-testid="confirm-rest"' in page
     assert "Confirm the rest <kbd>Enter</kbd>" in page
 

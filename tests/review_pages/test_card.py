@@ -29,10 +29,11 @@ def test_the_review_page_shows_the_next_input_with_its_groups_and_evidence(clien
         assert ranked["name"] in page
         # The input's words in the evidence are marked; the string itself is whole.
         assert f"matched “{ranked['member']}”" in page.replace("<mark>", "").replace("</mark>", "")
-        # Before the taxonomy's ranker is fitted there is no probability: the similarity is
-        # shown as what it is.
-        assert f"sim {ranked['score']:.2f}</span>" in page
-        assert ranked["probability"] is None
+        # Before the taxonomy's ranker is fitted the starter ranker's probability heads each
+        # group; the similarity is the evidence's, labelled as such.
+        assert 'data-testid="option-probability"' in page
+        assert f"{ranked['probability']:.2f}</span>" in page
+        assert f"(similarity {ranked['score']:.2f})" in page
         # What each group means, without leaving the card.
         description = Group.objects.get(id=ranked["group_id"]).description
         assert f'data-testid="group-description">{description}</span>' in page
