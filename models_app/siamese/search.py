@@ -377,15 +377,15 @@ class MemberSearch:
         if not len(extra_texts):
             empty = np.zeros(0, np.float32)
             return [(empty, empty)] * len(queries)
-        grams = [trigrams(text) for text in extra_texts]
         # As the indexed members are scored: a member added since the build scores what it
-        # will score once the next build indexes it.
+        # will score once the next build indexes it. Their trigrams are indexed once for the
+        # chunk and counted a query at a time, not a set intersection a (query, member) pair.
+        matcher = TrigramMatcher(list(extra_texts), list(range(len(extra_texts))))
         cosine = cosines(vectors, extra_vectors)  # (Q, E)
         return [
-            (cosine[row], np.array([3 * len(trigrams(query) & g) - len(g) for g in grams],
-                                   dtype=np.float32))
+            (cosine[row], matcher.scores(query).astype(np.float32))
             for row, query in enumerate(queries)
-        ]  # fmt: skip
+        ]
 
     def _positions_of(self, member_ids: np.ndarray) -> np.ndarray:
         """Where these members are in ``self.ids`` (each must be there)."""
