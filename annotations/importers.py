@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ftfy
+
 from annotations.csv_cells import spreadsheet_text
 from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 
@@ -106,9 +108,16 @@ def csv_error_text(exc: csv.Error, last_good_line: int) -> str:
     return f" near line {line}: {exc}"
 
 
+def _repaired(value: str | None) -> str:
+    """A text from a taxonomy's file with its mojibake undone (``ftfy.fix_encoding``): ESCO's
+    CSV spells the right quote of 18 occupations' "students'" as "â\x80\x99", whose C1 control
+    characters the one text rule refuses. Nothing else in a text is changed."""
+    return ftfy.fix_encoding(value) if value else ""
+
+
 def _clean(value: str | None, what: str, max_length: int) -> str:
     try:
-        return clean_text(value if value is not None else "", max_length=max_length)
+        return clean_text(_repaired(value), max_length=max_length)
     except TextError as exc:
         raise TextError(f"{what} {exc}") from None
 
@@ -116,7 +125,7 @@ def _clean(value: str | None, what: str, max_length: int) -> str:
 def _description(value: str | None) -> str:
     """Descriptions are long prose: line breaks and tabs kept (``clean_multiline_text``)."""
     try:
-        return clean_multiline_text(value or "", max_length=MAX_DESCRIPTION_LENGTH)
+        return clean_multiline_text(_repaired(value), max_length=MAX_DESCRIPTION_LENGTH)
     except TextError as exc:
         raise TextError(f"description {exc}") from None
 

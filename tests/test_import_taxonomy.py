@@ -12,6 +12,7 @@ from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from tests.conftest import TINY_CSV
 
 pytestmark = pytest.mark.django_db
+SHARED_ESCO = Path(__file__).resolve().parents[2] / "shared" / "data" / "esco"
 ONET = Path(__file__).resolve().parent.parent / "data" / "onet"
 
 
@@ -174,6 +175,28 @@ def test_esco_reads_the_preferred_label_and_every_alt_label(tmp_path):
         "technical manager",
     ]
     assert Group.objects.get(code="def-2").members.count() == 1
+
+
+def test_mojibake_in_a_taxonomy_file_is_undone_and_the_row_imported(tmp_path):
+    """ESCO's CSV spells a right quote as "â\x80\x99" (UTF-8 read as Latin-1) in 18
+    descriptions: the import repairs it instead of refusing the file for its C1 controls."""
+    path = write(
+        tmp_path,
+        "occupations_en.csv",
+        "conceptType,conceptUri,iscoGroup,preferredLabel,altLabels,description\n"
+        "Occupation,http://data.europa.eu/esco/occupation/abc-1,2331,ICT teacher,,"
+        "Monitor the students\u00e2\u0080\u0099 progress\n",
+    )
+    report = taxonomy_import(slug="esco", path=path, fmt="esco")
+    assert report.groups_created == 1
+    assert Group.objects.get(code="abc-1").description == "Monitor the students\u2019 progress"
+
+
+@pytest.mark.skipif(not (SHARED_ESCO / "occupations_en.csv").is_file(), reason="no ESCO data")
+def test_the_whole_esco_file_imports_with_no_row_refused():
+    report = taxonomy_import(slug="esco", path=SHARED_ESCO / "occupations_en.csv", fmt="esco")
+    assert report.groups_created == 2_942
+    assert not Group.objects.filter(description__regex="[\x80-\x9f]").exists()
 
 
 def test_the_bundled_onet_imports_every_string():
