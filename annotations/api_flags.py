@@ -7,7 +7,14 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
+from annotations.models import ReviewFlag, ReviewItem
+from annotations.selectors import review_flags
+from annotations.services.flags import (
+    FlagError,
+    review_flag_create,
+    review_flag_resolve,
+)
+from siamweb.web.api import (
     BAD_REQUEST,
     CONFLICT,
     FORBIDDEN,
@@ -17,18 +24,10 @@ from annotations.api.base import (
     CursorNewestFirst,
     field_error,
     filters_of,
-    named_choice_field,
     object_or_404,
     paginated,
 )
-from annotations.api.serializers import CleanMultilineTextField
-from annotations.models import ReviewFlag, ReviewItem
-from annotations.selectors import review_flags
-from annotations.services.flags import (
-    FlagError,
-    review_flag_create,
-    review_flag_resolve,
-)
+from siamweb.web.fields import CleanMultilineTextField, named_choice_field
 
 FlagKindField = named_choice_field("ReviewFlagKind", ReviewFlag.Kind.choices)
 # The request's two shapes, for the schema only: a bare comment needs its comment (a blank one is

@@ -5,35 +5,13 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from annotations.models import Taxonomy
-from annotations.services.inputs_upload import UPLOAD_FORMATS, format_size, upload_max_bytes
+from annotations.services.inputs_upload import UPLOAD_FORMATS, upload_max_bytes
 from models_app.siamese.text import TextError, clean_text
+from siamweb.humanize import format_size
 from siamweb.ids import IdFormField
+from siamweb.web.forms import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
 
 PLAYGROUND_MAX_K = 10
-
-
-class TaxonomyField(forms.ModelChoiceField):
-    """A taxonomy chosen by its slug, as it appears in URLs."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("error_messages", {})
-        kwargs["error_messages"].setdefault("invalid_choice", "no taxonomy %(value)r")
-        kwargs["error_messages"].setdefault("required", "choose a taxonomy")
-        super().__init__(queryset=Taxonomy.objects.order_by("slug"), to_field_name="slug", **kwargs)
-
-    def label_from_instance(self, obj: Taxonomy) -> str:
-        return obj.name
-
-
-def preselect_only_taxonomy(form: forms.Form, field: str = "taxonomy") -> None:
-    """One taxonomy: nothing to choose, so it is chosen and there is no "---------" to trip
-    over; with several the form asks which."""
-    only = list(form.fields[field].queryset[:2])
-    if len(only) == 1:
-        form.fields[field].empty_label = None
-        if not form.initial.get(field):
-            form.initial[field] = only[0].slug
 
 
 class CleanTextField(forms.Field):
@@ -49,14 +27,6 @@ class CleanTextField(forms.Field):
     @property
     def max_length(self) -> int:
         return settings.SIAMWEB_MAX_TEXT_LENGTH
-
-
-class FieldErrorsMixin:
-    def errors_text(self) -> str:
-        """Every error on one line, each naming its field."""
-        return "; ".join(
-            f"{field}: {' '.join(messages)}" for field, messages in self.errors.items()
-        )
 
 
 class InputsUploadForm(FieldErrorsMixin, forms.Form):

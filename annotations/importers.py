@@ -16,8 +16,8 @@ from pathlib import Path
 
 import ftfy
 
-from annotations.csv_cells import spreadsheet_text
 from models_app.siamese.text import TextError, clean_multiline_text, clean_text
+from siamweb.csv_cells import spreadsheet_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"

@@ -7,7 +7,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -33,21 +32,9 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.text_match import nearest
 from models_app.serving.group_search import taxonomy_groups_for_query
 from models_app.siamese.text import TextError, clean_text
-from siamweb.plain_sql import ModelColumns
-
-_TAXONOMY = ModelColumns(Taxonomy, "t")
-_TAXONOMY_BY_SLUG = f"SELECT {_TAXONOMY.sql} FROM {Taxonomy._meta.db_table} t WHERE t.slug = %s"
-
-
-def taxonomy_get(slug: str) -> Taxonomy | None:
-    # Every API request of a taxonomy reads it: plain SQL (``siamweb.plain_sql``).
-    with connection.cursor() as cursor:
-        cursor.execute(_TAXONOMY_BY_SLUG, [slug])
-        row = cursor.fetchone()
-    return _TAXONOMY.instance(row) if row is not None else None
+from models_app.siamese.text_match import nearest
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.decorators import curator_required
 from annotations.forms import (
     JudgementForm,
     ReviewFiltersForm,
@@ -41,8 +40,9 @@ from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import VerdictError, judgement_create
-from annotations.text_match import matched_parts, words
 from models_app.serving.normalize import LOW_CONFIDENCE
+from models_app.siamese.text_match import matched_parts, words
+from siamweb.web.decorators import curator_required
 
 REVIEW_PAGE = "annotations/review.html"
 REVIEW_PANEL = "annotations/_review_panel.html"

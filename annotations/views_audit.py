@@ -7,12 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from annotations.decorators import admin_required
 from annotations.models import AuditEvent, Taxonomy
 from annotations.selectors_audit import audit_rows
 from annotations.selectors_taxonomy import audit_events_page
 from annotations.views_taxonomy import form_errors
 from siamweb.ids import IdFormField
+from siamweb.web.decorators import admin_required
 
 
 class AuditFilterForm(forms.Form):

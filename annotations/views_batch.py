@@ -10,7 +10,6 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.decorators import curator_required
 from annotations.forms import (
     BatchUndoForm,
     BatchVerdictForm,
@@ -31,6 +30,7 @@ from annotations.services.review.verdicts import VerdictError
 from annotations.views import form_errors, verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker.model import MIN_EXAMPLES
+from siamweb.web.decorators import curator_required
 
 BATCH_SIZE = 48
 

@@ -9,11 +9,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.decorators import admin_required
 from annotations.forms_flags import ReviewFlagFiltersForm
 from annotations.models import ReviewFlag
 from annotations.selectors import review_flags
 from annotations.services.flags import FlagError, review_flag_resolve
+from siamweb.web.decorators import admin_required
 
 FLAGS_PAGE_SIZE = 50
 

@@ -8,7 +8,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.decorators import curator_required
 from annotations.forms_inputs import (
     InputsFilterForm,
     InputsUploadForm,
@@ -22,7 +21,6 @@ from annotations.services.inputs_upload import (
     UPLOAD_ERRORS_SHOWN,
     UploadFileError,
     UploadRejected,
-    format_size,
     input_send_to_review,
     inputs_recent,
     inputs_upload,
@@ -36,7 +34,9 @@ from annotations.services.review.verdicts import VerdictError
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
+from siamweb.humanize import format_size
 from siamweb.ids import IdError, parse_id
+from siamweb.web.decorators import curator_required
 
 # --- upload ---------------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.decorators import admin_required, curator_required
 from annotations.forms import (
     ConflictResolveForm,
     QueuePageForm,
@@ -23,6 +22,7 @@ from annotations.selectors import (
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdicts import VerdictError
 from annotations.views import form_errors, verdict_error
+from siamweb.web.decorators import admin_required, curator_required
 
 QUEUE_PAGE_SIZE = 50
 

@@ -17,8 +17,6 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.csv_cells import spreadsheet_cell
-from annotations.decorators import admin_required
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
@@ -41,6 +39,8 @@ from annotations.services.taxonomy_upload import (
 )
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
+from siamweb.csv_cells import spreadsheet_cell
+from siamweb.web.decorators import admin_required
 
 MAX_REPORTED_ROW_ERRORS = 200
 SEARCH_RESULTS = 50

@@ -14,7 +14,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotations.decorators import admin_required
 from annotations.models import Group, Member
 from annotations.selectors_taxonomy import (
     group_get,
@@ -27,6 +26,7 @@ from annotations.services.taxonomy_edit.groups import group_create, group_merge,
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.views_taxonomy import search_query, taxonomy_or_404
 from siamweb.ids import IdError, parse_id
+from siamweb.web.decorators import admin_required
 
 TYPEAHEAD_RESULTS = 10
 

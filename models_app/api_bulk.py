@@ -18,17 +18,6 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
-    BAD_REQUEST,
-    CONFLICT,
-    NOT_FOUND,
-    CuratorApi,
-    PagePagination,
-    named_choice_field,
-    object_or_404,
-    paginated,
-)
-from annotations.api.serializers import TaxonomySlugField
 from models_app.bulk import (
     CONTENT_TYPES,
     BulkStateError,
@@ -44,6 +33,16 @@ from models_app.bulk import (
 from models_app.bulk_files import RESULT_FILES, BulkFileError
 from models_app.models import BulkJob
 from models_app.serving.engines import NoLiveModel
+from siamweb.web.api import (
+    BAD_REQUEST,
+    CONFLICT,
+    NOT_FOUND,
+    CuratorApi,
+    PagePagination,
+    object_or_404,
+    paginated,
+)
+from siamweb.web.fields import TaxonomySlugField, named_choice_field
 
 BulkJobStatusField = named_choice_field("BulkJobStatus", BulkJob.Status.choices)
 BulkJobFormatField = named_choice_field("BulkJobFormat", BulkJob.Format.choices)

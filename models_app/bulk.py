@@ -37,7 +37,6 @@ from django.http import FileResponse
 from django.utils import timezone
 
 from annotations.models import Taxonomy
-from annotations.services.inputs_upload import format_size
 from models_app.bulk_files import (
     BULK_FORMATS,
     INPUT_FILE,
@@ -52,6 +51,7 @@ from models_app.bulk_files import (
 from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
+from siamweb.humanize import format_size
 from worker.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from annotations.csv_cells import spreadsheet_cell
-from annotations.services.inputs_upload import format_size
 from models_app.models import BulkJob
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import Normalization
+from siamweb.csv_cells import spreadsheet_cell
+from siamweb.humanize import format_size
 
 BULK_FORMATS = {".csv": BulkJob.Format.CSV, ".txt": BulkJob.Format.TEXT}
 TEXT_COLUMN = "text"  # the column of a text file, and a CSV's column when none is named

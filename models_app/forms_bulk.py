@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django import forms
 
-from annotations.forms_inputs import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
-from annotations.services.inputs_upload import format_size
 from models_app.bulk import bulk_max_bytes
 from models_app.bulk_files import BULK_FORMATS, TEXT_COLUMN
+from siamweb.humanize import format_size
+from siamweb.web.forms import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
 
 
 class BulkJobForm(FieldErrorsMixin, forms.Form):

@@ -19,7 +19,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.decorators import admin_required, curator_required, is_admin
 from annotations.models import Taxonomy
 from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
@@ -52,6 +51,7 @@ from models_app.selectors.versions import (
     version_measured,
 )
 from models_app.serving.engines import NoLiveModel
+from siamweb.web.decorators import admin_required, curator_required, is_admin
 
 CONFLICT = 409
 

@@ -14,8 +14,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.decorators import curator_required
-from annotations.services.inputs_upload import format_size
 from models_app.bulk import (
     CONTENT_TYPES,
     BulkStateError,
@@ -33,8 +31,9 @@ from models_app.bulk import (
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
 from models_app.models import BulkJob
-from models_app.selectors.runs import duration_text
 from models_app.serving.engines import NoLiveModel
+from siamweb.humanize import duration_text, format_size
+from siamweb.web.decorators import curator_required
 
 JOBS_LISTED = 20
 POLL_SECONDS = 2

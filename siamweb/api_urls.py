@@ -8,7 +8,6 @@ from rest_framework.permissions import IsAuthenticated
 
 from annotations import api_flags
 from annotations.api.account import AccountSignedInApi, AccountTokenApi, AccountTokenRotateApi
-from annotations.api.base import ApiNotFoundApi
 from annotations.api.inputs import InputListSubmitApi, NormalizeApi
 from annotations.api.review import (
     FeedbackPairListApi,
@@ -42,6 +41,7 @@ from models_app.api.versions import (
     ModelVersionListApi,
     ModelVersionRollbackApi,
 )
+from siamweb.web.api import ApiNotFoundApi
 
 urlpatterns = [
     # taxonomies, their groups and member strings

@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.test import APIClient
 
-from annotations.permissions import CuratorReadsAdminWrites, IsAdmin
+from siamweb.web.permissions import CuratorReadsAdminWrites, IsAdmin
 
 PUBLIC = {"healthz", "favicon.ico", "accounts/login/", "accounts/logout/"}
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")

@@ -8,10 +8,11 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotations.api.base import CursorNewestFirst, CursorQueueOrder
+from annotations.api.base import CursorQueueOrder
 from annotations.models import Group, Input, Prediction, ReviewItem, Taxonomy
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
+from siamweb.web.api import CursorNewestFirst
 
 API = "/api/v1"
 TEXTS = ["Senior Java Engineer", "icu nurse practitioner", "Java Barista", "cdl driver"]

@@ -8,8 +8,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotations.models import Taxonomy
-from annotations.selectors import taxonomy_get
 from siamweb.authentication import TokenAuthentication
+from siamweb.taxonomy_reads import taxonomy_get
 
 API = "/api/v1"
 

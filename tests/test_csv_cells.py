@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.csv_cells import spreadsheet_cell, spreadsheet_text
+from siamweb.csv_cells import spreadsheet_cell, spreadsheet_text
 
 
 @pytest.mark.parametrize(

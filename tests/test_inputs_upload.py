@@ -7,11 +7,11 @@ from annotations.models import AuditEvent, Input, Prediction, ReviewItem
 from annotations.services.inputs_upload import (
     UploadFileError,
     UploadRejected,
-    format_size,
     inputs_upload,
     parse_inputs_file,
 )
 from annotations.services.taxonomy import taxonomy_import
+from siamweb.humanize import format_size
 from tests.conftest import TINY_CSV
 
 

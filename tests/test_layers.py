@@ -22,6 +22,8 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"models_app\.siamese(\..+)?", "engine"),
     # The project package loads the Celery app, as Celery's Django layout has it.
     (r"siamweb", "top"),
+    (r"siamweb\.web(\.\w+)?", "top"),
+    (r"siamweb\.(humanize|taxonomy_reads|csv_cells)", "rows"),
     # Packages whose __init__ holds nothing.
     (r"annotations|models_app|worker|annotations\.services", "rows"),
     (r"(annotations|models_app)\.management(\.commands)?", "rows"),
@@ -41,9 +43,8 @@ RULES: tuple[tuple[str, str], ...] = (
     ),
     (r"annotations\.selectors(_audit)?", "curation"),
     (r"models_app\.serving(\.\w+)?", "serving"),
-    (r"annotations\.text_match", "serving"),
     (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
-    (r"annotations\.(selectors_taxonomy|selectors_accounts|importers|csv_cells|markdown)", "rows"),
+    (r"annotations\.(selectors_taxonomy|selectors_accounts|importers|markdown)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy|taxonomy_upload)", "rows"),
     (
         r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from annotations.text_match import matched_parts, nearest, plain_words, similarity, words
+from models_app.siamese.text_match import matched_parts, nearest, plain_words, similarity, words
 
 
 def test_marked_parts_give_the_text_back_and_mark_the_inputs_words():

@@ -11,7 +11,6 @@ import unicodedata
 
 import pytest
 
-from annotations.api_schema import any_text_pattern, text_pattern
 from annotations.importers import ImportFileError
 from annotations.models import ReviewFlag, Taxonomy
 from annotations.services.flags import FlagError, review_flag_create
@@ -29,6 +28,7 @@ from models_app.siamese.text import (
     comparison_key,
     refusal,
 )
+from siamweb.web.api_schema import any_text_pattern, text_pattern
 
 # What the issue found accepted, and what each now is.
 REFUSED = {

@@ -11,8 +11,10 @@ bounded by a taxonomy's size, keyset cursors (``next``/``previous``/``results``)
 that grow with every input and verdict (review items, inputs, judgements, feedback pairs), so a
 deep page costs what the first one does.
 
-By resource: ``base`` (the views' plumbing, errors, pagination), ``serializers`` (shared by
-several views), ``reads`` (queries beside ``annotations.selectors``), ``taxonomies``
-(taxonomies, groups, members), ``inputs`` (normalize, inputs in), ``review`` (the queue,
-verdicts, feedback pairs). Callers import from the module that defines what they need.
+The base views, pagination, errors and shared fields every app's API uses are in
+``siamweb.web``. By resource: ``base`` (what curation's views add: the queue's pagination, a
+refused verdict or edit, curation's choice fields), ``serializers`` (shared by several views),
+``reads`` (queries beside ``annotations.selectors``), ``taxonomies`` (taxonomies, groups,
+members), ``inputs`` (normalize, inputs in), ``review`` (the queue, verdicts, feedback pairs).
+Callers import from the module that defines what they need.
 """

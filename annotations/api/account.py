@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from annotations.api.base import JsonApi
 from annotations.selectors_accounts import ApiToken, api_token_of
 from annotations.services.accounts import api_token_revoke, api_token_rotate
+from siamweb.web.api import JsonApi
 
 NO_TOKEN = OpenApiResponse(description="You have no API token")
 TOO_MANY = OpenApiResponse(

@@ -11,20 +11,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
-    BAD_REQUEST,
-    NOT_FOUND,
-    CuratorApi,
-    CursorNewestFirst,
-    InputSourceField,
-    JsonApi,
-    ReviewItemStatusField,
-    field_error,
-    filters_of,
-    paginated,
-    serving_error_response,
-    taxonomy_or_404,
-)
+from annotations.api.base import InputSourceField, ReviewItemStatusField, serving_error_response
 from annotations.api.reads import review_item_cards
 from annotations.api.serializers import (
     RankedGroupSerializer,
@@ -38,6 +25,17 @@ from annotations.services.review.inputs import ReviewQueueFull, inputs_submit
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
+from siamweb.web.api import (
+    BAD_REQUEST,
+    NOT_FOUND,
+    CuratorApi,
+    CursorNewestFirst,
+    JsonApi,
+    field_error,
+    filters_of,
+    paginated,
+    taxonomy_or_404,
+)
 
 
 class NormalizationSerializer(serializers.Serializer):

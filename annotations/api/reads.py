@@ -7,7 +7,6 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce, Length
 from rest_framework.exceptions import NotFound
 
-from annotations.api.base import object_or_404
 from annotations.models import (
     Group,
     Judgement,
@@ -19,6 +18,7 @@ from annotations.selectors import (
     QueueFilters,
     review_counts,
 )
+from siamweb.web.api import object_or_404
 
 
 def _member_count() -> Coalesce:

@@ -13,25 +13,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotations.api.base import (
-    BAD_REQUEST,
-    CONFLICT,
-    FORBIDDEN,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_KEY_MAX_LENGTH,
-    NOT_FOUND,
     QUEUE_OPEN,
     USERNAME_PATTERN,
-    CuratorApi,
-    CursorNewestFirst,
     CursorQueueOrder,
     FeedbackOriginField,
-    IdField,
     ReviewItemStatusField,
     VerdictField,
-    field_error,
-    filters_of,
-    object_or_404,
-    paginated,
     verdict_error_response,
 )
 from annotations.api.reads import judgements_queryset, review_item_card, review_items
@@ -41,7 +30,6 @@ from annotations.api.serializers import (
     QueueFilterSerializer,
     ReviewItemDetailSerializer,
     ReviewItemSerializer,
-    TaxonomySlugField,
     review_item_detail,
 )
 from annotations.models import (
@@ -57,6 +45,19 @@ from annotations.services.review.leases import review_item_claim, review_item_re
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import VerdictError, judgement_create
 from siamweb.ids import MAX_ID, IdSerializerField
+from siamweb.web.api import (
+    BAD_REQUEST,
+    CONFLICT,
+    FORBIDDEN,
+    NOT_FOUND,
+    CuratorApi,
+    CursorNewestFirst,
+    field_error,
+    filters_of,
+    object_or_404,
+    paginated,
+)
+from siamweb.web.fields import IdField, TaxonomySlugField
 
 
 class ReviewItemListApi(CuratorApi):

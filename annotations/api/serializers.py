@@ -1,10 +1,7 @@
-"""Serializers shared by several views: clean text fields with the server's limits stated in
-the schema, references to groups, predictions, review items and verdicts, the queue's filters.
-"""
+"""Serializers shared by several views of curation's API: the texts to normalize, references to
+groups, predictions, review items and verdicts, the queue's filters."""
 
 from __future__ import annotations
-
-import re
 
 from django.conf import settings
 from drf_spectacular.utils import (
@@ -12,110 +9,23 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
-from annotations.api.base import (
-    QUEUE_OPEN,
-    IdField,
-    QueueStatusField,
-    ReviewItemStatusField,
-    VerdictField,
-)
+from annotations.api.base import QUEUE_OPEN, QueueStatusField, ReviewItemStatusField, VerdictField
 from annotations.api.reads import item_judgements
-from annotations.api_schema import SLUG_PATTERN
 from annotations.models import (
     Group,
     ReviewItem,
-    Taxonomy,
 )
 from annotations.selectors import (
     QueueFilters,
     review_card_groups,
 )
-from models_app.siamese.text import TextError, clean_multiline_text, clean_text
-
-
-class CleanTextField(serializers.CharField):
-    """A short text, whitespace collapsed; control characters and over-long texts refused.
-
-    ``max_length`` defaults to SIAMWEB_MAX_TEXT_LENGTH, read when a text is validated; it counts
-    the text as sent, so the schema's ``maxLength`` is the rule (annotations/api_schema.py).
-    ``forbidden`` are further characters refused.
-    """
-
-    def __init__(self, *, max_length: int | None = None, forbidden: str = "", **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.text_max_length = max_length
-        self.forbidden = forbidden
-
-    def limit(self) -> int:
-        return self.text_max_length or settings.SIAMWEB_MAX_TEXT_LENGTH
-
-    def run_validation(self, data=serializers.empty):
-        # CharField answers "" before to_internal_value sees it; every text goes through
-        # clean_text so that an empty one gets the same error as a blank one.
-        if data is serializers.empty or data is None:
-            return super().run_validation(data)
-        value = self.to_internal_value(data)
-        self.run_validators(value)
-        return value
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError("must be a string")
-        limit = self.limit()
-        if len(data) > limit:
-            raise serializers.ValidationError(f"is longer than {limit} characters ({len(data)})")
-        for char in self.forbidden:
-            if char in data:
-                raise serializers.ValidationError(f"may not contain {char!r}")
-        try:
-            return clean_text(data, max_length=limit)
-        except TextError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-
-class CleanMultilineTextField(serializers.CharField):
-    """A text of several lines (a comment), held to the same text rule as every other
-    (``clean_multiline_text``): the refused characters named, line breaks and tabs kept."""
-
-    def __init__(self, *, max_length: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.text_max_length = max_length
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError("must be a string")
-        try:
-            return clean_multiline_text(data, max_length=self.text_max_length)
-        except TextError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-
-class TextListField(serializers.ListField):
-    """Texts, at most SIAMWEB_MAX_TEXTS_PER_REQUEST of them (checked by the serializer)."""
-
-
-class KField(serializers.IntegerField):
-    """How many groups to rank, at most SIAMWEB_MAX_K (checked by the serializer)."""
-
-
-class TaxonomySlugField(serializers.SlugRelatedField):
-    """A taxonomy named by slug. Anything that cannot be a slug is refused before the lookup:
-    a NUL character, say, is an error from PostgreSQL, not an unknown taxonomy."""
-
-    default_error_messages = {
-        **serializers.SlugRelatedField.default_error_messages,
-        "does_not_exist": "taxonomy {value!r} does not exist.",
-    }
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(slug_field="slug", queryset=Taxonomy.objects.all(), **kwargs)
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str) or not re.fullmatch(SLUG_PATTERN.strip("^$"), data):
-            raise serializers.ValidationError("must be a slug: letters, digits, - and _")
-        if len(data) > 64:
-            raise serializers.ValidationError("is longer than a slug can be (64 characters)")
-        return super().to_internal_value(data)
+from siamweb.web.fields import (
+    CleanTextField,
+    IdField,
+    KField,
+    TaxonomySlugField,
+    TextListField,
+)
 
 
 class TextsSerializer(serializers.Serializer):

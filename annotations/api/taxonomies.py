@@ -12,23 +12,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
-    BAD_REQUEST,
-    FORBIDDEN,
-    NOT_FOUND,
-    AdminApi,
-    CuratorApi,
-    CuratorReadsAdminWritesApi,
-    IdField,
-    MemberSourceField,
-    PagePagination,
-    edit_error_response,
-    field_error,
-    filters_of,
-    object_or_404,
-    paginated,
-    taxonomy_or_404,
-)
+from annotations.api.base import MemberSourceField, edit_error_response
 from annotations.api.reads import (
     group_or_404,
     groups_queryset,
@@ -36,11 +20,7 @@ from annotations.api.reads import (
     taxonomies,
     taxonomy_with_counts,
 )
-from annotations.api.serializers import (
-    CleanTextField,
-    GroupRefSerializer,
-    ModelVersionRefSerializer,
-)
+from annotations.api.serializers import GroupRefSerializer, ModelVersionRefSerializer
 from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH, ImportFileError
 from annotations.models import (
     Group,
@@ -56,6 +36,21 @@ from annotations.services.taxonomy_edit.groups import group_create, group_merge,
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
 from models_app.services.runs import taxonomy_model_refresh
+from siamweb.web.api import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    NOT_FOUND,
+    AdminApi,
+    CuratorApi,
+    CuratorReadsAdminWritesApi,
+    PagePagination,
+    field_error,
+    filters_of,
+    object_or_404,
+    paginated,
+    taxonomy_or_404,
+)
+from siamweb.web.fields import CleanTextField, IdField
 
 # Bad rows listed in a refusal; the count says how many there were in all.
 MAX_ROW_ERRORS = 200

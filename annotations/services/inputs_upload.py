@@ -24,6 +24,7 @@ from annotations.models import Input, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, comparison_key
+from siamweb.humanize import format_size
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request,
 # so its rows are capped to what a request can store before a proxy gives up on it
@@ -116,14 +117,6 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
     if parsed.rows_read == 0:
         raise UploadFileError(f"{filename} holds no rows")
     return parsed
-
-
-def format_size(n: int) -> str:
-    """Bytes as people read them: "1.0 GB", "2.0 MB", "512 KB"."""
-    for unit, size in (("GB", 1024**3), ("MB", 1024**2)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n / 1024:.0f} KB"
 
 
 def _decode(data: bytes, filename: str) -> str:

@@ -7,10 +7,10 @@ from django.db.models import QuerySet
 from rest_framework import status
 from rest_framework.response import Response
 
-from annotations.api.base import named_choice_field
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.promotion import RunStateError
+from siamweb.web.fields import named_choice_field
 
 TrainingRunKindField = named_choice_field("TrainingRunKind", TrainingRun.Kind.choices)
 # A rollback is asked for on the version to go back to (model-versions/<id>/rollback).

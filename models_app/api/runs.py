@@ -8,20 +8,6 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
-    BAD_REQUEST,
-    CONFLICT,
-    FORBIDDEN,
-    NOT_FOUND,
-    AdminApi,
-    CuratorApi,
-    CuratorReadsAdminWritesApi,
-    PagePagination,
-    filters_of,
-    object_or_404,
-    paginated,
-)
-from annotations.api.serializers import TaxonomySlugField
 from models_app.api.base import (
     TrainingRunKindField,
     TrainingRunRequestKindField,
@@ -37,6 +23,20 @@ from models_app.promotion import RunStateError, training_run_promote
 from models_app.retraining import finetune_now_request, training_run_retry
 from models_app.services.runs import training_run_request
 from models_app.serving.engines import NoLiveModel
+from siamweb.web.api import (
+    BAD_REQUEST,
+    CONFLICT,
+    FORBIDDEN,
+    NOT_FOUND,
+    AdminApi,
+    CuratorApi,
+    CuratorReadsAdminWritesApi,
+    PagePagination,
+    filters_of,
+    object_or_404,
+    paginated,
+)
+from siamweb.web.fields import TaxonomySlugField
 
 
 class TrainingRunSerializer(serializers.Serializer):

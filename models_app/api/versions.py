@@ -7,19 +7,6 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import (
-    BAD_REQUEST,
-    CONFLICT,
-    FORBIDDEN,
-    NOT_FOUND,
-    AdminApi,
-    CuratorApi,
-    PagePagination,
-    filters_of,
-    object_or_404,
-    paginated,
-)
-from annotations.api.serializers import TaxonomySlugField
 from models_app.api.base import (
     active_run_conflict,
     live_version_ids,
@@ -32,6 +19,19 @@ from models_app.api.runs import TrainingRunDetailSerializer
 from models_app.models import ModelVersion
 from models_app.promotion import RunStateError, model_version_rollback
 from models_app.services.indexes import deployment_activate
+from siamweb.web.api import (
+    BAD_REQUEST,
+    CONFLICT,
+    FORBIDDEN,
+    NOT_FOUND,
+    AdminApi,
+    CuratorApi,
+    PagePagination,
+    filters_of,
+    object_or_404,
+    paginated,
+)
+from siamweb.web.fields import TaxonomySlugField
 
 
 class ModelVersionSerializer(serializers.Serializer):

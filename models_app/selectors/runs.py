@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 
 from annotations.models import Taxonomy
 from models_app.models import TrainingRun
+from siamweb.humanize import duration_text
 
 RECENT_RUNS = 20
 
@@ -58,16 +59,3 @@ def training_run_get(*, run_id: int) -> TrainingRun | None:
 
 def run_is_active(run: TrainingRun) -> bool:
     return run.status in TrainingRun.ACTIVE_STATUSES
-
-
-def duration_text(seconds: float | None) -> str:
-    """A human ETA: "40 s", "3 min", "1 h 5 min"; empty when unknown."""
-    if seconds is None or seconds < 0:
-        return ""
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"

@@ -24,10 +24,10 @@ import numpy as np
 from django.db import connection
 
 from annotations.models import Group, Member
-from annotations.text_match import fold_word, plain_words
 from models_app.serving.engines import LiveEngine, live_engine_ranker_and_revision
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import comparison_key
+from models_app.siamese.text_match import fold_word, plain_words
 
 _MEMBER = Member._meta.db_table
 _GROUP = Group._meta.db_table

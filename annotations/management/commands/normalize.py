@@ -6,11 +6,11 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.selectors import taxonomy_get
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
+from siamweb.taxonomy_reads import taxonomy_get
 
 _BATCH = 512
 

@@ -4,10 +4,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.selectors import taxonomy_get
 from models_app.models import ModelVersion
 from models_app.services.builds import model_version_evaluate
 from models_app.serving.engines import live_engine
+from siamweb.taxonomy_reads import taxonomy_get
 
 
 class Command(BaseCommand):

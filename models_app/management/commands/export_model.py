@@ -6,10 +6,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.selectors import taxonomy_get
 from models_app.models import ModelVersion
 from models_app.services.builds import SHIPPED_INFO
 from models_app.serving.engines import artifact_path
+from siamweb.taxonomy_reads import taxonomy_get
 
 
 class Command(BaseCommand):

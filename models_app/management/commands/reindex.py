@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.selectors import taxonomy_get
 from models_app.models import TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import training_run_request
+from siamweb.taxonomy_reads import taxonomy_get
 
 
 class Command(BaseCommand):

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.selectors import taxonomy_get
 from models_app.models import ModelVersion, TrainingRun
 from models_app.run_execution import training_run_execute
 from models_app.services.runs import training_run_request
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.specs import NAMED_SPECS, parse_model_spec
+from siamweb.taxonomy_reads import taxonomy_get
 
 
 class Command(BaseCommand):

@@ -159,7 +159,7 @@ class ApiSchema(AutoSchema):
 
 
 class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.serializers.CleanTextField"
+    target_class = "siamweb.web.fields.CleanTextField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         field = self.target
@@ -175,7 +175,7 @@ class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class CleanMultilineTextFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.serializers.CleanMultilineTextField"
+    target_class = "siamweb.web.fields.CleanMultilineTextField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         field = self.target
@@ -190,7 +190,7 @@ class CleanMultilineTextFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class TextListFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.serializers.TextListField"
+    target_class = "siamweb.web.fields.TextListField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {
@@ -202,7 +202,7 @@ class TextListFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class KFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.serializers.KField"
+    target_class = "siamweb.web.fields.KField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {
@@ -214,7 +214,7 @@ class KFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class TaxonomySlugFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "annotations.api.serializers.TaxonomySlugField"
+    target_class = "siamweb.web.fields.TaxonomySlugField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict[str, Any]:
         return {

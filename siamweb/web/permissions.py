@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from annotations.decorators import is_admin, is_curator
+from siamweb.web.decorators import is_admin, is_curator
 
 
 class IsCurator(BasePermission):
