@@ -65,10 +65,21 @@ def test_real_titles_get_the_same_answer_alone_as_in_a_batch(onet):
         assert together.tied == single.tied
     assert moved <= TITLES // 100
 
-    # Unrounded, the nearest members' scores agree to 1e-6.
+    # Unrounded, the nearest members agree: the same members, each rank's score to 1e-6, and
+    # an order that differs only between members tied to the millionth (``best_first`` orders
+    # those by id, and noise in the last bits can carry a score across a millionth's edge).
     engine = live_engine(onet)
     batch_hits = engine.nearest_members(titles, 40)
     alone_hits = [engine.nearest_members([title], 40)[0] for title in titles]
+    swapped = 0
     for together, single in zip(batch_hits, alone_hits, strict=True):
-        assert [m for m, _ in together] == [m for m, _ in single]
         assert max(abs(a - b) for (_, a), (_, b) in zip(together, single, strict=True)) <= 1e-6
+        scores = {**dict(together), **dict(single)}
+        last = min(score for _, score in together)
+        differ = {m for m, _ in together} ^ {m for m, _ in single}
+        assert all(scores[m] <= last + 2e-6 for m in differ)  # only at the depth's edge
+        for (a, score_a), (b, _) in zip(together, single, strict=True):
+            if a != b:
+                assert abs(score_a - scores[b]) <= 2e-6
+                swapped += 1
+    assert swapped <= len(titles)  # rare: a handful of the 20,000 hits
