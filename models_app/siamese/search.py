@@ -85,6 +85,20 @@ def best_first(hit: tuple[int, float]) -> tuple[int, int]:
 EDGE_SLACK = 1e-6
 
 
+def best_extra(ids: np.ndarray, scores: np.ndarray, depth: int) -> Hits:
+    """The members added since the build that can be among a query's ``depth`` best: those at
+    or within ``EDGE_SLACK`` of the depth-th best of them (``best_first`` then chooses). All of
+    them went into a per-query sort in Python, minutes for a ranker fit on 10,000 verdicts
+    judged since the last reindex."""
+    if len(scores) > depth > 0:
+        edge = np.partition(-scores, depth - 1)[depth - 1]
+        keep = np.flatnonzero(-scores <= edge + EDGE_SLACK)
+        ids, scores = ids[keep], scores[keep]
+    elif depth <= 0:
+        return []
+    return list(zip(ids.tolist(), scores.tolist(), strict=True))
+
+
 def score_keys(scores: np.ndarray) -> np.ndarray:
     """``best_first``'s score part of each score, negated back: the same rounding (half to
     even, of the same float64 product)."""
@@ -200,8 +214,8 @@ class MemberSearch:
             rows, members, scores, _ = self.exact.near(vectors, take, slack=EDGE_SLACK)
         extra: list[Hits] = [[] for _ in range(count)]
         if len(extra_ids):
-            extra_cosines = cosines(vectors, extra_vectors).tolist()  # (Q, E)
-            extra = [list(zip(extra_ids.tolist(), row, strict=True)) for row in extra_cosines]
+            extra_cosines = cosines(vectors, extra_vectors)  # (Q, E)
+            extra = [best_extra(extra_ids, row, depth) for row in extra_cosines]
         return self._hits_by_row(rows, members, scores, extra, depth)
 
     def _hits_by_row(self, rows, positions, scores, extra: list[Hits], depth: int) -> list[Hits]:
@@ -252,7 +266,7 @@ class MemberSearch:
             hits = [(int(m), float(s)) for m, s in zip(row_ids, row_scores, strict=True) if m >= 0]
             if len(extra_ids):
                 extra = extra_vectors @ vectors[row]  # (E,): per query, as alone
-                hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
+                hits += best_extra(extra_ids, extra, depth)
             hits.sort(key=best_first)
             results.append(hits[:depth])
         return results
@@ -295,7 +309,9 @@ class MemberSearch:
         eligible = np.flatnonzero(near >= floor[rows])
         lexical = self.trigrams.pair_scores(queries, rows[eligible], members[eligible])
         lexical = lexical.astype(np.float32)
-        scale, extra_scores = self._lexical_scale(rows[eligible], lexical, floor, extra, extra_ids)
+        scale, extra_scores = self._lexical_scale(
+            rows[eligible], lexical, floor, extra, extra_ids, depth
+        )
         combined = (1 - w) * near  # (P,)
         combined[eligible] += w * np.clip(lexical * scale[rows[eligible]], 0, 1)
         # The depth's last score of each query: its take-th best among its near members.
@@ -332,7 +348,7 @@ class MemberSearch:
         floor = best_cosine - window
         rows, members = true_pairs(cosine >= floor[:, None])  # the eligible pairs, (P,)
         lexical = self.trigrams.pair_scores(queries, rows, members).astype(np.float32)  # (P,)
-        scale, extra_scores = self._lexical_scale(rows, lexical, floor, extra, extra_ids)
+        scale, extra_scores = self._lexical_scale(rows, lexical, floor, extra, extra_ids, depth)
         combined = (1 - w) * cosine  # (Q, N): members outside the window get no lift
         combined[rows, members] += w * np.clip(lexical * scale[rows], 0, 1)
         take = min(depth, size)
@@ -347,9 +363,10 @@ class MemberSearch:
             top_rows, top_members, combined[top_rows, top_members], extra_scores, depth
         )
 
-    def _lexical_scale(self, rows, lexical, floor, extra, extra_ids):
+    def _lexical_scale(self, rows, lexical, floor, extra, extra_ids, depth):
         """Per query the trigram term's scale (one over the best lexical score the window holds)
-        and the hits of the members added since the build, scored as ``_hybrid`` scores them."""
+        and the hits of the members added since the build, scored as ``_hybrid`` scores them
+        (those that can be among the ``depth`` best: ``best_extra``)."""
         w = self.config.lexical_weight
         best = np.zeros(len(floor), np.float32)
         np.maximum.at(best, rows, lexical)
@@ -365,7 +382,7 @@ class MemberSearch:
         for row, (extra_cosine, extra_lexical) in enumerate(extra):
             lifted = extra_cosine >= floor[row]
             score = (1 - w) * extra_cosine + w * np.clip(extra_lexical * scale[row], 0, 1) * lifted
-            extra_scores.append([(int(m), float(v)) for m, v in zip(extra_ids, score, strict=True)])
+            extra_scores.append(best_extra(extra_ids, score, depth))
         return scale, extra_scores
 
     @staticmethod
@@ -445,5 +462,5 @@ class MemberSearch:
             extra = (1 - w) * extra_cosine + w * np.clip(
                 extra_lexical * scale, 0, 1
             ) * extra_eligible
-            hits += [(int(m), float(s)) for m, s in zip(extra_ids, extra, strict=True)]
+            hits += best_extra(extra_ids, extra, depth)
         return hits
