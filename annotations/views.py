@@ -39,7 +39,8 @@ from annotations.selectors import (
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import judgement_undo
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.text_match import matched_parts, words
 from siamweb.web.decorators import curator_required

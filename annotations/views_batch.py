@@ -26,7 +26,7 @@ from annotations.selectors import (
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.leases import review_items_claim_for_group
 from annotations.services.review.undo import judgements_undo
-from annotations.services.review.verdicts import VerdictError
+from annotations.services.review.verdict_rules import VerdictError
 from annotations.views import form_errors, verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker.model import MIN_EXAMPLES

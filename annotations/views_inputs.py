@@ -30,7 +30,7 @@ from annotations.services.inputs_upload import (
 )
 from annotations.services.review.inputs import ReviewQueueFull
 from annotations.services.review.undo import judgement_undo
-from annotations.services.review.verdicts import VerdictError
+from annotations.services.review.verdict_rules import VerdictError
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError

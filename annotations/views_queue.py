@@ -20,7 +20,7 @@ from annotations.selectors import (
     review_queue_page,
 )
 from annotations.services.review.undo import review_conflict_resolve
-from annotations.services.review.verdicts import VerdictError
+from annotations.services.review.verdict_rules import VerdictError
 from annotations.views import form_errors, verdict_error
 from siamweb.web.decorators import admin_required, curator_required
 

@@ -19,7 +19,8 @@ from annotations.selectors import (
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.undo import judgements_undo
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 from tests.test_match_probability import judge_all
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

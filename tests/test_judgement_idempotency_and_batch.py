@@ -7,7 +7,8 @@ import pytest
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.inputs import inputs_submit
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 
 
 def group(code: str) -> Group:

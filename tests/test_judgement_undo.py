@@ -8,7 +8,8 @@ from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, Membe
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import judgement_undo
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 from models_app.serving.normalize import rank_taxonomy_groups
 
 

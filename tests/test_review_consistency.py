@@ -15,7 +15,8 @@ from annotations.selectors import (
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import review_conflict_resolve
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 
 
 @pytest.fixture

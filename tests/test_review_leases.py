@@ -15,7 +15,8 @@ from annotations.services.review.leases import (
     review_item_release,
     review_items_claim_for_group,
 )
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 
 TEXTS = ["Senior Java Engineer", "ICU Staff Nurse", "Long haul truck driver", "Java Barista"]
 

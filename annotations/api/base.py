@@ -9,7 +9,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from annotations.models import FeedbackPair, Input, Judgement, Member, ReviewItem
-from annotations.services.review.verdicts import VerdictError
+from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import field_error

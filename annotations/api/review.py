@@ -43,7 +43,8 @@ from annotations.selectors import (
 )
 from annotations.services.review.leases import review_item_claim, review_item_release
 from annotations.services.review.undo import judgement_undo
-from annotations.services.review.verdicts import VerdictError, judgement_create
+from annotations.services.review.verdict_rules import VerdictError
+from annotations.services.review.verdicts import judgement_create
 from siamweb.ids import MAX_ID, IdSerializerField
 from siamweb.web.api import (
     BAD_REQUEST,

@@ -18,12 +18,12 @@ from annotations.models import (
 from annotations.selectors import action_verdicts
 from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
+from annotations.services.review.verdict_rules import VerdictError, final_outcomes
 from annotations.services.review.verdicts import (
-    VerdictError,
-    final_outcomes,
     item_top_now,
     judgement_record,
     judgement_summary,
+    live_verdicts,
 )
 
 
@@ -74,7 +74,7 @@ def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
         Member.objects.filter(id__in=[m.id for m in removed]).delete()
 
     item.status = action[-1].previous_status or ReviewItem.Status.PENDING
-    item.conflict = len(set(final_outcomes(item).values())) > 1
+    item.conflict = len(set(final_outcomes(live_verdicts([item.id])[item.id]).values())) > 1
     item.leased_by, item.lease_expires_at = user, lease_expiry()
     item.top_group_id, item.top_score = item_top_now(item)
     item.save(
@@ -155,7 +155,7 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         judgement.save(update_fields=["undone_at"])
         judgement.feedback_pairs.all().delete()
         judgement.members.filter(source=Member.Source.CURATOR).delete()
-    kept = set(final_outcomes(item).values())
+    kept = set(final_outcomes(live_verdicts([item.id])[item.id]).values())
     if wanted not in kept:
         item.status = ReviewItem.Status.PENDING
         item.reviews_required = 1
