@@ -51,6 +51,6 @@ def test_the_web_app_and_the_filesystem_broker_write_only_under_var(tmp_path):
     assert Path("siamweb.sqlite3") in written
     # both messages queued, and the exchanges' bindings beside them
     assert len([path for path in written if path.parts[:2] == ("broker", "queue")]) == 2
-    assert {Path("broker/control/celery.exchange"), Path("broker/control/training.exchange")} <= (
+    assert {Path("broker/control/fast.exchange"), Path("broker/control/training.exchange")} <= (
         written
     )
