@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 from django.conf import settings
@@ -26,7 +27,7 @@ from models_app.serving.engines import (
 from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import group_names, normalization_rows, taxonomy_revision
-from models_app.siamese.ranker.candidates import candidates_of_texts
+from models_app.siamese.ranker.candidates import CandidateBatch, candidates_of_texts
 from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.
@@ -174,18 +175,8 @@ def rank_taxonomy_groups(
     )  # fmt: skip
     # One ranker pass for the batch: standardising each text's few candidates apart cost more
     # than the arithmetic.
-    sizes = np.cumsum([0, *(len(found) for found in candidates)])
-    scores = (
-        ranker.ranker.scores(np.concatenate([found.features for found in candidates]))
-        if sizes[-1]
-        else np.zeros(0)
-    )
-    answers = [
-        _answer(said, found, scores[start:end], ranker, k)
-        for said, found, start, end in zip(
-            confirmed, candidates, sizes[:-1].tolist(), sizes[1:].tolist(), strict=True
-        )
-    ]
+    scores = ranker.ranker.scores(candidates.features) if len(candidates.groups) else np.zeros(0)
+    answers = _answers(confirmed, candidates, scores, ranker, k)
 
     names = _group_names(taxonomy.id, members, answers, revision)
     by_text = {}
@@ -229,36 +220,58 @@ def rank_taxonomy_groups(
     return [by_text[text] for text in texts]
 
 
-def _answer(confirmed, candidates, scores, ranker: ServingRanker, k: int):
-    """The ``k`` best (group, similarity, member, source, probability, tied) of one text, and
-    whether its top group is tied with the next (``scores``: the ranker's, one a candidate)."""
-    first = [
-        (group_id, 1.0, member_id, "curator", None, False) for group_id, member_id in confirmed
-    ]
-    if not len(candidates):
-        return first[:k], False
-    probabilities = ranker.ranker.probabilities(scores, float(candidates.similarity.max()))
-    # Best score first; equal scores keep the candidates' order (the served embedding's).
-    order = np.argsort(-scores, kind="stable")
+def _answers(confirmed, candidates: CandidateBatch, scores, ranker: ServingRanker, k: int):
+    """Per text its ``k`` best (group, similarity, member, source, probability, tied) and
+    whether its top group is tied with the next (``scores``: the ranker's, one a candidate):
+    ordered, tied and cut for the whole batch at once."""
+    count = len(confirmed)
+    starts, text = candidates.starts, candidates.text
+    sizes = np.diff(starts)
+    filled = sizes > 0
+    best = np.zeros(count, np.float32)
+    if filled.any():
+        best[filled] = np.maximum.reduceat(candidates.similarity, starts[:-1][filled])
+    probabilities = ranker.ranker.probabilities_of_texts(scores, starts, best)
+    # Best score first within each text; equal scores keep the candidates' order (the served
+    # embedding's).
+    order = np.lexsort((-scores, text))
+    text = text[order]
+    rank = np.arange(len(order)) - starts[text]
     if probabilities is not None:
-        tied = probabilities[order[0]] - probabilities[order] < TIE_GAP  # (C,)
+        tied = probabilities[order][starts[text]] - probabilities[order] < TIE_GAP
     else:
-        tied = scores[order[0]] - scores[order] < TIE
-    tied[0] = len(order) > 1 and bool(tied[1])
-    if first:
-        tied[:] = False  # a curator's verdict on this very text is the answer: nothing to choose
-    model = [
-        (
-            int(candidates.groups[i]),
-            float(candidates.similarity[i]),
-            int(candidates.members[i]) if candidates.members[i] >= 0 else None,
-            "model",
-            float(probabilities[i]) if probabilities is not None else None,
-            bool(tied[rank]),
+        tied = scores[order][starts[text]] - scores[order] < TIE
+    # A top group is tied when its runner-up is.
+    tops = starts[:-1][filled]
+    tied[tops] = (sizes[filled] > 1) & tied[np.minimum(tops + 1, len(tied) - 1)]
+    said = np.fromiter(map(len, confirmed), np.int64, count)
+    # A curator's verdict on this very text is the answer: nothing to choose.
+    tied &= (said == 0)[text]
+    kept = rank < np.maximum(k - said, 0)[text]
+    chosen = order[kept]
+    member_ids = candidates.members[chosen].astype(object)
+    member_ids[candidates.members[chosen] < 0] = None
+    rows = list(
+        zip(
+            candidates.groups[chosen].tolist(),
+            candidates.similarity[chosen].tolist(),
+            member_ids.tolist(),
+            repeat("model"),
+            probabilities[chosen].tolist() if probabilities is not None else repeat(None),
+            tied[kept].tolist(),
         )
-        for rank, i in enumerate(order[: max(k - len(first), 0)])
-    ]
-    return first + model, bool(tied[0])
+    )
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(text[kept], minlength=count))]).tolist()
+    text_tied = np.zeros(count, bool)
+    text_tied[filled] = tied[tops]
+    answers = []
+    for said_here, start, end, top_tied, any_candidate in zip(
+        confirmed, bounds[:-1], bounds[1:], text_tied.tolist(), filled.tolist(), strict=True
+    ):
+        first = [(group_id, 1.0, member_id, "curator", None, False)
+                 for group_id, member_id in said_here]  # fmt: skip
+        answers.append((first + rows[start:end] if any_candidate else first[:k], top_tied))
+    return answers
 
 
 def _group_names(taxonomy_id, members, answers, revision) -> dict[int, tuple[str, str]]:

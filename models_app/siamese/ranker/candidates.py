@@ -7,19 +7,26 @@ and the groups whose description is nearest. Each (text, group) candidate gets a
 behind the text's best, the words and trigrams the text shares with it, the description's
 similarity, and what verdicts said of the group before. Serving and fitting compute them with
 the same function, ``candidates_of_texts``.
+
+A batch is computed as arrays, never candidate by candidate in Python: a request of 500 texts
+has some 12,000 candidates. Words and trigrams are integer ids kept per text in a
+``LexicalCache`` (a member's text is read again by every query that hits it), and the words or
+trigrams a pair of texts shares are counted for all pairs at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_
 from typing import NamedTuple
 
 import numpy as np
 
-from models_app.siamese.baselines import trigrams
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.text import comparison_key
 
@@ -88,6 +95,10 @@ class HitMember(NamedTuple):
     curator: bool = False
 
 
+# What a hit member that is no longer in ``members`` reads as (deleted since the build).
+_ABSENT = HitMember(-1, "", False)
+
+
 @dataclass
 class GroupFacts:
     """Each group's name and description vector (in the served embedding): ``ids`` (G,),
@@ -100,8 +111,21 @@ class GroupFacts:
 
     def __post_init__(self) -> None:
         self.row_of = {int(group_id): row for row, group_id in enumerate(self.ids.tolist())}
-        self._name_words = [words(name) for name in self.names]
-        self._name_grams = [frozenset(trigrams(name)) for name in self.names]
+        # The rows by group id, for looking a batch's groups up at once; names as an array to
+        # pick them by row.
+        self._rows_by_id = np.argsort(self.ids, kind="stable")
+        self._sorted_ids = self.ids[self._rows_by_id]
+        self._names = np.array(self.names, dtype=object).reshape(len(self.names))
+
+    def rows(self, group_ids: np.ndarray) -> np.ndarray:
+        """Each group's row, -1 for a group these facts do not hold."""
+        if not len(self._sorted_ids):
+            return np.full(len(group_ids), -1, np.int64)
+        at = np.minimum(np.searchsorted(self._sorted_ids, group_ids), len(self._sorted_ids) - 1)
+        return np.where(self._sorted_ids[at] == group_ids, self._rows_by_id[at], -1)
+
+    def names_at(self, rows: np.ndarray) -> list[str]:
+        return self._names[rows].tolist()
 
     @classmethod
     def build(cls, ids, names, vectors, has_description) -> GroupFacts:
@@ -139,6 +163,28 @@ class VerdictHistory:
             self._by_group = found
         return found
 
+    def counts(self, group_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's confirmed and rejected counts (0 for a group without), for a batch's
+        groups at once; the counts as sorted arrays are worked out once."""
+        tables = getattr(self, "_count_tables", None)
+        if tables is None:
+            tables = tuple(_sorted_counts(counts) for counts in (self.confirmed, self.rejected))
+            self._count_tables = tables
+        found = []
+        for keys, values in tables:
+            at = np.minimum(np.searchsorted(keys, group_ids), len(keys) - 1)
+            found.append(np.where(keys[at] == group_ids, values[at], 0).astype(np.float64))
+        return found[0], found[1]
+
+
+def _sorted_counts(counts: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A dict of counts as its sorted keys and their values, never empty (a key no group id
+    matches: ids are never negative)."""
+    keys = np.fromiter(counts.keys(), np.int64, len(counts))
+    values = np.fromiter(counts.values(), np.int64, len(counts))
+    order = np.argsort(keys, kind="stable")
+    return np.concatenate([[-1], keys[order]]), np.concatenate([[0], values[order]])
+
 
 @dataclass(frozen=True)
 class OwnVerdict:
@@ -164,27 +210,226 @@ class Candidates:
         return len(self.groups)
 
 
+@dataclass
+class CandidateBatch(Sequence[Candidates]):
+    """The candidates of a batch of texts as ``Candidates``' arrays for the whole batch, text
+    after text: text ``i``'s are rows ``starts[i]:starts[i + 1]`` (``batch[i]``), ``text``
+    (N,) says whose each row is. As a sequence, one ``Candidates`` a text."""
+
+    starts: np.ndarray  # (Q + 1,)
+    text: np.ndarray
+    groups: np.ndarray
+    features: np.ndarray
+    similarity: np.ndarray
+    members: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        start, end = self.starts[index % len(self)], self.starts[index % len(self) + 1]
+        return Candidates(
+            groups=self.groups[start:end],
+            features=self.features[start:end],
+            similarity=self.similarity[start:end],
+            members=self.members[start:end],
+        )
+
+
+class _RaggedRows:
+    """Rows of integer ids one after another (``ids[starts[r]:starts[r + 1]]`` is row ``r``),
+    appended in place into buffers that double when full. A snapshot is views of the buffers as
+    they are: appending writes past what it sees, and a doubling copies into new buffers, so a
+    snapshot stays valid while other threads append."""
+
+    def __init__(self) -> None:
+        self._starts = np.zeros(1024, np.int64)
+        self._ids = np.zeros(16384, np.int32)
+        self.rows = 0
+
+    def extend(self, sizes: np.ndarray, ids: np.ndarray) -> None:
+        rows, total = self.rows, int(self._starts[self.rows])
+        if rows + len(sizes) + 1 > len(self._starts):
+            self._starts = _grown(self._starts, rows + len(sizes) + 1, rows + 1)
+        if total + len(ids) > len(self._ids):
+            self._ids = _grown(self._ids, total + len(ids), total)
+        self._starts[rows + 1 : rows + 1 + len(sizes)] = total + np.cumsum(sizes)
+        self._ids[total : total + len(ids)] = ids
+        self.rows = rows + len(sizes)
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        end = int(self._starts[self.rows])
+        return self._starts[: self.rows + 1], self._ids[:end]
+
+
+def _grown(buffer: np.ndarray, needed: int, used: int) -> np.ndarray:
+    grown = np.zeros(max(needed, 2 * len(buffer)), buffer.dtype)
+    grown[:used] = buffer[:used]
+    return grown
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Texts' words and trigrams as read from a ``LexicalCache`` at one moment: ``rows`` (n,)
+    each text's row; a row's word ids are ``word_ids[word_starts[r]:word_starts[r + 1]]``
+    (distinct, like its trigram ids), ids below ``word_vocabulary`` (``gram_vocabulary``).
+    Texts with the same comparison key have the same row."""
+
+    rows: np.ndarray
+    word_starts: np.ndarray
+    word_ids: np.ndarray
+    word_vocabulary: int
+    gram_starts: np.ndarray
+    gram_ids: np.ndarray
+    gram_vocabulary: int
+
+    def word_counts(self, rows: np.ndarray) -> np.ndarray:
+        return self.word_starts[rows + 1] - self.word_starts[rows]
+
+    def gram_counts(self, rows: np.ndarray) -> np.ndarray:
+        return self.gram_starts[rows + 1] - self.gram_starts[rows]
+
+    def shared_words(self, a: np.ndarray, a_of_pair: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """How many words rows ``a[a_of_pair[p]]`` and ``b[p]`` share, for each pair ``p``."""
+        return _shared(self.word_starts, self.word_ids, self.word_vocabulary, a, a_of_pair, b)
+
+    def shared_grams(self, a: np.ndarray, a_of_pair: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """How many trigrams rows ``a[a_of_pair[p]]`` and ``b[p]`` share, for each pair ``p``."""
+        return _shared(self.gram_starts, self.gram_ids, self.gram_vocabulary, a, a_of_pair, b)
+
+
+# Rows of the ``a`` side counted against at once: each block holds a table of a rows by the ids
+# they hold, some 512 x 10,000 booleans at most.
+_SHARED_BLOCK = 512
+
+
+def _shared(starts, ids, vocabulary: int, a_rows, a_of_pair, b) -> np.ndarray:
+    """``|ids of a_rows[a_of_pair[p]] ∩ ids of b[p]|`` for each pair ``p`` (a row's ids are
+    distinct): a table of which ids each ``a`` row holds, looked up for every id of the ``b``
+    rows."""
+    if len(a_rows) <= _SHARED_BLOCK:
+        return _shared_block(starts, ids, vocabulary, a_rows, a_of_pair, b)
+    found = np.zeros(len(b), np.int64)
+    block = a_of_pair // _SHARED_BLOCK
+    for number in np.unique(block).tolist():
+        pairs = np.flatnonzero(block == number)
+        first = number * _SHARED_BLOCK
+        found[pairs] = _shared_block(
+            starts, ids, vocabulary, a_rows[first : first + _SHARED_BLOCK],
+            a_of_pair[pairs] - first, b[pairs],
+        )  # fmt: skip
+    return found
+
+
+def _shared_block(starts, ids, vocabulary, a_rows, a_of_pair, b) -> np.ndarray:
+    a_sizes = starts[a_rows + 1] - starts[a_rows]
+    a_ids = ids[_ranges(starts[a_rows], a_sizes)]
+    used = np.unique(a_ids)
+    # Each id's column in the table; ids no ``a`` row holds share the last, always False.
+    width = len(used) + 1
+    column = np.full(vocabulary, len(used), np.int64)
+    column[used] = np.arange(len(used))
+    held = np.zeros(len(a_rows) * width, bool)
+    held[np.repeat(np.arange(len(a_rows)) * width, a_sizes) + column[a_ids]] = True
+    b_sizes = starts[b + 1] - starts[b]
+    cells = np.repeat(a_of_pair * width, b_sizes)
+    cells += column[ids[_ranges(starts[b], b_sizes)]]
+    running = np.concatenate([[0], np.cumsum(held.take(cells))])
+    ends = np.cumsum(b_sizes)
+    return running[ends] - running[ends - b_sizes]
+
+
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + sizes[i] - 1`` of every ``i``, one after
+    another."""
+    ends = np.cumsum(sizes)
+    return np.repeat(starts - ends + sizes, sizes) + np.arange(ends[-1] if len(ends) else 0)
+
+
 class LexicalCache:
-    """Each text's words, trigrams and comparison key, worked out once: a member's text is read
-    again by every query that hits it. Bounded: past ``size`` texts it starts afresh."""
+    """Each text's words and trigrams as integer ids, worked out once: a member's text is read
+    again by every query that hits it. A text's trigrams are its comparison key's three-letter
+    slices, its words the key's ``\\w+`` runs, each counted once; texts with the same key share
+    a row. Threads of a process share it (one lock). Bounded: past ``size`` texts it starts
+    afresh."""
 
     def __init__(self, size: int = 200_000) -> None:
         self.size = size
-        self._found: dict[str, tuple[frozenset[str], frozenset[str], str]] = {}
+        self._lock = threading.Lock()
+        self._start_afresh()
 
-    def __call__(self, text: str) -> tuple[frozenset[str], frozenset[str], str]:
-        found = self._found.get(text)
-        if found is None:
-            if len(self._found) >= self.size:
-                self._found.clear()
-            key = comparison_key(text)
-            found = (
-                frozenset(_WORD.findall(key)),
-                frozenset([key[i : i + 3] for i in range(len(key) - 2)]),  # a list: faster
-                key,
-            )
-            self._found[text] = found
-        return found
+    def _start_afresh(self) -> None:
+        self._row_of_text: dict[str, int] = {}
+        self._row_of_key: dict[str, int] = {}
+        self._word_id: dict[str, int] = {}
+        self._gram_id: dict[int, int] = {}
+        self._words = _RaggedRows()
+        self._grams = _RaggedRows()
+
+    def lookup(self, texts: Sequence[str]) -> Lexicon:
+        """The rows of ``texts``, texts not seen before worked out now."""
+        with self._lock:
+            if len(self._row_of_text) >= self.size:
+                self._start_afresh()
+            rows = list(map(self._row_of_text.get, texts))
+            if None in rows:
+                self._add(list(dict.fromkeys(compress(texts, map(is_, rows, repeat(None))))))
+                rows = list(map(self._row_of_text.__getitem__, texts))
+            return Lexicon(
+                np.array(rows, np.int64).reshape(len(rows)),
+                *self._words.snapshot(), len(self._word_id),
+                *self._grams.snapshot(), len(self._gram_id),
+            )  # fmt: skip
+
+    def _add(self, texts: list[str]) -> None:
+        keys = list(map(comparison_key, texts))
+        known = list(map(self._row_of_key.get, keys))
+        new_keys = list(dict.fromkeys(compress(keys, map(is_, known, repeat(None)))))
+        if new_keys:
+            self._row_of_key.update(zip(new_keys, count(self._words.rows), strict=False))
+            self._words.extend(*self._word_rows(new_keys))
+            self._grams.extend(*self._gram_rows(new_keys))
+        self._row_of_text.update(zip(texts, map(self._row_of_key.__getitem__, keys), strict=True))
+
+    def _word_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        found = list(map(_WORD.findall, keys))
+        flat = list(chain.from_iterable(found))
+        vocabulary = self._word_id
+        vocabulary.update(
+            zip([w for w in dict.fromkeys(flat) if w not in vocabulary], count(len(vocabulary)))
+        )
+        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
+        owner = np.repeat(np.arange(len(keys)), np.fromiter(map(len, found), np.int64, len(keys)))
+        return _distinct_by_row(owner, ids, len(keys), len(vocabulary))
+
+    def _gram_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        # Each trigram as one integer: three code points (below 2**21) side by side.
+        points = np.frombuffer(
+            "".join(keys).encode("utf-32-le", "surrogatepass"), np.uint32
+        ).astype(np.int64)
+        lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+        owner = np.repeat(np.arange(len(keys)), lengths)
+        if len(points) < 3:
+            return np.zeros(len(keys), np.int64), np.zeros(0, np.int64)
+        codes = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
+        within = owner[:-2] == owner[2:]  # a trigram never spans two keys
+        codes, owner = codes[within], owner[:-2][within]
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        vocabulary = self._gram_id
+        listed = distinct.tolist()
+        vocabulary.update(zip([c for c in listed if c not in vocabulary], count(len(vocabulary))))
+        ids = np.fromiter(map(vocabulary.__getitem__, listed), np.int64, len(listed))[inverse]
+        return _distinct_by_row(owner, ids, len(keys), len(vocabulary))
+
+
+def _distinct_by_row(owner, ids, rows: int, vocabulary: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's distinct ids: the count a row and the ids, row after row."""
+    pairs = np.unique(owner * max(vocabulary, 1) + ids)
+    return np.bincount(pairs // max(vocabulary, 1), minlength=rows), pairs % max(vocabulary, 1)
 
 
 def candidate_features(
@@ -198,11 +443,10 @@ def candidate_features(
     **options,
 ) -> Candidates:
     """``candidates_of_texts`` for one text."""
-    (found,) = candidates_of_texts(
+    return candidates_of_texts(
         [text], np.asarray(vector)[None, :], [hits], members,
         excluded=[excluded], own=[own], **options,
-    )  # fmt: skip
-    return found
+    )[0]  # fmt: skip
 
 
 @dataclass
@@ -221,57 +465,57 @@ class _Source:
     top: np.ndarray  # (Q,) 0 where a text has no hit of this source
     floor: np.ndarray
     groups_of_text: np.ndarray  # (Q,)
-    ranked: list[list[int]]  # per text its groups, best first
 
     @classmethod
     def fold(cls, q, group, score, member, width: int, texts: int) -> _Source:
+        if not len(q):
+            # One pair no key matches (keys are never negative), so lookups need no special case.
+            zero, none = np.zeros(texts), np.zeros(texts, np.int64)
+            return cls(np.array([-1]), np.zeros(1), np.array([-1]), np.full(1, np.nan),
+                       np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), zero, zero,
+                       none)  # fmt: skip
         key = q * width + group
-        keys, first, inverse, count = np.unique(
-            key, return_index=True, return_inverse=True, return_counts=True
-        )
-        order = np.argsort(key, kind="stable")  # each pair's hits in their order
-        starts = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-        second = np.full(len(keys), np.nan)
-        twice = count > 1
-        second[twice] = score[order[starts[twice] + 1]]
+        # Each pair's hits in their order (hits come best first): its first is its best.
+        order = np.argsort(key, kind="stable")
+        sorted_keys = key[order]
+        starts_here = _firsts(sorted_keys)
+        starts = np.flatnonzero(starts_here)
+        keys = sorted_keys[starts]
+        first = order[starts]
+        count = np.diff(starts, append=len(key))
+        second = np.where(count > 1, score[order[np.minimum(starts + 1, len(key) - 1)]], np.nan)
+        # A text's first hit is its top, its last its floor (``q`` ascends).
+        text_first = np.flatnonzero(_firsts(q))
         top, floor = np.zeros(texts), np.zeros(texts)
-        if len(q):
-            # Hits come best first: a text's first hit is its top, its last its floor.
-            text_first = np.unique(q, return_index=True)[1]
-            text_last = len(q) - 1 - np.unique(q[::-1], return_index=True)[1]
-            top[q[text_first]] = score[text_first]
-            floor[q[text_last]] = score[text_last]
+        top[q[text_first]] = score[text_first]
+        floor[q[text_first]] = score[np.append(text_first[1:], len(q)) - 1]
         weight = np.exp((score - top[q]) / _VOTE_TEMPERATURE)
         totals = np.bincount(q, weights=weight, minlength=texts)
         totals[totals == 0] = 1.0
-        vote = np.bincount(inverse, weights=weight, minlength=len(keys)) / totals[keys // width]
-        # Rank: a text's groups in the order of their best (first) hit.
+        # Each pair's votes summed in the hits' order, as over the hits unsorted.
+        pair_of_sorted = np.cumsum(starts_here) - 1
+        votes = np.bincount(pair_of_sorted, weights=weight[order], minlength=len(keys))
         text_of = keys // width
-        by_rank = np.lexsort((first, text_of))
+        vote = votes / totals[text_of]
+        # Rank: a text's groups in the order of their best (first) hit; hits are text after
+        # text, so that is the order of the first hits' positions.
+        by_rank = np.argsort(first)
         groups_of_text = np.bincount(text_of, minlength=texts)
-        block = np.concatenate([[0], np.cumsum(groups_of_text)[:-1]])
+        block = np.cumsum(groups_of_text) - groups_of_text
         rank = np.empty(len(keys), np.int64)
         rank[by_rank] = np.arange(len(keys)) - block[text_of[by_rank]]
-        ranked_groups = (keys[by_rank] % width).tolist()
-        bounds = np.concatenate([[0], np.cumsum(groups_of_text)]).tolist()
-        ranked = [ranked_groups[bounds[i] : bounds[i + 1]] for i in range(texts)]
-        best, chosen = score[first], member[first]
-        if not len(keys):
-            # One pair no key matches (keys are never negative), so lookups need no special case.
-            keys, best, chosen, second = (
-                np.array([-1]),
-                np.zeros(1),
-                np.array([-1]),
-                np.full(1, np.nan),
-            )
-            count, rank, vote = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1)
-        return cls(keys, best, chosen, second, count, rank, vote, top, floor, groups_of_text,
-                   ranked)  # fmt: skip
+        return cls(keys, score[first], member[first], second, count, rank, vote, top, floor,
+                   groups_of_text)  # fmt: skip
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where each key sits among this source's pairs, and whether it is one of them."""
         at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         return at, self.keys[at] == keys
+
+    def proposed(self, per_text: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of each text's ``per_text`` best groups, and their ranks."""
+        chosen = (self.rank < per_text) & (self.keys >= 0)
+        return self.keys[chosen], self.rank[chosen]
 
 
 def candidates_of_texts(
@@ -287,7 +531,7 @@ def candidates_of_texts(
     by_description: int = 5,
     own: Sequence[OwnVerdict | None] | None = None,
     lexical: LexicalCache | None = None,
-) -> list[Candidates]:
+) -> CandidateBatch:
     """The candidates of each text and their features, for a batch of texts at once.
 
     ``vectors``: the texts in the served embedding (Q, D), unit length; ``hits``: per text its
@@ -298,29 +542,30 @@ def candidates_of_texts(
     ``per_matcher`` best groups by taxonomy members and by curators' members, then its
     ``by_description`` nearest descriptions, in that order (equal scores keep it).
     """
+    texts = list(texts)
     count = len(texts)
     lexical = lexical or LexicalCache()
     excluded = list(excluded) if excluded is not None else [frozenset()] * count
-    own = list(own) if own is not None else [None] * count
     vectors = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
-    lengths = [len(row) for row in hits]
-    total = sum(lengths)
+    lengths = np.fromiter(map(len, hits), np.int64, count)
+    total = int(lengths.sum())
     q = np.repeat(np.arange(count, dtype=np.int64), lengths)
-    ids = np.fromiter((m for row in hits for m, _ in row), np.int64, count=total)
-    scores = np.fromiter((s for row in hits for _, s in row), np.float64, count=total)
+    # Every hit's (id, score), flattened in C: ids are integers well below 2**53.
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(hits)), np.float64, 2 * total)
+    ids, scores = flat[0::2].astype(np.int64), flat[1::2]
     unique_ids, inverse = np.unique(ids, return_inverse=True)
-    found = [members.get(int(m)) for m in unique_ids.tolist()]
-    group = np.array([f.group_id if f else -1 for f in found], np.int64)[inverse]
-    known = np.array([f is not None for f in found], bool)[inverse]
-    curator = np.array([bool(f and f.curator) for f in found], bool)[inverse]
+    found = list(map(members.get, unique_ids.tolist(), repeat(_ABSENT)))
+    group = np.fromiter(map(attrgetter("group_id"), found), np.int64, len(found))[inverse]
+    known = ~np.fromiter(map(is_, found, repeat(_ABSENT)), bool, len(found))[inverse]
+    curator = np.fromiter(map(attrgetter("curator"), found), bool, len(found))[inverse]
+    ruled_out_text, ruled_out_group = _ruled_out(excluded)
     width = 1 + max(
         int(group.max(initial=0)),
         int(groups.ids.max(initial=0)) if groups is not None and len(groups.ids) else 0,
-        max((g for ex in excluded for g in ex), default=0),
+        int(ruled_out_group.max(initial=0)),
     )
-    if any(excluded):
-        ruled_out = np.array([i * width + g for i, ex in enumerate(excluded) for g in ex])
-        known &= ~np.isin(q * width + group, ruled_out)
+    if len(ruled_out_text):
+        known &= ~np.isin(q * width + group, ruled_out_text * width + ruled_out_group)
     sources = []
     for kept in (known & ~curator, known & curator):
         at = np.flatnonzero(kept)
@@ -331,40 +576,28 @@ def candidates_of_texts(
     if groups is not None and len(groups.ids) and groups.vectors.shape[1] == vectors.shape[1]:
         description = vectors @ groups.vectors.T  # (Q, G)
         description[:, ~groups.has_description] = -1.0
-    candidate_lists = []
+    proposals = [taxonomy.proposed(per_matcher), judged.proposed(per_matcher)]
     take = 0
     if description is not None:
         take = min(by_description, int(groups.has_description.sum()))
     if take:
-        # Each text's ``take`` nearest descriptions, best first (ties: the partition's order),
-        # chosen for the batch at once: per text it was a tenth of the ranking's time.
-        allowed = description.copy()  # (Q, G)
-        for i, ruled_out in enumerate(excluded):
-            for g in ruled_out:
-                row = groups.row_of.get(g)
-                if row is not None:
-                    allowed[i, row] = -np.inf
+        # Each text's ``take`` nearest descriptions, best first (ties: the partition's order).
+        allowed = description
+        if len(ruled_out_text):
+            allowed = description.copy()  # (Q, G)
+            rows = groups.rows(ruled_out_group)
+            allowed[ruled_out_text[rows >= 0], rows[rows >= 0]] = -np.inf
         nearest = np.argpartition(-allowed, take - 1, axis=1)[:, :take]  # (Q, take)
         values = np.take_along_axis(allowed, nearest, axis=1)
         best = np.argsort(-values, axis=1, kind="stable")
         nearest = np.take_along_axis(nearest, best, axis=1)
         finite = np.isfinite(np.take_along_axis(values, best, axis=1))
-        described_ids = [
-            [int(g) for g, ok in zip(row_ids, row_ok, strict=True) if ok]
-            for row_ids, row_ok in zip(groups.ids[nearest].tolist(), finite.tolist(), strict=True)
-        ]
-    for i in range(count):
-        order = dict.fromkeys(taxonomy.ranked[i][:per_matcher])
-        order.update(dict.fromkeys(judged.ranked[i][:per_matcher]))
-        if take:
-            for group_id in described_ids[i]:
-                order.setdefault(group_id, None)
-        candidate_lists.append(list(order))
-
-    sizes = [len(c) for c in candidate_lists]
-    pq = np.repeat(np.arange(count, dtype=np.int64), sizes)  # each candidate's text
-    pg = np.fromiter((g for c in candidate_lists for g in c), np.int64, count=sum(sizes))
+        text_of, place = np.nonzero(finite)
+        proposals.append((text_of * width + groups.ids[nearest[text_of, place]], place))
+    pq, pg = _chosen(proposals, per_matcher, width)
+    sizes = np.bincount(pq, minlength=count)
     keys = pq * width + pg
+
     columns: dict[str, np.ndarray] = {}
     chosen_best = []
     for name, source in (("member", taxonomy), ("judged", judged)):
@@ -392,78 +625,124 @@ def candidates_of_texts(
                                  np.where(judged_ids >= 0, judged_best, -1.0))  # fmt: skip
     chosen = np.where(judged_best > member_best, judged_ids, member_ids)
 
-    # String evidence, from each text's and member's words and trigrams (cached).
-    queries = [lexical(text) for text in texts]
-    member_text = {m: lexical(members[m].text) for m in set(member_ids.tolist()) - {-1}}
-    judged_text = {m: lexical(members[m].text) for m in set(judged_ids.tolist()) - {-1}}
-    dice_m, words_q, words_m, exact, dice_j = [], [], [], [], []
-    for i, m, j in zip(pq.tolist(), member_ids.tolist(), judged_ids.tolist(), strict=True):
-        query_words, query_grams, query_key = queries[i]
-        if m >= 0:
-            words_, grams_, key_ = member_text[m]
-            shared = len(query_words & words_)
-            dice_m.append(dice(query_grams, grams_))
-            words_q.append(shared / max(len(query_words), 1))
-            words_m.append(shared / max(len(words_), 1))
-            exact.append(float(key_ == query_key))
-        else:
-            dice_m.append(0.0)
-            words_q.append(0.0)
-            words_m.append(0.0)
-            exact.append(0.0)
-        dice_j.append(dice(query_grams, judged_text[j][1]) if j >= 0 else 0.0)
-    columns["member_dice"] = np.array(dice_m)
-    columns["member_words_query"] = np.array(words_q)
-    columns["member_words_member"] = np.array(words_m)
-    columns["member_exact"] = np.array(exact)
-    columns["judged_dice"] = np.array(dice_j)
-    columns["query_words"] = np.array([len(queries[i][0]) for i in pq.tolist()], np.float64)
-
-    rows = np.full(len(keys), -1, np.int64)
-    if groups is not None:
-        rows = np.array([groups.row_of.get(g, -1) for g in pg.tolist()], np.int64)
+    rows = groups.rows(pg) if groups is not None else np.full(len(keys), -1, np.int64)
+    _string_columns(columns, lexical, texts, pq, member_ids, judged_ids, members, groups, rows)
     safe = np.maximum(rows, 0)
     described = (rows >= 0) & (description is not None)
     if description is not None:
         described &= groups.has_description[safe]
         value = description[pq, safe].astype(np.float64)
-        masked = np.where(groups.has_description[None, :], description, -np.inf)
-        top = np.maximum(masked.max(axis=1, initial=-1.0), -1.0).astype(np.float64)
+        # Groups without a description read -1 here, which no maximum from -1 up can pass.
+        top = description.max(axis=1, initial=-1.0).astype(np.float64)
         columns["description"] = np.where(described, value, 0.0)
         columns["description_gap"] = np.where(described, top[pq] - value, 0.0)
     else:
         columns["description"] = columns["description_gap"] = np.zeros(len(keys))
     columns["description_missing"] = (~described).astype(np.float64)
-    if groups is not None:
-        grams, name_words = groups._name_grams, groups._name_words
-        columns["name_dice"] = np.array([
-            dice(queries[i][1], grams[r]) if r >= 0 else 0.0
-            for i, r in zip(pq.tolist(), rows.tolist(), strict=True)
-        ])  # fmt: skip
-        columns["name_words"] = np.array([
-            len(queries[i][0] & name_words[r]) / max(len(name_words[r]), 1) if r >= 0 else 0.0
-            for i, r in zip(pq.tolist(), rows.tolist(), strict=True)
-        ])  # fmt: skip
-    else:
-        columns["name_dice"] = columns["name_words"] = np.zeros(len(keys))
-    _history_columns(columns, pq, pg, vectors, history, own)
+    _history_columns(columns, pq, pg, width, vectors, history, own)
 
     features = np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
-    features = features.reshape(len(keys), len(FEATURES))
-    similarity = np.maximum(columns["best"], 0.0).astype(np.float32)
-    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    return [
-        Candidates(
-            groups=pg[bounds[i] : bounds[i + 1]],
-            features=features[bounds[i] : bounds[i + 1]],
-            similarity=similarity[bounds[i] : bounds[i + 1]],
-            members=chosen[bounds[i] : bounds[i + 1]].astype(np.int64),
-        )
-        for i in range(count)
-    ]
+    return CandidateBatch(
+        starts=np.concatenate([[0], np.cumsum(sizes)]),
+        text=pq,
+        groups=pg,
+        features=features.reshape(len(keys), len(FEATURES)),
+        similarity=np.maximum(columns["best"], 0.0).astype(np.float32),
+        members=chosen.astype(np.int64),
+    )
 
 
-def _history_columns(columns, pq, pg, vectors, history, own) -> None:
+def _firsts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts, in sorted ``values``."""
+    first = np.ones(len(values), bool)
+    first[1:] = values[1:] != values[:-1]
+    return first
+
+
+def _ruled_out(excluded) -> tuple[np.ndarray, np.ndarray]:
+    """The (text, group) pairs never to offer, as two arrays."""
+    if not any(excluded):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sizes = np.fromiter(map(len, excluded), np.int64, len(excluded))
+    text = np.repeat(np.arange(len(excluded)), sizes)
+    return text, np.fromiter(chain.from_iterable(excluded), np.int64, int(sizes.sum()))
+
+
+def _chosen(proposals, per_matcher: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's candidates in the order they were proposed: the taxonomy members' groups by
+    rank, then the curators' members', then the descriptions', each (text, group) at its first
+    proposal. ``proposals``: per matcher the keys (text * width + group) and their ranks."""
+    keys = np.concatenate([key for key, _ in proposals])
+    place = np.concatenate([rank + i * per_matcher for i, (_, rank) in enumerate(proposals)])
+    order = np.lexsort((place, keys))
+    sorted_keys = keys[order]
+    first = order[_firsts(sorted_keys)]
+    keys, place = keys[first], place[first]
+    order = np.lexsort((place, keys // width))
+    return keys[order] // width, keys[order] % width
+
+
+def _string_columns(columns, lexical, texts, pq, member_ids, judged_ids, members, groups, rows):
+    """The words and trigrams each candidate's best members and group name share with the text
+    (Dice of trigram sets, shares of word sets), all pairs counted at once."""
+    size = len(pq)
+    texts_by_id = np.unique(np.concatenate([member_ids, judged_ids]))
+    texts_by_id = texts_by_id[texts_by_id >= 0]
+    name_rows = np.unique(rows[rows >= 0])
+    member_texts = list(map(attrgetter("text"), map(members.__getitem__, texts_by_id.tolist())))
+    names = groups.names_at(name_rows) if groups is not None else []
+    found = lexical.lookup(texts + member_texts + names)
+    query_rows = found.rows[: len(texts)]
+    member_rows = found.rows[len(texts) : len(texts) + len(member_texts)]
+    name_lexicon_rows = found.rows[len(texts) + len(member_texts) :]
+
+    def rows_of(ids, by, looked_up):
+        valid = ids >= 0
+        at = np.searchsorted(by, ids[valid])
+        return np.flatnonzero(valid), looked_up[at]
+
+    member_at, member_row = rows_of(member_ids, texts_by_id, member_rows)
+    judged_at, judged_row = rows_of(judged_ids, texts_by_id, member_rows)
+    name_at, name_row = rows_of(rows, name_rows, name_lexicon_rows)
+    query = query_rows[pq]
+    grams = found.gram_counts(query)
+    word_counts = found.word_counts(query)
+    shared_grams = found.shared_grams(
+        query_rows,
+        np.concatenate([pq[member_at], pq[judged_at], pq[name_at]]),
+        np.concatenate([member_row, judged_row, name_row]),
+    )
+    shared_words = found.shared_words(
+        query_rows, np.concatenate([pq[member_at], pq[name_at]]),
+        np.concatenate([member_row, name_row]),
+    )  # fmt: skip
+    member_shared, judged_shared, name_shared = np.split(
+        shared_grams, [len(member_at), len(member_at) + len(judged_at)]
+    )
+    member_words, name_words = np.split(shared_words, [len(member_at)])
+
+    def dice_of(at, shared, other_rows):
+        value = np.zeros(size)
+        both = grams[at] + found.gram_counts(other_rows)
+        value[at] = np.divide(2 * shared, both, out=np.zeros(len(at)), where=both > 0)
+        return value
+
+    columns["member_dice"] = dice_of(member_at, member_shared, member_row)
+    columns["judged_dice"] = dice_of(judged_at, judged_shared, judged_row)
+    columns["name_dice"] = dice_of(name_at, name_shared, name_row)
+    for name, at, shared, denominator in (
+        ("member_words_query", member_at, member_words, word_counts[member_at]),
+        ("member_words_member", member_at, member_words, found.word_counts(member_row)),
+        ("name_words", name_at, name_words, found.word_counts(name_row)),
+    ):
+        columns[name] = np.zeros(size)
+        columns[name][at] = shared / np.maximum(denominator, 1)
+    columns["member_exact"] = np.zeros(size)
+    columns["member_exact"][member_at] = query[member_at] == member_row
+    columns["query_words"] = word_counts.astype(np.float64)
+
+
+def _history_columns(columns, pq, pg, width, vectors, history, own) -> None:
     """What verdicts said of each candidate's group, less each training example's own."""
     size = len(pq)
     if history is None:
@@ -471,21 +750,29 @@ def _history_columns(columns, pq, pg, vectors, history, own) -> None:
             columns[name] = np.zeros(size)
         columns["rejected_near"] = np.full(size, -1.0)
         return
-    own_group = np.array([o.group_id if o and o.group_id is not None else -1 for o in own])
-    confirmed = np.array([history.confirmed.get(g, 0) for g in pg.tolist()], np.float64)
+    count = len(vectors)
+    confirmed, rejected = history.counts(pg)
+    own = list(own) if own is not None else []
+    own_group = np.full(count, -1, np.int64)
+    own_rejected_text, own_rejected_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if any(o is not None for o in own):
+        own_group[:] = [o.group_id if o and o.group_id is not None else -1 for o in own]
+        sizes = [len(o.rejected_rows) if o is not None else 0 for o in own]
+        own_rejected_text = np.repeat(np.arange(count), sizes)
+        own_rejected_row = np.fromiter(
+            chain.from_iterable(o.rejected_rows for o in own if o is not None),
+            np.int64, sum(sizes),
+        )  # fmt: skip
     confirmed -= (own_group[pq] == pg) & (pg >= 0)
-    totals = np.full(len(own), float(history.total)) - (own_group >= 0)
-    rejected = np.array([history.rejected.get(g, 0) for g in pg.tolist()], np.float64)
+    totals = np.full(count, float(history.total)) - (own_group >= 0)
     near = np.full(size, -1.0)
     if len(history.rejected_groups) and history.rejected_vectors.shape[1] == vectors.shape[1]:
         cosine = vectors @ history.rejected_vectors.T  # (Q, R)
-        for i, o in enumerate(own):
-            if o is not None and o.rejected_rows:
-                rows = np.asarray(o.rejected_rows, np.int64)
-                mine = np.flatnonzero(pq == i)
-                for group in history.rejected_groups[rows].tolist():
-                    rejected[mine] -= pg[mine] == group
-                cosine[i, rows] = -1.0
+        if len(own_rejected_text):
+            # A training example's own rejections count neither as rejections nor as near.
+            own_keys = own_rejected_text * width + history.rejected_groups[own_rejected_row]
+            rejected -= _counts_of(pq * width + pg, own_keys)
+            cosine[own_rejected_text, own_rejected_row] = -1.0
         # Each rejected group's nearest text: its rows are one slice of the rows by group.
         order, sorted_groups = history.by_group()
         names, starts = np.unique(sorted_groups, return_index=True)
@@ -500,3 +787,10 @@ def _history_columns(columns, pq, pg, vectors, history, own) -> None:
     )
     columns["rejections"] = np.log1p(np.maximum(rejected, 0))
     columns["rejected_near"] = near
+
+
+def _counts_of(keys: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """How many times each of ``keys`` is in ``listed``."""
+    distinct, times = np.unique(listed, return_counts=True)
+    at = np.minimum(np.searchsorted(distinct, keys), len(distinct) - 1)
+    return np.where(distinct[at] == keys, times[at], 0)

@@ -101,6 +101,28 @@ class LinearRanker:
         # Fitted on finitely many verdicts, it never says certain.
         return np.minimum(_softmax_with_miss(scores / temperature, miss)[:-1], MOST_LIKELY)
 
+    def probabilities_of_texts(
+        self, scores: np.ndarray, starts: np.ndarray, similarity: np.ndarray
+    ) -> np.ndarray | None:
+        """``probabilities`` of a batch of texts at once: text ``i``'s candidates' scores are
+        ``scores[starts[i]:starts[i + 1]]`` and ``similarity[i]`` the best any of them has."""
+        if not self.calibrated:
+            return None
+        sizes = np.diff(starts)
+        text = np.repeat(np.arange(len(sizes)), sizes)
+        similarity = np.clip(np.nan_to_num(np.asarray(similarity, np.float64)), -1.0, 1.0)
+        miss = self.miss_logit + self.miss_slope * similarity
+        temperature = self.temperature * np.exp(self.temperature_slope * similarity)
+        logits = np.asarray(scores, np.float64) / temperature[text]
+        # Each text's softmax over its logits and its miss logit, shifted by their maximum.
+        top = miss.copy()
+        filled = sizes > 0
+        top[filled] = np.maximum(np.maximum.reduceat(logits, starts[:-1][filled]), miss[filled])
+        exp = np.exp(logits - top[text])
+        totals = np.exp(miss - top)
+        totals[filled] += np.add.reduceat(exp, starts[:-1][filled])
+        return np.minimum(exp / totals[text], MOST_LIKELY)
+
     def calibration_parameters(self) -> tuple[float, float, float, float]:
         """(log temperature, its slope, miss logit, its slope): what ``_fit_calibration``
         fits."""
