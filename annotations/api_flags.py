@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotations.models import ReviewFlag, ReviewItem
-from annotations.selectors import review_flags
+from annotations.selectors.flags import review_flags
 from annotations.services.flags import (
     FlagError,
     review_flag_create,

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from django import forms
 
 from annotations.models import Group, Judgement, ReviewItem, Taxonomy
-from annotations.selectors import QueueFilters
+from annotations.selectors.queue import QueueFilters
 from siamweb.ids import IdError, IdFormField, parse_id
 
 

@@ -20,22 +20,20 @@ from annotations.forms import (
 from annotations.forms_flags import ReviewFlagForm
 from annotations.markdown import markdown_html
 from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
-from annotations.selectors import (
-    QueueFilters,
+from annotations.selectors.card import (
     group_curator_counts,
     group_descriptions,
-    judgements_today_count,
-    latest_of,
-    reassign_group_search,
-    recent_verdicts_and_skips,
     rejected_group_names,
     rejected_groups_for,
     review_card_groups,
     review_card_members,
-    review_counts,
     review_item_held,
     review_items_probability,
 )
+from annotations.selectors.history import latest_of, recent_verdicts_and_skips
+from annotations.selectors.queue import QueueFilters
+from annotations.selectors.search import reassign_group_search
+from annotations.selectors.stats import judgements_today_count, review_counts
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import judgement_undo

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from annotations.selectors_accounts import api_token_of
+from annotations.selectors.accounts import api_token_of
 from annotations.services.accounts import api_token_revoke, api_token_rotate
 from siamweb.sign_in import remember_sign_in
 

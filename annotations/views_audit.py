@@ -8,8 +8,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotations.models import AuditEvent, Taxonomy
-from annotations.selectors_audit import audit_rows
-from annotations.selectors_taxonomy import audit_events_page
+from annotations.selectors.audit import audit_rows
+from annotations.selectors.taxonomy import audit_events_page
 from annotations.views_taxonomy import form_errors
 from siamweb.ids import IdFormField
 from siamweb.web.decorators import admin_required

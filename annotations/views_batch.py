@@ -16,13 +16,9 @@ from annotations.forms import (
     BlindModeForm,
 )
 from annotations.models import Group, ReviewItem, Taxonomy
-from annotations.selectors import (
-    group_members_sample,
-    recent_batches,
-    review_batch_queue,
-    review_groups_pending,
-    review_items_probability,
-)
+from annotations.selectors.card import group_members_sample, review_items_probability
+from annotations.selectors.history import recent_batches
+from annotations.selectors.queue import review_batch_queue, review_groups_pending
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.leases import review_items_claim_for_group
 from annotations.services.review.undo import judgements_undo

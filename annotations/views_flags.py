@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotations.forms_flags import ReviewFlagFiltersForm
 from annotations.models import ReviewFlag
-from annotations.selectors import review_flags
+from annotations.selectors.flags import review_flags
 from annotations.services.flags import FlagError, review_flag_resolve
 from siamweb.web.decorators import admin_required
 

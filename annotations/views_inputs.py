@@ -15,7 +15,7 @@ from annotations.forms_inputs import (
     PlaygroundSendForm,
 )
 from annotations.models import Judgement
-from annotations.selectors import input_history
+from annotations.selectors.history import input_history
 from annotations.services.inputs_upload import (
     INPUTS_PAGE_SIZE,
     UPLOAD_ERRORS_SHOWN,

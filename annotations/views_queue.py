@@ -14,11 +14,8 @@ from annotations.forms import (
     QueuePageForm,
 )
 from annotations.models import ReviewItem, Taxonomy
-from annotations.selectors import (
-    curator_stats,
-    review_conflicts,
-    review_queue_page,
-)
+from annotations.selectors.queue import review_conflicts, review_queue_page
+from annotations.selectors.stats import curator_stats
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.views import form_errors, verdict_error

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
-from annotations.selectors_taxonomy import (
+from annotations.selectors.taxonomy import (
     CSV_EXPORT_COLUMNS,
     taxonomies_with_counts,
     taxonomy_counts,

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotations.models import Group, Member
-from annotations.selectors_taxonomy import (
+from annotations.selectors.taxonomy import (
     group_get,
     group_members_page,
     taxonomy_counts,

@@ -41,7 +41,7 @@ from django.utils import timezone  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.models import Group, Judgement, ReviewItem  # noqa: E402
-from annotations.selectors import QueueFilters, review_queue  # noqa: E402
+from annotations.selectors.queue import QueueFilters, review_queue  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
 from annotations.services.review.inputs import inputs_submit  # noqa: E402
 from annotations.services.review.verdicts import judgement_create  # noqa: E402

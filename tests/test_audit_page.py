@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 
 from annotations.models import AuditEvent, Group
-from annotations.selectors_taxonomy import AUDIT_PAGE_SIZE
+from annotations.selectors.taxonomy import AUDIT_PAGE_SIZE
 from annotations.services.accounts import api_token_revoke, api_token_rotate
 from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit

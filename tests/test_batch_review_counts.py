@@ -11,11 +11,8 @@ import pytest
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
-from annotations.selectors import (
-    review_batch_queue,
-    review_groups_pending,
-    review_items_probability,
-)
+from annotations.selectors.card import review_items_probability
+from annotations.selectors.queue import review_batch_queue, review_groups_pending
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.undo import judgements_undo

@@ -41,10 +41,10 @@ RULES: tuple[tuple[str, str], ...] = (
         r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit(\.\w+)?|flags)",
         "curation",
     ),
-    (r"annotations\.selectors(_audit)?", "curation"),
+    (r"annotations\.selectors(\.(queue|stats|search|history|card|flags|audit))?", "curation"),
     (r"models_app\.serving(\.\w+)?", "serving"),
     (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
-    (r"annotations\.(selectors_taxonomy|selectors_accounts|importers|markdown)", "rows"),
+    (r"annotations\.(selectors\.taxonomy|selectors\.accounts|importers|markdown)", "rows"),
     (r"annotations\.services\.(audit|accounts|taxonomy|taxonomy_upload)", "rows"),
     (
         r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids"

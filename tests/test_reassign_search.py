@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotations.models import Group
-from annotations.selectors import reassign_group_search
+from annotations.selectors.search import reassign_group_search
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy_edit.members import member_add

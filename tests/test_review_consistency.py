@@ -6,12 +6,9 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Judgement, Member, ReviewItem
-from annotations.selectors import (
-    curator_stats,
-    review_card_groups,
-    review_conflicts,
-    review_counts,
-)
+from annotations.selectors.card import review_card_groups
+from annotations.selectors.queue import review_conflicts
+from annotations.selectors.stats import curator_stats, review_counts
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.undo import review_conflict_resolve

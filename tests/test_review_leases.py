@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from annotations.models import Group, ReviewItem
-from annotations.selectors import QueueFilters, review_counts, review_queue_page
+from annotations.selectors.queue import QueueFilters, review_queue_page
+from annotations.selectors.stats import review_counts
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import (
     review_item_claim,

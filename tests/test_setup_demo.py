@@ -146,7 +146,7 @@ def test_a_corrupt_shipped_model_stops_setup_with_a_clear_error(data_dir):
 def test_the_bundled_demo_gives_batch_review_groups_with_many_inputs():
     """The demo's own queue lets a new user try batch review: several groups hold a grid's
     worth of pending inputs (it used to hold at most two a group)."""
-    from annotations.selectors import review_groups_pending
+    from annotations.selectors.queue import review_groups_pending
     from annotations.services.accounts import user_ensure
 
     call_command("setup_demo", stdout=io.StringIO())

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from annotations.selectors_accounts import ApiToken, api_token_of
+from annotations.selectors.accounts import ApiToken, api_token_of
 from annotations.services.accounts import api_token_revoke, api_token_rotate
 from siamweb.web.api import JsonApi
 

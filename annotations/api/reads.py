@@ -14,10 +14,8 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.selectors import (
-    QueueFilters,
-    review_counts,
-)
+from annotations.selectors.queue import QueueFilters
+from annotations.selectors.stats import review_counts
 from siamweb.web.api import object_or_404
 
 

@@ -38,9 +38,7 @@ from annotations.models import (
     Judgement,
     ReviewItem,
 )
-from annotations.selectors import (
-    review_queue,
-)
+from annotations.selectors.queue import review_queue
 from annotations.services.review.leases import review_item_claim, review_item_release
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError

@@ -15,10 +15,8 @@ from annotations.models import (
     Group,
     ReviewItem,
 )
-from annotations.selectors import (
-    QueueFilters,
-    review_card_groups,
-)
+from annotations.selectors.card import review_card_groups
+from annotations.selectors.queue import QueueFilters
 from siamweb.web.fields import (
     CleanTextField,
     IdField,

@@ -26,10 +26,8 @@ from annotations.models import (
     Group,
     Taxonomy,
 )
-from annotations.selectors import (
-    QueueFilters,
-    review_counts,
-)
+from annotations.selectors.queue import QueueFilters
+from annotations.selectors.stats import review_counts
 from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename

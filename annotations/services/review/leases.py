@@ -14,11 +14,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.selectors import (
-    QueueFilters,
-    review_batch_queue,
-    review_queue,
-)
+from annotations.selectors.queue import QueueFilters, review_batch_queue, review_queue
 
 
 def lease_expiry():

@@ -15,7 +15,7 @@ from annotations.models import (
     Member,
     ReviewItem,
 )
-from annotations.selectors import action_verdicts
+from annotations.selectors.history import action_verdicts
 from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
 from annotations.services.review.verdict_rules import VerdictError, final_outcomes
@@ -30,7 +30,7 @@ from annotations.services.review.verdicts import (
 @transaction.atomic
 def judgement_undo(*, judgement: Judgement, user) -> ReviewItem:
     """Take back the action a verdict finished: the verdict and each false match it completed
-    (``selectors.action_verdicts``: a false match and the group then given the input are one
+    (``selectors.history.action_verdicts``: a false match and the group then given the input are one
     correction, taken back together). Their feedback pairs and curator members go, the item
     reopens as it was before the action and returns to ``user``'s hands so the card can be
     judged again.

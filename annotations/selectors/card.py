@@ -1,0 +1,149 @@
+"""What the review card shows: the groups still offered, their members, descriptions and
+probabilities, and the card a curator holds."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from annotations.models import (
+    Group,
+    Judgement,
+    Member,
+    ReviewItem,
+)
+from annotations.services.review.verdict_rules import LiveVerdict, rejected_group_ids
+from models_app.siamese.text_match import nearest
+
+
+def rejected_groups_for(item: ReviewItem, *, user=None) -> set[int]:
+    """Groups already rejected for this item's input. On an item sampled for double review,
+    only ``user``'s own rejections count, so the second curator judges independently."""
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item=item, rejected_group__isnull=False)
+        .values_list("user_id", "verdict", "group_id", "rejected_group_id")
+    )
+    return rejected_group_ids(
+        [LiveVerdict(*row) for row in rows],
+        reviews_required=item.reviews_required,
+        user_id=user.id if user is not None else None,
+    )
+
+
+def rejected_group_names(item: ReviewItem, *, user=None) -> list[str]:
+    """The names of the groups ``rejected_groups_for`` returns, alphabetically."""
+    ids = rejected_groups_for(item, user=user)
+    return list(Group.objects.filter(id__in=ids).order_by("name").values_list("name", flat=True))
+
+
+def review_card_groups(item: ReviewItem, *, user=None) -> list[dict]:
+    """The prediction's ranked groups, less those already rejected for this input."""
+    rejected = rejected_groups_for(item, user=user)
+    return [g for g in item.prediction.ranked_groups if g["group_id"] not in rejected]
+
+
+def review_item_held(*, user, item_id: int) -> ReviewItem | None:
+    """The open card ``item_id`` if ``user`` holds its lease now, ready to show; else None.
+
+    The pages show this one again after a refused verdict or an undo, rather than whichever
+    held card comes first in the queue."""
+    return (
+        ReviewItem.objects.filter(
+            id=item_id,
+            leased_by=user,
+            lease_expires_at__gt=timezone.now(),
+            status__in=[*ReviewItem.OPEN_STATUSES, ReviewItem.Status.SKIPPED],
+        )
+        .select_related("input__taxonomy", "prediction__model_version__taxonomy", "top_group")
+        .first()
+    )
+
+
+def review_card_members(
+    *, groups: Sequence[dict], text: str = "", per_group: int = 3, scan: int = 200
+) -> dict[int, list[str]]:
+    """Up to ``per_group`` member strings of each shown group, besides the one its prediction
+    matched (``groups`` are ranked-group dicts): the members nearest ``text`` by character
+    trigrams, what the group means as seen from the input. One query for all groups; a group
+    with more than ``scan`` members is read in part (taxonomy titles, then admin and curator
+    members, oldest first)."""
+    group_ids = [g["group_id"] for g in groups]
+    if not group_ids:
+        return {}
+    matched = [g["member_id"] for g in groups if g.get("member_id")]
+    # Taxonomy titles first: they say what the group is; curator members follow.
+    source_rank = Case(
+        When(source=Member.Source.TAXONOMY, then=Value(0)),
+        When(source=Member.Source.ADMIN, then=Value(1)),
+        default=Value(2),
+    )
+    rows = (
+        Member.objects.filter(group_id__in=group_ids)
+        .exclude(id__in=matched)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("group_id")], order_by=[source_rank, F("id")])
+        )
+        .filter(rank__lte=scan if text else per_group)
+        .order_by("group_id", "rank")
+        .values_list("group_id", "text")
+    )
+    members: dict[int, list[str]] = defaultdict(list)
+    for group_id, member in rows:
+        members[group_id].append(member)
+    if text:
+        # Stable sort: equally near members keep the taxonomy-titles-first order.
+        for group_id, texts in members.items():
+            members[group_id] = nearest(text, texts, per_group)
+    return dict(members)
+
+
+def group_members_sample(*, group: Group, limit: int = 8) -> list[str]:
+    """A few member strings of ``group``, taxonomy titles first: what the group stands for."""
+    return list(
+        Member.objects.filter(group=group)
+        .order_by(Case(When(source=Member.Source.TAXONOMY, then=Value(0)), default=Value(1)), "id")
+        .values_list("text", flat=True)[:limit]
+    )
+
+
+def review_items_probability(items) -> dict[int, float]:
+    """The chance each item's top group is right, as the ranker said when it predicted the item
+    (by item id; review items with their prediction loaded). Items predicted before the
+    taxonomy's ranker was calibrated have none."""
+    found = {}
+    for item in items:
+        groups = item.prediction.ranked_groups
+        probability = groups[0].get("probability") if groups else None
+        if probability is not None:
+            found[item.id] = float(probability)
+    return found
+
+
+def group_descriptions(group_ids) -> dict[int, str]:
+    """Each group's description (blank ones left out), for the card to show what it means."""
+    rows = Group.objects.filter(id__in=list(group_ids)).exclude(description="")
+    return dict(rows.values_list("id", "description"))
+
+
+def group_curator_counts(group_ids) -> dict[int, int]:
+    """How many texts curators put in each group (its curator members): evidence the card
+    names beside a group's probability. Groups with none are left out."""
+    rows = (
+        Member.objects.filter(group_id__in=list(group_ids), source=Member.Source.CURATOR)
+        .order_by()
+        .values_list("group_id")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
