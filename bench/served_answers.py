@@ -12,8 +12,11 @@ many answers two such files share, whole and by their top group.
     .venv/bin/python bench/served_answers.py --compare var/answers-before.json var/answers-now.json
 
 ``--compare`` also gives the share of titles with the same top group with its 95% (Wilson)
-interval, lists the titles whose top group changed, and writes it all to
-bench/results/served_answers.json (``--json`` elsewhere).
+interval, the largest differences of a group's score and probability between the two files
+(groups both answer for a title) against ``TOLERANCE``, lists the titles whose top group
+changed, and writes it all to bench/results/served_answers.json (``--json`` elsewhere).
+Issue #44's bar for a change that should change no answer: 99.5% of the top groups the same,
+scores and probabilities within ``TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# How far a group's score or probability may move between two checkouts and count as the same
+# answer: the answers show four decimals.
+TOLERANCE = 1e-4
 
 
 def answers(root: Path, titles: list[str]) -> list[dict]:
@@ -92,10 +98,28 @@ def compare(before: list[dict], after: list[dict]) -> dict:
         for a, b in pairs
         if top(a) != top(b)
     ]
+    score_gap, probability_gap, probability_lost = 0.0, 0.0, 0
+    for a, b in pairs:
+        after = {group["code"]: group for group in b["groups"]}
+        for group in a["groups"]:
+            other = after.get(group["code"])
+            if other is None:
+                continue
+            score_gap = max(score_gap, abs(group["score"] - other["score"]))
+            if (group["probability"] is None) != (other["probability"] is None):
+                probability_lost += 1
+            elif group["probability"] is not None:
+                probability_gap = max(
+                    probability_gap, abs(group["probability"] - other["probability"])
+                )
+    within = score_gap <= TOLERANCE and probability_gap <= TOLERANCE and not probability_lost
     print(f"{'titles':>8}{'identical answers':>19}{'same groups':>13}{'same top group':>16}"
           f"{'95% interval':>18}")  # fmt: skip
     print(f"{len(pairs):>8}{whole:>19}{groups:>13}{first:>16}"
           f"{f'{100 * low:.2f}-{100 * high:.2f}%':>18}")  # fmt: skip
+    print(f"largest difference of a group's score {score_gap:.2g}, of its probability "
+          f"{probability_gap:.2g} ({probability_lost} with a probability on one side only): "
+          f"{'within' if within else 'NOT within'} {TOLERANCE:g}")  # fmt: skip
     for row in changed:
         print(f"  {row['text']!r}: {row['before'][:1]} -> {row['after'][:1]}")
     return {
@@ -105,6 +129,11 @@ def compare(before: list[dict], after: list[dict]) -> dict:
         "same_top_group": first,
         "same_top_group_share": first / len(pairs) if pairs else None,
         "same_top_group_95_interval": [low, high],
+        "largest_score_difference": score_gap,
+        "largest_probability_difference": probability_gap,
+        "probability_on_one_side_only": probability_lost,
+        "within_tolerance": within,
+        "tolerance": TOLERANCE,
         "top_group_changed": changed,
     }
 
@@ -113,7 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=HERE.parent, help="checkout to answer with")
     parser.add_argument("--out", type=Path, help="where to write the answers (JSON)")
-    parser.add_argument("--titles", type=int, default=2000, help="dev-unseen titles to answer")
+    parser.add_argument("--titles", type=int, default=5000, help="dev-unseen titles to answer")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
     parser.add_argument(
         "--json", type=Path, default=HERE / "results" / "served_answers.json",
