@@ -19,19 +19,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from models_app.bulk import (
-    CONTENT_TYPES,
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
     bulk_job_delete,
-    bulk_job_expires,
     bulk_job_retry,
-    bulk_jobs_of,
-    bulk_result_download,
-    no_result_why,
 )
+from models_app.bulk_download import CONTENT_TYPES, bulk_result_download
 from models_app.bulk_files import RESULT_FILES, BulkFileError
 from models_app.models import BulkJob
+from models_app.selectors.bulk import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.serving.engines import NoLiveModel
 from siamweb.web.api import (
     BAD_REQUEST,

@@ -15,9 +15,10 @@ whatever is live by then. A worker that dies costs the chunk it was on: its hear
 the chunk is queued again (``bulk_jobs_resume_stale``, beat); a chunk taken back twice has its
 rows written with the reason instead (``docs/decisions/bulk-fan-out.md``).
 
-Here: creating, cancelling, retrying and requeueing jobs and chunks, and reading them. A job's
-files are read and written by ``models_app.bulk_files``; ``models_app.bulk_run`` carries jobs
-and chunks out.
+Here: creating, cancelling, retrying and requeueing jobs and chunks. They are read by
+``models_app.selectors.bulk`` and downloaded through ``models_app.bulk_download``; a job's files
+are read and written by ``models_app.bulk_files``; ``models_app.bulk_run`` carries jobs and
+chunks out.
 """
 
 from __future__ import annotations
@@ -32,15 +33,13 @@ from typing import IO
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
-from django.http import FileResponse
+from django.db.models import F, Q
 from django.utils import timezone
 
 from annotations.models import Taxonomy
 from models_app.bulk_files import (
     BULK_FORMATS,
     INPUT_FILE,
-    RESULT_FILES,
     TEXT_COLUMN,
     BulkFileError,
     column_position,
@@ -49,6 +48,7 @@ from models_app.bulk_files import (
     remove_partial,
 )
 from models_app.models import BulkChunk, BulkJob, Deployment
+from models_app.selectors.bulk import status_phrase
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
@@ -370,67 +370,3 @@ def bulk_chunk_fail_unexpected(*, chunk_id: int, error: str) -> None:
         status=BulkChunk.Status.QUEUED, heartbeat_at=None
     )
     bulk_job_fail_unexpected(job_id=chunk.job_id, error=f"rows on {chunk_lines(chunk)}: {error}")
-
-
-# --- reading -------------------------------------------------------------------------------
-
-CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
-
-
-def bulk_jobs_of(user) -> QuerySet[BulkJob]:
-    """The jobs this user may see, follow, download, cancel and retry, newest first: those they
-    asked for, and every job for an admin. An uploaded file (a CRM export, say) often holds
-    more than titles, so other curators see neither it nor its results."""
-    jobs = BulkJob.objects.select_related("taxonomy", "requested_by", "model_version__taxonomy")
-    return jobs if user.is_staff else jobs.filter(requested_by_id=user.id)
-
-
-def status_phrase(job: BulkJob) -> str:
-    """Where the job stands, as the rest of a sentence that starts with the job."""
-    return {
-        BulkJob.Status.QUEUED: "is queued",
-        BulkJob.Status.RUNNING: "is stopping" if job.cancel_requested else "is running",
-        BulkJob.Status.SUCCEEDED: "has succeeded",
-        BulkJob.Status.FAILED: "has failed",
-        BulkJob.Status.CANCELLED: "was cancelled",
-    }[job.status]
-
-
-def no_result_why(job: BulkJob) -> str:
-    """Why a job has no result to download: not yet, or never."""
-    if job.active and not job.cancel_requested:
-        return f"bulk job {job.id} {status_phrase(job)}: its results download once it succeeds"
-    if job.status == BulkJob.Status.FAILED:
-        return f"bulk job {job.id} has failed, so it has no result; retry it to go on"
-    return f"bulk job {job.id} {status_phrase(job)}: it has no result"
-
-
-def bulk_job_expires(job: BulkJob):
-    """When a finished job is deleted with its files (``SIAMWEB_BULK_KEEP_DAYS``), or None."""
-    days = settings.SIAMWEB_BULK_KEEP_DAYS
-    if job.active or job.finished_at is None or not days:
-        return None
-    return job.finished_at + timezone.timedelta(days=days)
-
-
-def bulk_job_result(job: BulkJob, kind: str) -> Path | None:
-    """The finished result file of this kind ("csv" or "jsonl"), or None while there is none."""
-    if job.status != BulkJob.Status.SUCCEEDED or kind not in RESULT_FILES:
-        return None
-    path = artifact_path(job.folder) / RESULT_FILES[kind]
-    return path if path.exists() else None
-
-
-def bulk_result_download(job: BulkJob, kind: str) -> FileResponse | None:
-    """The finished result of this kind as a download named after the upload, or None while
-    there is none (``no_result_why`` says why)."""
-    path = bulk_job_result(job, kind)
-    if path is None:
-        return None
-    stem = job.filename.rsplit(".", 1)[0] or "bulk"
-    return FileResponse(
-        path.open("rb"),
-        as_attachment=True,
-        filename=f"{stem}-normalized.{kind}",
-        content_type=CONTENT_TYPES[kind],
-    )

@@ -15,22 +15,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from models_app.bulk import (
-    CONTENT_TYPES,
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
     bulk_job_delete,
-    bulk_job_expires,
     bulk_job_retry,
-    bulk_jobs_of,
     bulk_max_bytes,
-    bulk_result_download,
-    no_result_why,
     stale_before,
 )
+from models_app.bulk_download import CONTENT_TYPES, bulk_result_download
 from models_app.bulk_files import BulkFileError
 from models_app.forms_bulk import BulkJobForm
 from models_app.models import BulkJob
+from models_app.selectors.bulk import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.serving.engines import NoLiveModel
 from siamweb.humanize import duration_text, format_size
 from siamweb.web.decorators import curator_required

@@ -16,13 +16,7 @@ from django.utils import timezone
 
 from annotations.models import ReviewItem
 from models_app import bulk_run
-from models_app.bulk import (
-    bulk_job_cancel,
-    bulk_job_create,
-    bulk_job_delete,
-    bulk_job_result,
-    stale_seconds,
-)
+from models_app.bulk import bulk_job_cancel, bulk_job_create, bulk_job_delete, stale_seconds
 from models_app.bulk_files import record_spans
 from models_app.bulk_run import (
     bulk_chunk_execute,
@@ -31,6 +25,7 @@ from models_app.bulk_run import (
     bulk_job_start,
 )
 from models_app.models import BulkChunk, BulkJob
+from models_app.selectors.bulk import bulk_job_result
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import build_live_model, forget_serving

@@ -22,13 +22,12 @@ from models_app.bulk import (
     bulk_job_cancel,
     bulk_job_create,
     bulk_job_delete,
-    bulk_job_expires,
-    bulk_job_result,
     bulk_job_retry,
 )
 from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
 from models_app.bulk_run import JobBusy, bulk_job_execute
 from models_app.models import BulkChunk, BulkJob, Deployment
+from models_app.selectors.bulk import bulk_job_expires, bulk_job_result
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
