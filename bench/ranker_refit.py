@@ -7,7 +7,9 @@ titles of the curator stream labelled through Nesta's crosswalk (``bench/ranker.
 ``onet_taxonomy``), confirmed where the answer was right and reassigned where not; the stream
 has about 5,200 distinct titles, so the rest up to ``--verdicts`` are the same titles with a
 job-ad suffix (this measures time, not accuracy). A second refit after 20 more verdicts is
-timed too: what beat starts every ``SIAMWEB_RANKER_REFIT_VERDICTS``.
+timed too (what beat starts every ``SIAMWEB_RANKER_REFIT_VERDICTS``), and a third after the
+scheduled reindex has folded the verdicts' members into the index, as it does every
+``SIAMWEB_REINDEX_CHECK_SECONDS``.
 
     .venv/bin/python bench/ranker_refit.py [--verdicts 10000]
 
@@ -41,8 +43,10 @@ from annotations.services.taxonomy import taxonomy_import  # noqa: E402
 from bench.jobbert_data import SHARED_DATA  # noqa: E402
 from bench.ranker import onet_taxonomy  # noqa: E402
 from models_app import ranker_training  # noqa: E402
+from models_app.run_execution import training_run_execute  # noqa: E402
 from models_app.services.builds import model_version_import  # noqa: E402
 from models_app.services.indexes import deployment_activate, index_build_create  # noqa: E402
+from models_app.services.runs import training_run_request  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "ranker_refit.json"
@@ -103,10 +107,17 @@ def main() -> None:
 
     seconds = timed_stages()
     rows = []
-    for label, more in ((f"first fit on {len(titles) - 20} verdicts", []),
-                        ("refit after 20 more", titles[-20:])):  # fmt: skip
+    steps = (
+        (f"first fit on {len(titles) - 20} verdicts, none indexed yet", [], False),
+        ("refit after 20 more", titles[-20:], False),
+        ("refit after the scheduled reindex folded the verdicts' members in", [], True),
+    )
+    for label, more, reindex in steps:
         if more:
             give_verdicts(taxonomy, curator, more)
+        if reindex:
+            run = training_run_request(taxonomy=taxonomy, kind="reindex", enqueue=False)
+            training_run_execute(run_id=run.id)
         seconds.clear()
         started = time.perf_counter()
         fitted = ranker_training.ranker_fit(taxonomy=taxonomy)
