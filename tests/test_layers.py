@@ -1,58 +1,86 @@
-"""Dependencies run one way (docs/architecture.md): each module belongs to a layer and imports
-only from its own layer or those below, and no import cycle exists anywhere.
+"""Dependencies run one way (docs/architecture.md, "Parts"): every module is in one part, each
+part imports only from itself and the parts the table names, models_app imports of annotations
+only what "Between the apps" lists, and no import cycle exists anywhere.
 
-Layers, bottom to top: the engine (no Django); rows (models, the taxonomy's reading, audit);
-serving (the live model and index, normalize); curation (inputs, queue, verdicts, flags);
-jobs (builds, fine-tunes, the gate, promotion, bulk normalization); and on top the HTTP layer,
-commands and Celery tasks, which orchestrate across the others.
+The parts are read from the docs, so the table and the imports cannot drift apart: a module in
+no part, a path the table names that holds no module, and an import the table does not allow
+each fail a test.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PACKAGES = ("annotations", "models_app", "worker", "siamweb")
-LAYERS = ("engine", "rows", "serving", "curation", "jobs", "top")
-
-# First match wins; a module no rule matches fails the test, so a new one is placed on purpose.
-RULES: tuple[tuple[str, str], ...] = (
-    (r"models_app\.siamese(\..+)?", "engine"),
-    # The project package loads the Celery app, as Celery's Django layout has it.
-    (r"siamweb", "top"),
-    (r"siamweb\.web(\.\w+)?", "top"),
-    (r"siamweb\.(humanize|taxonomy_reads|csv_cells)", "rows"),
-    # Packages whose __init__ holds nothing.
-    (r"annotations|models_app|worker|annotations\.services", "rows"),
-    (r"(annotations|models_app)\.management(\.commands)?", "rows"),
-    (r".+\.(views|api|urls|forms|admin)(_\w+)?(\.\w+)?", "top"),
-    (r".+\.management\.commands\.\w+", "top"),
-    (r".+\.(decorators|permissions)", "top"),
-    (r"worker\.tasks", "top"),
-    (r"worker\.task_names", "rows"),  # names only, importing nothing
-    (r"siamweb\.(urls|api_urls|wsgi|asgi|celery|gunicorn_config)", "top"),
-    (
-        r"models_app\.(services(\.\w+)?|retraining|run_execution|ranker_training|gate|promotion|finetune_recipe|selectors(\.\w+)?|bulk(_\w+)?)",
-        "jobs",
-    ),
-    (
-        r"annotations\.services\.(review(\.\w+)?|inputs_upload|taxonomy_edit(\.\w+)?|flags)",
-        "curation",
-    ),
-    (r"annotations\.selectors(\.(queue|stats|search|history|card|flags|audit))?", "curation"),
-    (r"models_app\.serving(\.\w+)?", "serving"),
-    (r"(annotations|models_app|worker)\.(models|apps)", "rows"),
-    (r"annotations\.(selectors\.taxonomy|selectors\.accounts|importers|markdown)", "rows"),
-    (r"annotations\.services\.(audit|accounts|taxonomy|taxonomy_upload)", "rows"),
-    (
-        r"siamweb\.(env|parsers|middleware|settings|settings_test|plain_sql|authentication|ids"
-        r"|sign_in)",
-        "rows",
-    ),
-    (r"models_app\.charts", "rows"),  # SVG drawing from plain numbers
+# Services and selectors speak no HTTP: these belong to views, API and middleware.
+HTTP_MODULES = re.compile(
+    r"^\s*(from|import) (django\.(http|shortcuts|template)|rest_framework)\b", re.M
 )
+SPEAK_NO_HTTP = ("serving", "curation", "training", "ranker fits", "bulk")
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    paths: tuple[str, ...]  # files, and folders ending in "/"
+    may_import: frozenset[str]
+
+
+def section(title: str) -> str:
+    """The text of a ``##``/``###`` section of docs/architecture.md, up to the next heading."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    found = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#)", text, re.M | re.S)
+    assert found, f"docs/architecture.md has no section {title!r}"
+    return found.group(1)
+
+
+def documented_parts() -> dict[str, Part]:
+    """The table of parts in docs/architecture.md: part, the paths it holds, what it imports."""
+    parts: dict[str, Part] = {}
+    for line in section("Parts").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("part", "") or set(cells[0]) <= {"-"}:
+            continue
+        name, holds, may_import = cells
+        imports_named = {p.strip() for p in may_import.split(",")} - {"—", ""}
+        parts[name] = Part(name, tuple(re.findall(r"`([^`]+)`", holds)), frozenset(imports_named))
+    return parts
+
+
+def part_of_path(path: str, parts: dict[str, Part]) -> str:
+    """The part whose longest path holds ``path`` (relative to the repository)."""
+    holding = [
+        (len(entry), part.name)
+        for part in parts.values()
+        for entry in part.paths
+        if path == entry or (entry.endswith("/") and path.startswith(entry))
+    ]
+    assert holding, f"{path} is in no part: add it to the table in docs/architecture.md"
+    return max(holding)[1]
+
+
+def module_parts(modules: dict[str, Path], parts: dict[str, Part]) -> dict[str, str]:
+    return {
+        module: part_of_path(path.relative_to(ROOT).as_posix(), parts)
+        for module, path in modules.items()
+    }
+
+
+def wrong_imports(
+    edges: set[tuple[str, str]], placed: dict[str, str], parts: dict[str, Part]
+) -> list[str]:
+    """Each import its part may not make, as "importer (part) imports imported (part)"."""
+    return sorted(
+        f"{importer} ({placed[importer]}) imports {imported} ({placed[imported]})"
+        for importer, imported in edges
+        if placed[imported] != placed[importer]
+        and placed[imported] not in parts[placed[importer]].may_import
+    )
 
 
 def project_modules() -> dict[str, Path]:
@@ -108,45 +136,94 @@ def tasks_named_by_string(modules: dict[str, Path]) -> dict[str, list[str]]:
     return named
 
 
-def layer_of(module: str) -> str:
-    for pattern, layer in RULES:
-        if re.fullmatch(pattern, module):
-            return layer
-    raise AssertionError(f"{module} belongs to no layer: add it to RULES in {__file__}")
+def test_the_table_of_parts_is_whole():
+    """Every part the table names as imported exists; a path is in one part only and holds a
+    module; and the parts themselves run one way (no two parts import each other, even
+    through others)."""
+    parts = documented_parts()
+    assert len(parts) >= 10
+    for part in parts.values():
+        assert part.may_import <= set(parts), (part.name, part.may_import - set(parts))
+    entries = [entry for part in parts.values() for entry in part.paths]
+    assert len(entries) == len(set(entries)), "a path is in two parts"
+    files = {path.relative_to(ROOT).as_posix() for path in project_modules().values()}
+    for entry in entries:
+        assert any(f == entry or (entry.endswith("/") and f.startswith(entry)) for f in files), (
+            f"{entry} holds no module"
+        )
+    graph = {name: set(part.may_import) for name, part in parts.items()}
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == []
 
 
-def app_of(module: str) -> str:
-    return module.split(".")[0]
+def test_every_module_is_in_a_part():
+    parts = documented_parts()
+    placed = module_parts(project_modules(), parts)
+    assert set(placed.values()) == set(parts), "a part holds no module"
 
 
-def test_every_module_has_a_layer():
-    for module in project_modules():
-        assert layer_of(module) in LAYERS
-
-
-def test_imports_only_go_down_or_sideways():
+def test_every_import_is_one_its_part_may_make():
     modules = project_modules()
-    upward = sorted(
-        f"{importer} ({layer_of(importer)}) imports {imported} ({layer_of(imported)})"
+    parts = documented_parts()
+    assert wrong_imports(imports(modules), module_parts(modules, parts), parts) == []
+
+
+def test_a_wrong_import_planted_in_any_part_fails(tmp_path):
+    """For each part, a copy of one of its modules gains an import of a part it may not use;
+    the walk and the check find exactly that import."""
+    modules = project_modules()
+    parts = documented_parts()
+    placed = module_parts(modules, parts)
+    edges = imports(modules)
+    by_part: dict[str, list[str]] = {}
+    for module, part in sorted(placed.items()):
+        by_part.setdefault(part, []).append(module)
+    for name, part in parts.items():
+        forbidden = [p for p in parts if p != name and p not in part.may_import]
+        assert forbidden, f"{name} may import every part: nothing keeps it in its place"
+        importer, imported = by_part[name][0], by_part[forbidden[0]][0]
+        copy = tmp_path / name.replace(" ", "_") / modules[importer].name
+        copy.parent.mkdir()
+        copy.write_text(modules[importer].read_text(encoding="utf-8") + f"\nimport {imported}\n")
+        planted = imports({**modules, importer: copy})
+        assert planted - edges == {(importer, imported)}
+        assert wrong_imports(planted, placed, parts) == [
+            f"{importer} ({name}) imports {imported} ({forbidden[0]})"
+        ]
+
+
+def test_models_app_imports_of_annotations_only_what_the_docs_list():
+    listed = set(re.findall(r"^- `(annotations/[^`]+)`", section("Between the apps"), re.M))
+    assert listed, "docs/architecture.md lists nothing under Between the apps"
+    modules = project_modules()
+    used = {
+        modules[imported].relative_to(ROOT).as_posix()
         for importer, imported in imports(modules)
-        if LAYERS.index(layer_of(imported)) > LAYERS.index(layer_of(importer))
+        if importer.startswith("models_app") and imported.startswith("annotations")
+    }
+    assert used == listed
+
+
+def test_services_and_selectors_speak_no_http():
+    modules = project_modules()
+    placed = module_parts(modules, documented_parts())
+    speaking = sorted(
+        module
+        for module, path in modules.items()
+        if placed[module] in SPEAK_NO_HTTP and HTTP_MODULES.search(path.read_text(encoding="utf-8"))
     )
-    assert upward == []
+    assert speaking == []
 
 
 def test_the_engine_never_imports_django_or_the_apps():
     modules = project_modules()
+    placed = module_parts(modules, documented_parts())
     for module, path in modules.items():
-        if layer_of(module) != "engine" or not module.startswith("models_app.siamese"):
+        if placed[module] != "engine":
             continue
         source = path.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(from|import) (django|rest_framework|celery)\b", source, re.M), (
             module
         )
-        assert not any(
-            layer_of(imported) != "engine"
-            for _, imported in {e for e in imports(modules) if e[0] == module}
-        ), module
 
 
 def test_no_import_cycle_anywhere():
@@ -163,7 +240,7 @@ def test_it_finds_the_project_and_its_imports():
     the modules a normalize request and a verdict pass through, and their imports."""
     modules = project_modules()
     assert len(modules) >= 150
-    assert {app_of(module) for module in modules} == set(PACKAGES)
+    assert {module.split(".")[0] for module in modules} == set(PACKAGES)
     edges = imports(modules)
     assert len(edges) >= 500
     for edge in [
