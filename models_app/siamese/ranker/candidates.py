@@ -257,7 +257,7 @@ class _RaggedRows:
             self._starts = _grown(self._starts, rows + len(sizes) + 1, rows + 1)
         if total + len(ids) > len(self._ids):
             self._ids = _grown(self._ids, total + len(ids), total)
-        self._starts[rows + 1 : rows + 1 + len(sizes)] = total + np.cumsum(sizes)
+        self._starts[rows + 1 : rows + 1 + len(sizes)] = total + sizes.cumsum()
         self._ids[total : total + len(ids)] = ids
         self.rows = rows + len(sizes)
 
@@ -334,20 +334,24 @@ def _shared_block(starts, ids, vocabulary, a_rows, a_of_pair, b) -> np.ndarray:
     column = np.full(vocabulary, len(used), np.int64)
     column[used] = np.arange(len(used))
     held = np.zeros(len(a_rows) * width, bool)
-    held[np.repeat(np.arange(len(a_rows)) * width, a_sizes) + column[a_ids]] = True
+    held[(np.arange(len(a_rows)) * width).repeat(a_sizes) + column[a_ids]] = True
     b_sizes = starts[b + 1] - starts[b]
-    cells = np.repeat(a_of_pair * width, b_sizes)
+    cells = (a_of_pair * width).repeat(b_sizes)
     cells += column[ids[_ranges(starts[b], b_sizes)]]
-    running = np.concatenate([[0], np.cumsum(held.take(cells))])
-    ends = np.cumsum(b_sizes)
+    running = np.concatenate([[0], held.take(cells).cumsum()])
+    ends = b_sizes.cumsum()
     return running[ends] - running[ends - b_sizes]
 
 
 def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The positions ``starts[i] .. starts[i] + sizes[i] - 1`` of every ``i``, one after
     another."""
-    ends = np.cumsum(sizes)
-    return np.repeat(starts - ends + sizes, sizes) + np.arange(ends[-1] if len(ends) else 0)
+    ends = sizes.cumsum()
+    return (starts - ends + sizes).repeat(sizes) + np.arange(ends[-1] if len(ends) else 0)
+
+
+# New keys up to this many are worked out key by key in Python, more as arrays.
+_FEW_KEYS = 8
 
 
 class LexicalCache:
@@ -391,9 +395,35 @@ class LexicalCache:
         new_keys = list(dict.fromkeys(compress(keys, map(is_, known, repeat(None)))))
         if new_keys:
             self._row_of_key.update(zip(new_keys, count(self._words.rows), strict=False))
-            self._words.extend(*self._word_rows(new_keys))
-            self._grams.extend(*self._gram_rows(new_keys))
+            if len(new_keys) <= _FEW_KEYS:
+                words, grams = self._rows_one_by_one(new_keys)
+            else:
+                words, grams = self._word_rows(new_keys), self._gram_rows(new_keys)
+            self._words.extend(*words)
+            self._grams.extend(*grams)
         self._row_of_text.update(zip(texts, map(self._row_of_key.__getitem__, keys), strict=True))
+
+    def _rows_one_by_one(self, keys: list[str]):
+        """``_word_rows`` and ``_gram_rows`` of a few keys, key by key: for one text (a
+        request's, once its members are known) a tenth of the arrays' fixed costs."""
+        word_id, gram_id = self._word_id, self._gram_id
+        word_ids, gram_ids, word_sizes, gram_sizes = [], [], [], []
+        for key in keys:
+            words = [word_id.setdefault(w, len(word_id)) for w in set(_WORD.findall(key))]
+            points = list(map(ord, key))
+            codes = {
+                (a << 42) | (b << 21) | c
+                for a, b, c in zip(points, points[1:], points[2:], strict=False)
+            }
+            grams = [gram_id.setdefault(code, len(gram_id)) for code in codes]
+            word_ids += words
+            gram_ids += grams
+            word_sizes.append(len(words))
+            gram_sizes.append(len(grams))
+        return (
+            (np.array(word_sizes, np.int64), np.array(word_ids, np.int64)),
+            (np.array(gram_sizes, np.int64), np.array(gram_ids, np.int64)),
+        )
 
     def _word_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         found = list(map(_WORD.findall, keys))
@@ -479,13 +509,13 @@ class _Source:
         order = np.argsort(key, kind="stable")
         sorted_keys = key[order]
         starts_here = _firsts(sorted_keys)
-        starts = np.flatnonzero(starts_here)
+        starts = starts_here.nonzero()[0]
         keys = sorted_keys[starts]
         first = order[starts]
         count = np.diff(starts, append=len(key))
         second = np.where(count > 1, score[order[np.minimum(starts + 1, len(key) - 1)]], np.nan)
         # A text's first hit is its top, its last its floor (``q`` ascends).
-        text_first = np.flatnonzero(_firsts(q))
+        text_first = _firsts(q).nonzero()[0]
         top, floor = np.zeros(texts), np.zeros(texts)
         top[q[text_first]] = score[text_first]
         floor[q[text_first]] = score[np.append(text_first[1:], len(q)) - 1]
@@ -493,7 +523,7 @@ class _Source:
         totals = np.bincount(q, weights=weight, minlength=texts)
         totals[totals == 0] = 1.0
         # Each pair's votes summed in the hits' order, as over the hits unsorted.
-        pair_of_sorted = np.cumsum(starts_here) - 1
+        pair_of_sorted = starts_here.cumsum() - 1
         votes = np.bincount(pair_of_sorted, weights=weight[order], minlength=len(keys))
         text_of = keys // width
         vote = votes / totals[text_of]
@@ -501,7 +531,7 @@ class _Source:
         # text, so that is the order of the first hits' positions.
         by_rank = np.argsort(first)
         groups_of_text = np.bincount(text_of, minlength=texts)
-        block = np.cumsum(groups_of_text) - groups_of_text
+        block = groups_of_text.cumsum() - groups_of_text
         rank = np.empty(len(keys), np.int64)
         rank[by_rank] = np.arange(len(keys)) - block[text_of[by_rank]]
         return cls(keys, score[first], member[first], second, count, rank, vote, top, floor,
@@ -549,10 +579,11 @@ def candidates_of_texts(
     vectors = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
     lengths = np.fromiter(map(len, hits), np.int64, count)
     total = int(lengths.sum())
-    q = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    q = np.arange(count, dtype=np.int64).repeat(lengths)
     # Every hit's (id, score), flattened in C: ids are integers well below 2**53.
     flat = np.fromiter(chain.from_iterable(chain.from_iterable(hits)), np.float64, 2 * total)
     ids, scores = flat[0::2].astype(np.int64), flat[1::2]
+    # What each distinct hit member is (a member is hit by many texts of a batch).
     unique_ids, inverse = np.unique(ids, return_inverse=True)
     found = list(map(members.get, unique_ids.tolist(), repeat(_ABSENT)))
     group = np.fromiter(map(attrgetter("group_id"), found), np.int64, len(found))[inverse]
@@ -568,7 +599,7 @@ def candidates_of_texts(
         known &= ~np.isin(q * width + group, ruled_out_text * width + ruled_out_group)
     sources = []
     for kept in (known & ~curator, known & curator):
-        at = np.flatnonzero(kept)
+        at = kept.nonzero()[0]
         sources.append(_Source.fold(q[at], group[at], scores[at], ids[at], width, count))
     taxonomy, judged = sources
 
@@ -588,10 +619,11 @@ def candidates_of_texts(
             rows = groups.rows(ruled_out_group)
             allowed[ruled_out_text[rows >= 0], rows[rows >= 0]] = -np.inf
         nearest = np.argpartition(-allowed, take - 1, axis=1)[:, :take]  # (Q, take)
-        values = np.take_along_axis(allowed, nearest, axis=1)
+        each = np.arange(count)[:, None]
+        values = allowed[each, nearest]
         best = np.argsort(-values, axis=1, kind="stable")
-        nearest = np.take_along_axis(nearest, best, axis=1)
-        finite = np.isfinite(np.take_along_axis(values, best, axis=1))
+        nearest = nearest[each, best]
+        finite = np.isfinite(values[each, best])
         text_of, place = np.nonzero(finite)
         proposals.append((text_of * width + groups.ids[nearest[text_of, place]], place))
     pq, pg = _chosen(proposals, per_matcher, width)
@@ -641,9 +673,10 @@ def candidates_of_texts(
     columns["description_missing"] = (~described).astype(np.float64)
     _history_columns(columns, pq, pg, width, vectors, history, own)
 
-    features = np.column_stack([columns[name] for name in FEATURES]).astype(np.float32)
+    # One feature a row, then one candidate a row: one pass where stacking columns takes two.
+    features = np.ascontiguousarray(np.array([columns[name] for name in FEATURES], np.float32).T)
     return CandidateBatch(
-        starts=np.concatenate([[0], np.cumsum(sizes)]),
+        starts=np.concatenate([[0], sizes.cumsum()]),
         text=pq,
         groups=pg,
         features=features.reshape(len(keys), len(FEATURES)),
@@ -686,24 +719,20 @@ def _string_columns(columns, lexical, texts, pq, member_ids, judged_ids, members
     """The words and trigrams each candidate's best members and group name share with the text
     (Dice of trigram sets, shares of word sets), all pairs counted at once."""
     size = len(pq)
-    texts_by_id = np.unique(np.concatenate([member_ids, judged_ids]))
-    texts_by_id = texts_by_id[texts_by_id >= 0]
-    name_rows = np.unique(rows[rows >= 0])
-    member_texts = list(map(attrgetter("text"), map(members.__getitem__, texts_by_id.tolist())))
-    names = groups.names_at(name_rows) if groups is not None else []
-    found = lexical.lookup(texts + member_texts + names)
-    query_rows = found.rows[: len(texts)]
-    member_rows = found.rows[len(texts) : len(texts) + len(member_texts)]
-    name_lexicon_rows = found.rows[len(texts) + len(member_texts) :]
-
-    def rows_of(ids, by, looked_up):
-        valid = ids >= 0
-        at = np.searchsorted(by, ids[valid])
-        return np.flatnonzero(valid), looked_up[at]
-
-    member_at, member_row = rows_of(member_ids, texts_by_id, member_rows)
-    judged_at, judged_row = rows_of(judged_ids, texts_by_id, member_rows)
-    name_at, name_row = rows_of(rows, name_rows, name_lexicon_rows)
+    member_at, judged_at = (member_ids >= 0).nonzero()[0], (judged_ids >= 0).nonzero()[0]
+    name_at = (rows >= 0).nonzero()[0]
+    hit_texts = list(
+        map(
+            attrgetter("text"),
+            map(members.__getitem__, chain(member_ids[member_at].tolist(),
+                                           judged_ids[judged_at].tolist())),
+        )
+    )  # fmt: skip
+    names = groups.names_at(rows[name_at]) if groups is not None else []
+    found = lexical.lookup(texts + hit_texts + names)
+    query_rows, member_row, judged_row, name_row = _pieces(
+        found.rows, len(texts), len(member_at), len(judged_at)
+    )
     query = query_rows[pq]
     grams = found.gram_counts(query)
     word_counts = found.word_counts(query)
@@ -716,10 +745,10 @@ def _string_columns(columns, lexical, texts, pq, member_ids, judged_ids, members
         query_rows, np.concatenate([pq[member_at], pq[name_at]]),
         np.concatenate([member_row, name_row]),
     )  # fmt: skip
-    member_shared, judged_shared, name_shared = np.split(
-        shared_grams, [len(member_at), len(member_at) + len(judged_at)]
+    member_shared, judged_shared, name_shared = _pieces(
+        shared_grams, len(member_at), len(judged_at)
     )
-    member_words, name_words = np.split(shared_words, [len(member_at)])
+    member_words, name_words = _pieces(shared_words, len(member_at))
 
     def dice_of(at, shared, other_rows):
         value = np.zeros(size)
@@ -740,6 +769,15 @@ def _string_columns(columns, lexical, texts, pq, member_ids, judged_ids, members
     columns["member_exact"] = np.zeros(size)
     columns["member_exact"][member_at] = query[member_at] == member_row
     columns["query_words"] = word_counts.astype(np.float64)
+
+
+def _pieces(values: np.ndarray, *sizes: int) -> list[np.ndarray]:
+    """``values`` cut into pieces of these sizes one after another, and the rest."""
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(values[start : start + size])
+        start += size
+    return [*pieces, values[start:]]
 
 
 def _history_columns(columns, pq, pg, width, vectors, history, own) -> None:
