@@ -310,6 +310,14 @@ def test_threads_sharing_one_cache_each_get_their_texts_features(batch, defined)
         assert_as_defined(candidates, defined, batch[0], rows)
 
 
+def test_texts_one_at_a_time_through_a_warm_cache_have_their_features(batch, defined):
+    # A few new texts a call are worked out key by key, many as arrays: both into one cache.
+    lexical = LexicalCache()
+    features_of(batch, lexical, list(range(0, 700, 2)))
+    for i in [i for i in range(1, 700, 2) if i % 7 in (2, 3)]:
+        assert_as_defined(features_of(batch, lexical, [i]), defined, batch[0], [i])
+
+
 def test_one_text_alone_has_the_string_features_it_has_in_the_batch(batch):
     # The description's cosine is a float32 product whose last bits depend on the batch; the
     # evidence counted from words and trigrams does not.
