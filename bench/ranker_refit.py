@@ -102,22 +102,26 @@ def main() -> None:
                 seen.add(key)
                 titles.append((text + suffix, bench_taxonomy.codes[group]))
     started = time.perf_counter()
-    give_verdicts(taxonomy, curator, titles[:-20])
-    print(f"{len(titles) - 20} verdicts given in {time.perf_counter() - started:.0f} s", flush=True)
+    give_verdicts(taxonomy, curator, titles[:-40])
+    print(f"{len(titles) - 40} verdicts given in {time.perf_counter() - started:.0f} s", flush=True)
 
     seconds = timed_stages()
     rows = []
     steps = (
-        (f"first fit on {len(titles) - 20} verdicts, none indexed yet", [], False),
-        ("refit after 20 more", titles[-20:], False),
-        ("refit after the scheduled reindex folded the verdicts' members in", [], True),
+        (f"first fit on {len(titles) - 40} verdicts, none indexed yet", [], False),
+        ("refit after 20 more", titles[-40:-20], False),
+        (
+            "refit after 20 more, the scheduled reindex having folded the others in",
+            titles[-20:],
+            True,
+        ),
     )
     for label, more, reindex in steps:
-        if more:
-            give_verdicts(taxonomy, curator, more)
         if reindex:
             run = training_run_request(taxonomy=taxonomy, kind="reindex", enqueue=False)
             training_run_execute(run_id=run.id)
+        if more:
+            give_verdicts(taxonomy, curator, more)
         seconds.clear()
         started = time.perf_counter()
         fitted = ranker_training.ranker_fit(taxonomy=taxonomy)
