@@ -36,6 +36,9 @@ TOLERANCE = 1e-4
 
 
 def answers(root: Path, titles: list[str]) -> list[dict]:
+    # Celery's Django fix-up puts the working directory first on sys.path: from another
+    # checkout's folder, that checkout's code would answer.
+    os.chdir(root)
     sys.path.insert(0, str(root))
     os.environ.update(
         {
@@ -158,6 +161,7 @@ def main() -> None:
         return
     if args.out is None:
         parser.error("--out is required unless --compare is given")
+    args.out = args.out.resolve()
     sys.path.insert(0, str(HERE.parent))
     from bench.jobbert_data import jobbert_split
 
@@ -166,7 +170,9 @@ def main() -> None:
     found = answers(args.root.resolve(), titles)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(found))
-    print(f"{len(found)} answers by {args.root.resolve()} -> {args.out}")
+    from models_app.serving import normalize
+
+    print(f"{len(found)} answers by {Path(normalize.__file__).parents[2]} -> {args.out}")
 
 
 if __name__ == "__main__":
