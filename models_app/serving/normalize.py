@@ -226,31 +226,35 @@ def _answers(confirmed, candidates: CandidateBatch, scores, ranker: ServingRanke
     ordered, tied and cut for the whole batch at once."""
     count = len(confirmed)
     starts, text = candidates.starts, candidates.text
-    sizes = np.diff(starts)
+    sizes = starts[1:] - starts[:-1]
     filled = sizes > 0
+    firsts = starts[:-1][filled]  # where each text with candidates starts, in either order
     best = np.zeros(count, np.float32)
-    if filled.any():
-        best[filled] = np.maximum.reduceat(candidates.similarity, starts[:-1][filled])
+    if len(firsts):
+        best[filled] = np.maximum.reduceat(candidates.similarity, firsts)
     probabilities = ranker.ranker.probabilities_of_texts(scores, starts, best)
     # Best score first within each text; equal scores keep the candidates' order (the served
     # embedding's).
     order = np.lexsort((-scores, text))
     text = text[order]
-    rank = np.arange(len(order)) - starts[text]
     if probabilities is not None:
-        tied = probabilities[order][starts[text]] - probabilities[order] < TIE_GAP
+        closeness, gap = probabilities[order], TIE_GAP
     else:
-        tied = scores[order][starts[text]] - scores[order] < TIE
+        closeness, gap = scores[order], TIE
+    tied = closeness[starts[text]] - closeness < gap
     # A top group is tied when its runner-up is.
-    tops = starts[:-1][filled]
-    tied[tops] = (sizes[filled] > 1) & tied[np.minimum(tops + 1, len(tied) - 1)]
+    tied[firsts] = (sizes[filled] > 1) & tied[np.minimum(firsts + 1, len(tied) - 1)]
     said = np.fromiter(map(len, confirmed), np.int64, count)
     # A curator's verdict on this very text is the answer: nothing to choose.
-    tied &= (said == 0)[text]
-    kept = rank < np.maximum(k - said, 0)[text]
+    if said.any():
+        tied &= (said == 0)[text]
+    # Each text's first k (less its curators' groups) in that order.
+    taken = np.minimum(sizes, np.maximum(k - said, 0))
+    kept = np.arange(len(order)) - starts[text] < taken[text]
     chosen = order[kept]
-    member_ids = candidates.members[chosen].astype(object)
-    member_ids[candidates.members[chosen] < 0] = None
+    members = candidates.members[chosen]
+    member_ids = members.astype(object)
+    member_ids[members < 0] = None
     rows = list(
         zip(
             candidates.groups[chosen].tolist(),
@@ -259,11 +263,12 @@ def _answers(confirmed, candidates: CandidateBatch, scores, ranker: ServingRanke
             repeat("model"),
             probabilities[chosen].tolist() if probabilities is not None else repeat(None),
             tied[kept].tolist(),
+            strict=False,
         )
     )
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(text[kept], minlength=count))]).tolist()
+    bounds = [0, *taken.cumsum().tolist()]
     text_tied = np.zeros(count, bool)
-    text_tied[filled] = tied[tops]
+    text_tied[filled] = tied[firsts]
     answers = []
     for said_here, start, end, top_tied, any_candidate in zip(
         confirmed, bounds[:-1], bounds[1:], text_tied.tolist(), filled.tolist(), strict=True

@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, count, repeat
+from itertools import accumulate, chain, compress, count, repeat
 from operator import attrgetter, is_
 from typing import NamedTuple
 
@@ -78,14 +78,6 @@ FEATURE_REVISION = 1
 FEATURE_SET = f"r{FEATURE_REVISION}-" + hashlib.sha256(",".join(FEATURES).encode()).hexdigest()[:12]
 
 
-def words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(comparison_key(text)))
-
-
-def dice(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
-    return 2 * len(a & b) / (len(a) + len(b)) if a or b else 0.0
-
-
 class HitMember(NamedTuple):
     """What a hit member is: its group, its text, and whether a curator's verdict put it there.
     A tuple: a batch's hits make tens of thousands."""
@@ -110,7 +102,6 @@ class GroupFacts:
     has_description: np.ndarray
 
     def __post_init__(self) -> None:
-        self.row_of = {int(group_id): row for row, group_id in enumerate(self.ids.tolist())}
         # The rows by group id, for looking a batch's groups up at once; names as an array to
         # pick them by row.
         self._rows_by_id = np.argsort(self.ids, kind="stable")
@@ -251,15 +242,19 @@ class _RaggedRows:
         self._ids = np.zeros(16384, np.int32)
         self.rows = 0
 
-    def extend(self, sizes: np.ndarray, ids: np.ndarray) -> None:
+    def extend(self, sizes, ids) -> None:
+        """Rows of these ``sizes`` holding ``ids`` one after another (arrays or lists)."""
         rows, total = self.rows, int(self._starts[self.rows])
-        if rows + len(sizes) + 1 > len(self._starts):
-            self._starts = _grown(self._starts, rows + len(sizes) + 1, rows + 1)
+        ends = [*accumulate(sizes, initial=total)][1:] if isinstance(sizes, list) else None
+        if ends is None:
+            ends = total + sizes.cumsum()
+        if rows + len(ends) + 1 > len(self._starts):
+            self._starts = _grown(self._starts, rows + len(ends) + 1, rows + 1)
         if total + len(ids) > len(self._ids):
             self._ids = _grown(self._ids, total + len(ids), total)
-        self._starts[rows + 1 : rows + 1 + len(sizes)] = total + sizes.cumsum()
+        self._starts[rows + 1 : rows + 1 + len(ends)] = ends
         self._ids[total : total + len(ids)] = ids
-        self.rows = rows + len(sizes)
+        self.rows = rows + len(ends)
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         end = int(self._starts[self.rows])
@@ -420,10 +415,7 @@ class LexicalCache:
             gram_ids += grams
             word_sizes.append(len(words))
             gram_sizes.append(len(grams))
-        return (
-            (np.array(word_sizes, np.int64), np.array(word_ids, np.int64)),
-            (np.array(gram_sizes, np.int64), np.array(gram_ids, np.int64)),
-        )
+        return (word_sizes, word_ids), (gram_sizes, gram_ids)
 
     def _word_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         found = list(map(_WORD.findall, keys))

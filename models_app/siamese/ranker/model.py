@@ -108,19 +108,23 @@ class LinearRanker:
         ``scores[starts[i]:starts[i + 1]]`` and ``similarity[i]`` the best any of them has."""
         if not self.calibrated:
             return None
-        sizes = np.diff(starts)
-        text = np.repeat(np.arange(len(sizes)), sizes)
-        similarity = np.clip(np.nan_to_num(np.asarray(similarity, np.float64)), -1.0, 1.0)
+        sizes = starts[1:] - starts[:-1]
+        text = np.arange(len(sizes)).repeat(sizes)
+        # As ``probabilities`` reads it: NaN as 0, then within [-1, 1] (the cheap way for one
+        # text, whose request pays each numpy call's fixed cost).
+        similarity = np.asarray(similarity, np.float64)
+        similarity = np.minimum(np.maximum(np.where(np.isnan(similarity), 0.0, similarity), -1), 1)
         miss = self.miss_logit + self.miss_slope * similarity
         temperature = self.temperature * np.exp(self.temperature_slope * similarity)
-        logits = np.asarray(scores, np.float64) / temperature[text]
+        logits = scores / temperature[text]
         # Each text's softmax over its logits and its miss logit, shifted by their maximum.
-        top = miss.copy()
         filled = sizes > 0
-        top[filled] = np.maximum(np.maximum.reduceat(logits, starts[:-1][filled]), miss[filled])
+        firsts = starts[:-1][filled]
+        top = miss.copy()
+        top[filled] = np.maximum(np.maximum.reduceat(logits, firsts), miss[filled])
         exp = np.exp(logits - top[text])
         totals = np.exp(miss - top)
-        totals[filled] += np.add.reduceat(exp, starts[:-1][filled])
+        totals[filled] += np.add.reduceat(exp, firsts)
         return np.minimum(exp / totals[text], MOST_LIKELY)
 
     def calibration_parameters(self) -> tuple[float, float, float, float]:
