@@ -175,6 +175,11 @@ class TrainingRun(models.Model):
     feedback_until = models.BigIntegerField(null=True, blank=True)
     gate_report = models.JSONField(default=dict, blank=True)
     flip_report = models.JSONField(default=dict, blank=True)
+    # What a build's, reindex's or rollback's time left was worked out from (the rates measured
+    # at its start, the seconds counted per phase, the factors) and what each phase took: the
+    # next run of its kind and spec is expected as much longer than counted. A fine-tune keeps
+    # its own in its gate report.
+    eta_report = models.JSONField(default=dict, blank=True)
     # Progress writes this; a running run whose heartbeat stops had its worker die.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     retry_of = models.ForeignKey(

@@ -21,6 +21,7 @@ from models_app.gate import Comparison
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.selectors.versions import model_version_was_live
 from models_app.services.indexes import deployment_activate, index_build_create
+from models_app.services.run_clock import index_clock
 from models_app.services.runs import training_run_request
 from models_app.siamese.progress import Progress
 from worker.task_names import FINISH_PROMOTION
@@ -83,9 +84,17 @@ def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     target = run.model_version
     if target is None:
         raise RunStateError("a rollback run needs the version to restore")
-    build = index_build_create(model_version=target, progress=progress)
+    clock = index_clock(run=run, model_version=target, progress=progress)
+    build = index_build_create(
+        model_version=target, progress=clock.stages({"encode": "encode", "index": "index"})
+    )
+    clock.done("index")
     go_live(build=build, actor=None)
-    return {"status": TrainingRun.Status.SUCCEEDED, "index_build": build}
+    return {
+        "status": TrainingRun.Status.SUCCEEDED,
+        "index_build": build,
+        "eta_report": clock.took_report(),
+    }
 
 
 def run_moved_live_model(run: TrainingRun) -> bool:

@@ -30,19 +30,27 @@ from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.distill import distill_encoder, distillation_texts
-from models_app.siamese.encoders import Encoder, compile_encoder, load_encoder
+from models_app.siamese.encoders import (
+    Encoder,
+    compile_encoder,
+    encoder_class,
+    load_encoder,
+    parse_config,
+)
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.progress import Progress, no_progress
 from models_app.siamese.sampling import FeedbackExample, prepare_data
 from models_app.siamese.specs import (
     PRETRAINED_KINDS,
     TOWER_SPEC,
+    DistillConfig,
     TrainConfig,
     parse_distill_config,
     parse_model_spec,
     parse_search_config,
 )
 from models_app.siamese.text import comparison_key
+from models_app.siamese.tfidf import CharNgramTfidfEncoder
 from models_app.siamese.train import TrainResult, train_encoder
 
 logger = logging.getLogger(__name__)
@@ -157,6 +165,58 @@ def model_version_store(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class FitPlan:
+    """What ``model_version_fit`` makes of a spec: the encoder, its training, and a student's
+    distillation (None: trained on the taxonomy's pairs)."""
+
+    encoder_config: dict[str, Any]
+    training: TrainConfig
+    distill: DistillConfig | None
+
+
+def fit_plan(spec: dict[str, Any] | None, parent: ModelVersion | None) -> FitPlan:
+    """The spec checked whole (a bad one fails before any work); with ``parent`` and no spec,
+    the parent's encoder and training."""
+    encoder_config, training = parse_model_spec(spec)
+    if parent is not None and spec in (None, {}):
+        encoder_config, training = parse_model_spec(parent.config)
+    distill = parse_distill_config(spec) if parent is None else None
+    return FitPlan(encoder_config, training, distill)
+
+
+def encoder_like_fit(
+    *, taxonomy: Taxonomy, plan: FitPlan, parent: ModelVersion | None, texts: list[str]
+) -> tuple[Encoder, float]:
+    """An encoder that encodes as fast as the one ``model_version_fit`` will store, and the
+    seconds making it took (0 when none was made): a network's speed is its shape's, not its
+    weights'. The parent's (a fine-tune of it); the live version's when it has the same
+    encoder (the pretrained tower, before the tower is trained on the taxonomy); else one made
+    from ``texts``, untrained (fitted, for TF-IDF; a tower loads its pretrained weights)."""
+    if parent is not None:
+        return encoder_for(parent), 0.0
+    wanted = parse_config(plan.encoder_config)
+    deployment = (
+        Deployment.objects.filter(taxonomy=taxonomy)
+        .select_related("index_build__model_version")
+        .first()
+    )
+    if deployment is not None:
+        live = deployment.index_build.model_version
+        try:
+            same = parse_config(live.config.get("encoder") or {}) == wanted
+        except ConfigError:  # a version stored under an older schema
+            same = False
+        if same:
+            return encoder_for(live), 0.0
+    started = time.perf_counter()
+    if wanted.kind == CharNgramTfidfEncoder.kind:
+        made = CharNgramTfidfEncoder.fit(texts, wanted)
+    else:
+        made = encoder_class(wanted.kind).create(texts, wanted)
+    return made, time.perf_counter() - started
+
+
 def model_version_fit(
     *,
     taxonomy: Taxonomy,
@@ -174,10 +234,8 @@ def model_version_fit(
     """
     if feedback_until is None:
         feedback_until = feedback_last_id(taxonomy)
-    encoder_config, training = parse_model_spec(spec)  # a bad spec fails before any work
-    if parent is not None and spec in (None, {}):
-        encoder_config, training = parse_model_spec(parent.config)
-    distill = parse_distill_config(spec) if parent is None else None
+    plan = fit_plan(spec, parent)
+    encoder_config, training, distill = plan.encoder_config, plan.training, plan.distill
     if distill is not None:
         return _student_fit(
             taxonomy=taxonomy,
@@ -210,6 +268,14 @@ def model_version_fit(
 
 # The newest inputs a student learns its teacher's vectors of, beside the taxonomy's strings.
 STUDENT_INPUTS = 50_000
+
+
+def student_text_count(taxonomy: Taxonomy, distill: DistillConfig) -> int:
+    """At most how many texts a student's teacher encodes (``_student_fit``): every member and
+    its augmented copies, and the newest inputs (fewer where some are the same text)."""
+    members = Member.objects.filter(taxonomy=taxonomy).count()
+    inputs = min(Input.objects.filter(taxonomy=taxonomy).count(), STUDENT_INPUTS)
+    return members * (1 + distill.augmented_copies) + inputs
 
 
 def _student_fit(
@@ -254,10 +320,25 @@ def _student_fit(
     )
 
 
+# Cases in each generated set of a version's test suite.
+SUITE_SIZE = 1000
+
+
+def suite_verdicts(taxonomy: Taxonomy) -> list[tuple[str, int]]:
+    """The curators' verdicts a version is tested on: the held-out fifth, as (text, group)."""
+    return [
+        (text, group_id)
+        for text, group_id in FeedbackPair.objects.filter(
+            taxonomy=taxonomy, label=True, group__isnull=False
+        ).values_list("text_a", "group_id")
+        if feedback_is_held_out(text)
+    ]
+
+
 def model_version_evaluate(
     *,
     model_version: ModelVersion,
-    size: int = 1000,
+    size: int = SUITE_SIZE,
     seed: int = 0,
     index_build: IndexBuild | None = None,
 ) -> dict:
@@ -266,13 +347,7 @@ def model_version_evaluate(
     With ``index_build`` (of this version) the members' vectors come from its index instead of
     being encoded again: for the tower that is most of a build's time."""
     taxonomy = model_version.taxonomy
-    annotations = [
-        (text, group_id)
-        for text, group_id in FeedbackPair.objects.filter(
-            taxonomy=taxonomy, label=True, group__isnull=False
-        ).values_list("text_a", "group_id")
-        if feedback_is_held_out(text)
-    ]
+    annotations = suite_verdicts(taxonomy)
     held_out = {comparison_key(text) for text, _ in annotations}
     rows = [
         (member_id, group_id, text)

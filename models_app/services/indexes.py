@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
@@ -16,7 +17,7 @@ from annotations.services.audit import audit_record
 from models_app.models import Deployment, IndexBuild, ModelVersion
 from models_app.services.training_data import member_rows
 from models_app.serving.engines import artifact_path, encoder_for
-from models_app.serving.groups import description_vectors, group_rows
+from models_app.serving.groups import description_vectors, descriptions_to_encode, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.index import MemberIndex
@@ -77,6 +78,37 @@ def index_build_create(
         size=len(index),
         max_member_id=max(ids),
     )
+
+
+@dataclass(frozen=True)
+class IndexWork:
+    """What ``index_build_create`` has to do for a version: the members it indexes, those of
+    them it encodes, and the group descriptions it encodes."""
+
+    members: int
+    encoded: int
+    descriptions: int
+
+
+def index_work(*, taxonomy: Taxonomy, model_version: ModelVersion | None) -> IndexWork:
+    """The work of indexing ``model_version`` (None: a version not stored yet, a build's) over
+    today's members, counted as ``index_build_create`` does it: with the live index built by
+    the same version, only the members added since it was built are encoded."""
+    members = Member.objects.filter(taxonomy=taxonomy)
+    live = (
+        Deployment.objects.filter(taxonomy=taxonomy, index_build__model_version=model_version)
+        .select_related("index_build")
+        .first()
+        if model_version is not None
+        else None
+    )
+    encoded = members.filter(id__gt=live.index_build.max_member_id) if live else members
+    descriptions = descriptions_to_encode(
+        taxonomy_slug=taxonomy.slug,
+        model_version_id=model_version.id if model_version is not None else None,
+        descriptions=[description for _, _, description in group_rows(taxonomy.id)],
+    )
+    return IndexWork(members=members.count(), encoded=encoded.count(), descriptions=descriptions)
 
 
 KEEP_INDEX_BUILDS = 3

@@ -18,20 +18,38 @@ from django.utils import timezone
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.services.builds import (
+    SUITE_SIZE,
+    encoder_like_fit,
+    fit_plan,
     model_version_evaluate,
     model_version_fit,
+    student_text_count,
+    suite_verdicts,
 )
 from models_app.services.indexes import (
     deployment_activate,
     index_build_create,
+    index_work,
 )
-from models_app.serving.engines import NoLiveModel, artifact_path
+from models_app.services.run_clock import (
+    INDEX_SAMPLE,
+    RunClock,
+    encode_rates,
+    index_clock,
+    index_rates,
+    last_factors,
+    member_texts,
+    rate_sample,
+)
+from models_app.serving.engines import NoLiveModel, artifact_path, encoder_for
 from models_app.siamese.progress import Progress
 from models_app.siamese.specs import (
     PRETRAINED_SPEC,
     STUDENT_SPEC,
     TOWER_SPEC,
+    parse_search_config,
 )
+from models_app.siamese.tfidf import CharNgramTfidfEncoder
 from worker.task_names import EXECUTE_TRAINING_RUN, FAST_QUEUE, TRAINING_QUEUE
 
 logger = logging.getLogger(__name__)
@@ -239,14 +257,23 @@ def run_checkpoint_dir(run: TrainingRun) -> Path:
 
 
 def build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
+    """A build trains a version, indexes and evaluates it; a reindex indexes the live version
+    over today's members. Either reports the time left of every phase still to come
+    (``build_clock``, ``run_clock.index_clock``) and keeps what it was worked out from."""
     if run.kind == TrainingRun.Kind.BUILD:
+        clock = build_clock(run=run, progress=progress)
+        fitting = clock.stages({"teacher": "teacher", "train": "train", "distil": "train"})
+        # Its first phase starts now, with the time left of them all: a training prepares its
+        # pairs before it reports, and a pretrained tower as it comes reports nothing.
+        fitting("teacher" if clock.expected["teacher"] else "train", 0.0, None)
         model_version = model_version_fit(
             taxonomy=run.taxonomy,
             spec=run.config,
             parent=run.parent_version,
             checkpoint_dir=run_checkpoint_dir(run),
-            progress=progress,
+            progress=fitting,
         )
+        clock.done("train")
     else:
         deployment = (
             Deployment.objects.filter(taxonomy=run.taxonomy)
@@ -256,17 +283,85 @@ def build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         if deployment is None:
             raise NoLiveModel(run.taxonomy)
         model_version = deployment.index_build.model_version
-    build = index_build_create(model_version=model_version, progress=progress)
+        clock = index_clock(run=run, model_version=model_version, progress=progress)
+    build = index_build_create(
+        model_version=model_version, progress=clock.stages({"encode": "encode", "index": "index"})
+    )
+    clock.done("index")
     if run.kind == TrainingRun.Kind.BUILD:
-        progress("evaluate", 0.0, None)
+        clock.phase("evaluate")("evaluate", 0.0, None)
         model_version_evaluate(model_version=model_version, index_build=build)
+        clock.done("evaluate")
     if run.activate:
         deployment_activate(index_build=build)
     return {
         "status": TrainingRun.Status.SUCCEEDED,
         "model_version": model_version,
         "index_build": build,
+        "eta_report": clock.took_report(),
     }
+
+
+BUILD_PHASES = ("teacher", "train", "encode", "index", "evaluate")
+
+
+def build_clock(*, run: TrainingRun, progress: Progress) -> RunClock:
+    """A build's phases with the seconds each is expected to take, from rates measured now with
+    an encoder like the one it will make (``encoder_like_fit``) on the taxonomy's own titles:
+    ``teacher``, a student's teacher (the live model) encoding its texts; ``train``, a trained
+    model's time budget until its training says its own time left (a TF-IDF fit reads every
+    member as the sample's did, a pretrained tower as it comes loads as the measured one did);
+    ``encode``, every member with the new model; ``index``, the index and its search tables
+    and the group descriptions (``run_clock.index_rates``); ``evaluate``, the test suite's
+    queries encoded and searched over every member. Each times the factor the last build of
+    the same spec set (``last_factors``)."""
+    taxonomy = run.taxonomy
+    plan = fit_plan(run.config, run.parent_version)
+    texts = member_texts(taxonomy)
+    if not texts:  # nothing to time: the build fails at once, saying why
+        return RunClock(progress, dict.fromkeys(BUILD_PHASES, 0.0))
+    sample = rate_sample(texts)
+    like, made_seconds = encoder_like_fit(
+        taxonomy=taxonomy, plan=plan, parent=run.parent_version, texts=sample
+    )
+    rates = encode_rates(like, None, sample)
+    built = index_rates(rate_sample(texts, INDEX_SAMPLE), like.dim, parse_search_config(run.config))
+    work = index_work(taxonomy=taxonomy, model_version=None)
+    teacher = 0.0
+    if plan.distill is not None:
+        live = (
+            Deployment.objects.filter(taxonomy=taxonomy)
+            .select_related("index_build__model_version")
+            .first()
+        )
+        if live is not None:  # without one the build fails at once, saying so
+            teacher_rates = encode_rates(encoder_for(live.index_build.model_version), None, sample)
+            teacher = student_text_count(taxonomy, plan.distill) * teacher_rates.encode
+        train = plan.distill.max_minutes * 60
+    elif like.kind == CharNgramTfidfEncoder.kind:
+        train = made_seconds / max(len(sample), 1) * work.members
+    elif plan.training.max_steps == 0:
+        train = made_seconds
+    else:
+        train = plan.training.max_minutes * 60
+    queries = 3 * min(SUITE_SIZE, work.members) + len(suite_verdicts(taxonomy))
+    phases = {
+        "teacher": teacher,
+        "train": train,
+        "encode": work.encoded * rates.encode,
+        "index": work.members * built.build + work.descriptions * rates.encode,
+        "evaluate": queries * (rates.encode + work.members * built.search),
+    }
+    return RunClock(
+        progress,
+        phases,
+        rates={
+            "encode_seconds_per_text": rates.encode,
+            "index_seconds_per_member": built.build,
+            "search_seconds_per_query_member": built.search,
+        },
+        factors=last_factors(kind=run.kind, config=run.config),
+    )
 
 
 def training_runs_fail_stale(*, silent_for_seconds: int) -> int:

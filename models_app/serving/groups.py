@@ -65,6 +65,21 @@ def description_vectors(
     return found
 
 
+def descriptions_to_encode(
+    *, taxonomy_slug: str, model_version_id: int | None, descriptions: list[str]
+) -> int:
+    """How many distinct ``descriptions`` ``description_vectors`` would encode for the version
+    (all of them for a version not stored yet, ``model_version_id`` None)."""
+    known: set[str] = set()
+    if model_version_id is not None:
+        try:
+            with np.load(_cache_file(taxonomy_slug, model_version_id)) as stored:
+                known = set(stored["keys"].tolist())
+        except (OSError, ValueError, KeyError):
+            known = set()
+    return len({_digest(text) for text in descriptions if text} - known)
+
+
 def _write(path: Path, vectors: dict[str, np.ndarray]) -> None:
     """Write the cache under a temporary name and rename it into place: a reader sees the old
     file or the new one, never half of one."""
