@@ -365,7 +365,7 @@ class LexicalCache:
         self._row_of_text: dict[str, int] = {}
         self._row_of_key: dict[str, int] = {}
         self._word_id: dict[str, int] = {}
-        self._gram_id: dict[int, int] = {}
+        self._gram_id: dict[str, int] = {}
         self._words = _RaggedRows()
         self._grams = _RaggedRows()
 
@@ -400,17 +400,11 @@ class LexicalCache:
 
     def _rows_one_by_one(self, keys: list[str]):
         """``_word_rows`` and ``_gram_rows`` of a few keys, key by key: for one text (a
-        request's, once its members are known) a tenth of the arrays' fixed costs."""
-        word_id, gram_id = self._word_id, self._gram_id
+        request's, once its members are known) a fraction of the arrays' fixed costs."""
         word_ids, gram_ids, word_sizes, gram_sizes = [], [], [], []
         for key in keys:
-            words = [word_id.setdefault(w, len(word_id)) for w in set(_WORD.findall(key))]
-            points = list(map(ord, key))
-            codes = {
-                (a << 42) | (b << 21) | c
-                for a, b, c in zip(points, points[1:], points[2:], strict=False)
-            }
-            grams = [gram_id.setdefault(code, len(gram_id)) for code in codes]
+            words = _ids_of(set(_WORD.findall(key)), self._word_id)
+            grams = _ids_of({key[i : i + 3] for i in range(len(key) - 2)}, self._gram_id)
             word_ids += words
             gram_ids += grams
             word_sizes.append(len(words))
@@ -420,32 +414,45 @@ class LexicalCache:
     def _word_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         found = list(map(_WORD.findall, keys))
         flat = list(chain.from_iterable(found))
-        vocabulary = self._word_id
-        vocabulary.update(
-            zip([w for w in dict.fromkeys(flat) if w not in vocabulary], count(len(vocabulary)))
-        )
-        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
-        owner = np.repeat(np.arange(len(keys)), np.fromiter(map(len, found), np.int64, len(keys)))
-        return _distinct_by_row(owner, ids, len(keys), len(vocabulary))
+        owner = np.arange(len(keys)).repeat(np.fromiter(map(len, found), np.int64, len(keys)))
+        return self._rows_of(flat, owner, len(keys), self._word_id)
 
     def _gram_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        # Each trigram as one integer: three code points (below 2**21) side by side.
-        points = np.frombuffer(
-            "".join(keys).encode("utf-32-le", "surrogatepass"), np.uint32
-        ).astype(np.int64)
+        # Trigrams told apart as arrays: three code points (below 2**21) side by side in one
+        # integer; each distinct one is then looked up by its string.
+        joined = "".join(keys)
+        points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+        points = points.astype(np.int64)
         lengths = np.fromiter(map(len, keys), np.int64, len(keys))
-        owner = np.repeat(np.arange(len(keys)), lengths)
+        owner = np.arange(len(keys)).repeat(lengths)
         if len(points) < 3:
             return np.zeros(len(keys), np.int64), np.zeros(0, np.int64)
         codes = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
-        within = owner[:-2] == owner[2:]  # a trigram never spans two keys
-        codes, owner = codes[within], owner[:-2][within]
-        distinct, inverse = np.unique(codes, return_inverse=True)
+        at = (owner[:-2] == owner[2:]).nonzero()[0]  # a trigram never spans two keys
+        _, first, inverse = np.unique(codes[at], return_index=True, return_inverse=True)
+        grams = [joined[i : i + 3] for i in at[first].tolist()]
         vocabulary = self._gram_id
-        listed = distinct.tolist()
-        vocabulary.update(zip([c for c in listed if c not in vocabulary], count(len(vocabulary))))
-        ids = np.fromiter(map(vocabulary.__getitem__, listed), np.int64, len(listed))[inverse]
-        return _distinct_by_row(owner, ids, len(keys), len(vocabulary))
+        vocabulary.update(zip([g for g in grams if g not in vocabulary], count(len(vocabulary))))
+        ids = np.fromiter(map(vocabulary.__getitem__, grams), np.int64, len(grams))[inverse]
+        return _distinct_by_row(owner[at], ids, len(keys), len(vocabulary))
+
+    @staticmethod
+    def _rows_of(items, owner, rows: int, vocabulary: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's distinct ids of ``items`` (``owner``: each one's row), new ones given the
+        next ids."""
+        vocabulary.update(
+            zip([w for w in dict.fromkeys(items) if w not in vocabulary], count(len(vocabulary)))
+        )
+        ids = np.fromiter(map(vocabulary.__getitem__, items), np.int64, len(items))
+        return _distinct_by_row(owner, ids, rows, len(vocabulary))
+
+
+def _ids_of(items, vocabulary: dict) -> list[int]:
+    """The ids of ``items``, new ones given the next ids."""
+    ids = list(map(vocabulary.get, items))
+    if None in ids:
+        ids = [vocabulary.setdefault(item, len(vocabulary)) for item in items]
+    return ids
 
 
 def _distinct_by_row(owner, ids, rows: int, vocabulary: int) -> tuple[np.ndarray, np.ndarray]:
