@@ -3,7 +3,7 @@ features worked out one candidate at a time from their definitions, with Python 
 O*NET titles and made-up texts (other scripts, accents, emoji, texts too short for a trigram,
 members deleted since the build, curators' members, excluded groups), for a batch larger than
 one block of the word and trigram counting, with a lexical cache reused, starting afresh
-mid-batch, and shared by threads. No Django."""
+between batches, one text at a time and shared by threads. No Django."""
 
 from __future__ import annotations
 
@@ -311,7 +311,7 @@ def test_threads_sharing_one_cache_each_get_their_texts_features(batch, defined)
 
 
 def test_texts_one_at_a_time_through_a_warm_cache_have_their_features(batch, defined):
-    # A few new texts a call are worked out key by key, many as arrays: both into one cache.
+    # As a web worker sees them: a request's text new, most of its members' texts known.
     lexical = LexicalCache()
     features_of(batch, lexical, list(range(0, 700, 2)))
     for i in [i for i in range(1, 700, 2) if i % 7 in (2, 3)]:

@@ -242,12 +242,10 @@ class _RaggedRows:
         self._ids = np.zeros(16384, np.int32)
         self.rows = 0
 
-    def extend(self, sizes, ids) -> None:
-        """Rows of these ``sizes`` holding ``ids`` one after another (arrays or lists)."""
+    def extend(self, sizes: list[int], ids: list[int]) -> None:
+        """Rows of these ``sizes`` holding ``ids`` one after another."""
         rows, total = self.rows, int(self._starts[self.rows])
-        ends = [*accumulate(sizes, initial=total)][1:] if isinstance(sizes, list) else None
-        if ends is None:
-            ends = total + sizes.cumsum()
+        ends = list(accumulate(sizes, initial=total))[1:]
         if rows + len(ends) + 1 > len(self._starts):
             self._starts = _grown(self._starts, rows + len(ends) + 1, rows + 1)
         if total + len(ids) > len(self._ids):
@@ -345,10 +343,6 @@ def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return (starts - ends + sizes).repeat(sizes) + np.arange(ends[-1] if len(ends) else 0)
 
 
-# New keys up to this many are worked out key by key in Python, more as arrays.
-_FEW_KEYS = 8
-
-
 class LexicalCache:
     """Each text's words and trigrams as integer ids, worked out once: a member's text is read
     again by every query that hits it. A text's trigrams are its comparison key's three-letter
@@ -390,17 +384,15 @@ class LexicalCache:
         new_keys = list(dict.fromkeys(compress(keys, map(is_, known, repeat(None)))))
         if new_keys:
             self._row_of_key.update(zip(new_keys, count(self._words.rows), strict=False))
-            if len(new_keys) <= _FEW_KEYS:
-                words, grams = self._rows_one_by_one(new_keys)
-            else:
-                words, grams = self._word_rows(new_keys), self._gram_rows(new_keys)
+            words, grams = self._rows_of(new_keys)
             self._words.extend(*words)
             self._grams.extend(*grams)
         self._row_of_text.update(zip(texts, map(self._row_of_key.__getitem__, keys), strict=True))
 
-    def _rows_one_by_one(self, keys: list[str]):
-        """``_word_rows`` and ``_gram_rows`` of a few keys, key by key: for one text (a
-        request's, once its members are known) a fraction of the arrays' fixed costs."""
+    def _rows_of(self, keys: list[str]):
+        """Each key's distinct word ids and trigram ids, as (sizes, ids) each. Key by key: once
+        a text, which costs what building its sets of words and trigrams did (working them
+        out as arrays saved nothing: the dictionary lookups are the cost either way)."""
         word_ids, gram_ids, word_sizes, gram_sizes = [], [], [], []
         for key in keys:
             words = _ids_of(set(_WORD.findall(key)), self._word_id)
@@ -411,41 +403,6 @@ class LexicalCache:
             gram_sizes.append(len(grams))
         return (word_sizes, word_ids), (gram_sizes, gram_ids)
 
-    def _word_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        found = list(map(_WORD.findall, keys))
-        flat = list(chain.from_iterable(found))
-        owner = np.arange(len(keys)).repeat(np.fromiter(map(len, found), np.int64, len(keys)))
-        return self._rows_of(flat, owner, len(keys), self._word_id)
-
-    def _gram_rows(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        # Trigrams told apart as arrays: three code points (below 2**21) side by side in one
-        # integer; each distinct one is then looked up by its string.
-        joined = "".join(keys)
-        points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
-        points = points.astype(np.int64)
-        lengths = np.fromiter(map(len, keys), np.int64, len(keys))
-        owner = np.arange(len(keys)).repeat(lengths)
-        if len(points) < 3:
-            return np.zeros(len(keys), np.int64), np.zeros(0, np.int64)
-        codes = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
-        at = (owner[:-2] == owner[2:]).nonzero()[0]  # a trigram never spans two keys
-        _, first, inverse = np.unique(codes[at], return_index=True, return_inverse=True)
-        grams = [joined[i : i + 3] for i in at[first].tolist()]
-        vocabulary = self._gram_id
-        vocabulary.update(zip([g for g in grams if g not in vocabulary], count(len(vocabulary))))
-        ids = np.fromiter(map(vocabulary.__getitem__, grams), np.int64, len(grams))[inverse]
-        return _distinct_by_row(owner[at], ids, len(keys), len(vocabulary))
-
-    @staticmethod
-    def _rows_of(items, owner, rows: int, vocabulary: dict) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's distinct ids of ``items`` (``owner``: each one's row), new ones given the
-        next ids."""
-        vocabulary.update(
-            zip([w for w in dict.fromkeys(items) if w not in vocabulary], count(len(vocabulary)))
-        )
-        ids = np.fromiter(map(vocabulary.__getitem__, items), np.int64, len(items))
-        return _distinct_by_row(owner, ids, rows, len(vocabulary))
-
 
 def _ids_of(items, vocabulary: dict) -> list[int]:
     """The ids of ``items``, new ones given the next ids."""
@@ -453,12 +410,6 @@ def _ids_of(items, vocabulary: dict) -> list[int]:
     if None in ids:
         ids = [vocabulary.setdefault(item, len(vocabulary)) for item in items]
     return ids
-
-
-def _distinct_by_row(owner, ids, rows: int, vocabulary: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's distinct ids: the count a row and the ids, row after row."""
-    pairs = np.unique(owner * max(vocabulary, 1) + ids)
-    return np.bincount(pairs // max(vocabulary, 1), minlength=rows), pairs % max(vocabulary, 1)
 
 
 def candidate_features(
