@@ -24,6 +24,7 @@ from models_app.services.builds import (
     model_version_evaluate,
     model_version_fit,
     student_text_count,
+    suite_seconds,
     suite_verdicts,
 )
 from models_app.services.indexes import (
@@ -312,9 +313,9 @@ def build_clock(*, run: TrainingRun, progress: Progress) -> RunClock:
     model's time budget until its training says its own time left (a TF-IDF fit reads every
     member as the sample's did, a pretrained tower as it comes loads as the measured one did);
     ``encode``, every member with the new model; ``index``, the index and its search tables
-    and the group descriptions (``run_clock.index_rates``); ``evaluate``, the test suite's
-    queries encoded and searched over every member. Each times the factor the last build of
-    the same spec set (``last_factors``)."""
+    and the group descriptions (``run_clock.index_rates``); ``evaluate``, the test suite made
+    (``suite_seconds``) and its queries encoded and searched over every member. Each times the
+    factor the last build of the same spec set (``last_factors``)."""
     taxonomy = run.taxonomy
     plan = fit_plan(run.config, run.parent_version)
     texts = member_texts(taxonomy)
@@ -350,7 +351,8 @@ def build_clock(*, run: TrainingRun, progress: Progress) -> RunClock:
         "train": train,
         "encode": work.encoded * rates.encode,
         "index": work.members * built.build + work.descriptions * rates.encode,
-        "evaluate": queries * (rates.encode + work.members * built.search),
+        "evaluate": suite_seconds(taxonomy)
+        + queries * (rates.encode + work.members * built.search),
     }
     return RunClock(
         progress,
