@@ -301,7 +301,9 @@ def main() -> None:
         **{k: v for k, v in STUDENT_SPEC["encoder"].items() if k != "kind"}
     )
     students = {
-        "shipped O*NET n-gram bag (128-d)": load_encoder(SHIPPED_STUDENT, mapped=True),
+        # Loaded from the repository's folder as it is, not mapped: mapping writes its arrays
+        # beside the model, and the checkout is not the place for them.
+        "shipped O*NET n-gram bag (128-d)": load_encoder(SHIPPED_STUDENT),
         "student spec (256 to 384-d, untrained weights)": NgramBagEncoder(student_config).eval(),
     }
     student_rows, student = [], {}
