@@ -133,7 +133,7 @@ def run_taxonomy(name: str, data: Path, checkpoints: list[int], round_size: int)
     last = max(checkpoints)
     report: dict = {"stream_titles": len(stream.texts), "dev_titles": len(dev_texts), "rows": []}
 
-    # Arrival order: titles as they first came; the answer shown is the starter's, as before any fit.
+    # Arrival order: titles as they first came; the answer shown is the starter's (no fit yet).
     arrival = list(range(last))
     results: dict[str, dict[int, dict]] = {"arrival": {}, "queue": {}}
     judged_by = {"arrival": arrival}
@@ -165,8 +165,9 @@ def run_taxonomy(name: str, data: Path, checkpoints: list[int], round_size: int)
         open_rows[take] = False
         if len(judged) in checkpoints:
             ranker = live_ranker(served, stream, judged, shown["queue"])
-            results["queue"][len(judged)] = measure(served, stream, judged, shown["queue"],
-                                                    dev_texts, dev_vectors, dev_labels, ranker)  # fmt: skip
+            results["queue"][len(judged)] = measure(
+                served, stream, judged, shown["queue"], dev_texts, dev_vectors, dev_labels, ranker
+            )
             print(f"  queue order: {len(judged)} verdicts ({time.perf_counter() - started:.0f} s)",
                   flush=True)  # fmt: skip
     judged_by["queue"] = judged
@@ -178,7 +179,7 @@ def run_taxonomy(name: str, data: Path, checkpoints: list[int], round_size: int)
             row[order] = {
                 "served_acc@1": round(float(results[order][count]["served"].mean()), 4),
                 "model_alone_acc@1": round(float(results[order][count]["model_alone"].mean()), 4),
-                "distinct_groups_judged": int(len(set(stream.labels[rows].tolist()))),
+                "distinct_groups_judged": len(set(stream.labels[rows].tolist())),
                 "answer_shown_was_wrong": round(
                     float((shown[order][rows] != stream.labels[rows]).mean()), 4
                 ),
