@@ -22,12 +22,17 @@ QUERIES = ["java dev", "senior nurse icu", "barista coffee", "truck", "python de
 
 
 def file_mapped_at(address: int) -> str | None:
-    """The file this process has mapped at ``address``, from /proc/self/maps."""
+    """The file this process has mapped at ``address``, from /proc/self/maps.
+
+    Anonymous memory has no name, or a bracketed one (``[heap]``, ``[stack]``),
+    depending on how the allocator got it: neither is a file.
+    """
     for line in Path("/proc/self/maps").read_text().splitlines():
         fields = line.split(maxsplit=5)
         start, end = (int(bound, 16) for bound in fields[0].split("-"))
         if start <= address < end:
-            return fields[5] if len(fields) == 6 else None
+            name = fields[5] if len(fields) == 6 else ""
+            return name if name.startswith("/") else None
     return None
 
 

@@ -107,9 +107,13 @@ def test_the_history_axis_stays_within_what_a_share_can_be(
     """A candidate that got none of its one held-out verdict right is plotted at 0: the axis
     starts there, not below what a share can be (it ran from -0.09)."""
     report = rejected_finetune.gate_report
-    for row in report["metrics"]:
-        if row["name"] == "held_out_feedback":
-            row["candidate"] = 0.0
+    report = {
+        **report,
+        "metrics": [
+            {**row, "candidate": 0.0} if row["name"] == "held_out_feedback" else row
+            for row in report["metrics"]
+        ],
+    }
     TrainingRun.objects.filter(id=rejected_finetune.id).update(gate_report=report)
     client.force_login(curator)
     page = client.get("/models/").content.decode()

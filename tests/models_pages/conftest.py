@@ -3,6 +3,8 @@ and versions as rows, and the state an action must leave alone."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from django.utils import timezone
 
@@ -186,7 +188,9 @@ def rejected_finetune(first_version) -> TrainingRun:
         parent_version=first_version,
         model_version=build.model_version,
         index_build=build.index_build,
-        gate_report=GATE_REPORT,
+        # A copy: the instance keeps the dict it was given, and a test that edits its report
+        # must not edit every later test's.
+        gate_report=copy.deepcopy(GATE_REPORT),
         finished_at=timezone.now(),
     )
 
