@@ -11,12 +11,18 @@ The cases:
   was given.
 Each row is a paired McNemar test (``models_app/siamese/stats.py``); the frozen suite is also
 measured against the *reference*, the version the chain of gate promotions behind the live one
-started from (``gate_reference``), so losses spread over rounds cannot add up unseen. The same
-comparison gives the flip report: the inputs whose top group a promotion changes.
+started from (``gate_reference``), so losses spread over rounds cannot add up unseen.
+
+Those cases are synthetic or few. The real traffic is weighed too (``Comparison.answers_moved``):
+of the inputs nobody has judged, the answers the candidate changes that the live ranker was
+confident of, moved to a group no curator has put a text in, are answers it most likely breaks;
+their expected number beyond a small allowance blocks. The same comparison gives the flip
+report: the inputs whose top group a promotion changes.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +31,8 @@ from django.conf import settings
 from annotations.models import Group, Input, Judgement, Member, Taxonomy
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
 from models_app.services.indexes import member_vectors
-from models_app.serving.engines import encoder_for
+from models_app.serving.engines import NoLiveModel, encoder_for
+from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.search import SearchConfig
@@ -41,6 +48,13 @@ FLIP_ROWS_KEPT = 200
 # they move with the accuracies and would test the same losses twice.
 # The flip report compares the newest inputs; beyond this many it reports a sample of them.
 FLIP_INPUTS_COMPARED = 20_000
+# The moved answers the gate lists as examples, the likeliest to be right before first.
+MOVED_EXAMPLES_KEPT = 20
+# Texts the live ranker weighs at a time while the gate asks it about moved answers.
+SERVED_BATCH = 500
+# How many groups the served answer offers when the gate looks up the old group's probability:
+# past the tenth, a group's probability is far from confident.
+OFFERED_GROUPS = 10
 
 
 def gate_reference(version: ModelVersion) -> ModelVersion:
@@ -90,6 +104,8 @@ class Comparison:
         self.verdicts: dict[str, FinalVerdict] = verdicts
         self.matchers: dict[str, HybridMatcher] = {}
         self.member_ids: list[int] = []  # of ``texts``, where known
+        self._inputs: list[str] | None = None  # the newest inputs, read once
+        self._tops: dict[str, list[int | None]] = {}  # per model, its top group for each input
 
     @classmethod
     def build(cls, taxonomy: Taxonomy) -> Comparison:
@@ -127,9 +143,29 @@ class Comparison:
         self.matchers[name] = HybridMatcher(
             encoder, self.texts, self.labels, config=search, vectors=vectors
         )
+        self._tops.pop(name, None)
 
     def drop(self, name: str) -> None:
         del self.matchers[name]
+        self._tops.pop(name, None)
+
+    def inputs(self) -> list[str]:
+        """The taxonomy's newest inputs (up to FLIP_INPUTS_COMPARED): real traffic."""
+        if self._inputs is None:
+            self._inputs = list(
+                Input.objects.filter(taxonomy=self.taxonomy)
+                .order_by("-id")
+                .values_list("text", flat=True)[:FLIP_INPUTS_COMPARED]
+            )
+        return self._inputs
+
+    def top_groups(self, name: str) -> list[int | None]:
+        """Model ``name``'s top group (by the model alone) for each of ``inputs()``, ranked once
+        for the gate and the flip report both."""
+        if name not in self._tops:
+            rankings = self.matchers[name].rank(self.inputs(), 1)
+            self._tops[name] = [ranking[0] if ranking else None for ranking in rankings]
+        return self._tops[name]
 
     def held_out_hits(self, held_out: frozenset[str]) -> tuple[list[bool], list[bool]] | None:
         """The held-out verdicts, answered by the live model and the phase-1 ("learnt") one:
@@ -195,6 +231,12 @@ class Comparison:
         verdicts["rose"] = bool(judged) and verdicts["candidate"] > verdicts["live"]
 
         reasons = [row["why"] for row in rows if not row["passed"]]
+        moved = self.answers_moved(
+            confident=settings.SIAMWEB_GATE_CONFIDENT_PROBABILITY,
+            allowed_per_thousand=settings.SIAMWEB_GATE_MOVED_PER_THOUSAND,
+        )
+        if moved is not None and not moved["passed"]:
+            reasons.append(moved["why"])
         if not judged:
             reasons.append("there are no verdicts to learn from")
         elif not verdicts["rose"]:
@@ -221,19 +263,80 @@ class Comparison:
             "metrics": rows,
             "frozen_summary": summary,
             "verdicts": verdicts,
+            **({"answers_moved": moved} if moved is not None else {}),
+        }
+
+    def answers_moved(self, *, confident: float, allowed_per_thousand: float) -> dict | None:
+        """What the candidate would break in real traffic nobody has judged.
+
+        Of ``inputs()`` without a curator's verdict, the ones whose top group the candidate
+        changes, weighed two ways: by curators' past verdicts on the new group (a group they
+        have put texts in is evidence the move may be right, and the move is not counted) and
+        by the live ranker's probability that the old answer is right (served as curators see
+        it). A move of an answer held at ``confident`` or more to a group without that evidence
+        loses a right answer with about that probability: the sum is the answers expected lost,
+        and above ``allowed_per_thousand`` of the inputs compared it blocks. None when no
+        model is live to weigh the old answers with.
+        """
+        inputs = self.inputs()
+        before, after = self.top_groups("live"), self.top_groups("candidate")
+        evidence = Counter(v.group_id for v in self.verdicts.values() if v.group_id)
+        unsupported = [
+            (text, old, new)
+            for text, old, new in zip(inputs, before, after, strict=True)
+            if old is not None
+            and new != old
+            and not evidence[new]
+            and comparison_key(text) not in self.verdicts
+        ]
+        try:
+            probabilities = _served_probabilities(self.taxonomy, unsupported)
+        except NoLiveModel:
+            return None
+        moves = sorted(
+            (
+                (probability, text, old, new)
+                for probability, (text, old, new) in zip(probabilities, unsupported, strict=True)
+                if probability >= confident
+            ),
+            key=lambda move: -move[0],
+        )
+        expected_lost = sum(probability for probability, *_ in moves)
+        allowed = allowed_per_thousand * len(inputs) / 1000
+        passed = expected_lost <= allowed
+        plural = "s" if len(moves) != 1 else ""
+        why = (
+            f"{len(moves)} answer{plural} the live ranker holds at p ≥ {confident:.2f} "
+            f"move{'' if plural else 's'} to groups no curator has put a text in: about "
+            f"{expected_lost:.1f} right answer{'s' if round(expected_lost, 1) != 1 else ''} lost "
+            f"of {len(inputs)} inputs compared, {'within' if passed else 'above'} the "
+            f"{allowed:.1f} allowed"
+        )
+        groups = Group.objects.in_bulk({g for _, _, old, new in moves for g in (old, new) if g})
+        return {
+            "compared": len(inputs),
+            "changed_without_evidence": len(unsupported),
+            "confident": confident,
+            "moved": len(moves),
+            "expected_lost": round(expected_lost, 3),
+            "allowed": round(allowed, 3),
+            "passed": passed,
+            "why": why,
+            "examples": [
+                {
+                    "input": text,
+                    "probability": round(probability, 4),
+                    "before": _group_ref(groups.get(old)),
+                    "after": _group_ref(groups.get(new)),
+                }
+                for probability, text, old, new in moves[:MOVED_EXAMPLES_KEPT]
+            ],
         }
 
     def flips(self) -> dict[str, Any]:
         """Inputs whose top group (by the model alone) changes: fixed, broken, or just changed."""
-        inputs = list(
-            Input.objects.filter(taxonomy=self.taxonomy)
-            .order_by("-id")
-            .values_list("text", flat=True)[:FLIP_INPUTS_COMPARED]
-        )
-        tops = {
-            name: [ranking[0] if ranking else None for ranking in matcher.rank(inputs, 1)]
-            for name, matcher in self.matchers.items()
-        }
+        inputs = self.inputs()
+        tops = {name: self.top_groups(name) for name in ("live", "candidate")}
         groups = Group.objects.in_bulk(
             {g for top in tops.values() for g in top if g}
             | {v.group_id for v in self.verdicts.values() if v.group_id}
@@ -287,6 +390,19 @@ class Comparison:
         """Per case, whether the matcher's top group is the case's."""
         rankings = matcher.rank([text for text, _ in cases], 1)
         return [bool(r) and r[0] == group for r, (_, group) in zip(rankings, cases, strict=True)]
+
+
+def _served_probabilities(taxonomy: Taxonomy, moves: list[tuple[str, int, int | None]]):
+    """Per (text, old group, new group), the live ranker's probability that the old group is
+    right, as served (0 where it does not offer that group at all)."""
+    probabilities: list[float] = []
+    for start in range(0, len(moves), SERVED_BATCH):
+        batch = moves[start : start + SERVED_BATCH]
+        served = rank_taxonomy_groups(taxonomy, [text for text, _, _ in batch], k=OFFERED_GROUPS)
+        for answer, (_, old, _) in zip(served, batch, strict=True):
+            offered = {group.group_id: group.probability for group in answer.groups}
+            probabilities.append(offered.get(old) or 0.0)
+    return probabilities
 
 
 def _final_verdicts(taxonomy: Taxonomy) -> dict[str, FinalVerdict]:

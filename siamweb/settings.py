@@ -370,6 +370,21 @@ if SIAMWEB_GATE_ALPHA >= 0.5:
         f"SIAMWEB_GATE_ALPHA must be below 0.5, got {SIAMWEB_GATE_ALPHA}: at 0.5 or more the gate "
         "would block candidates that are as likely better as worse"
     )
+# Real traffic in the gate (models_app/gate.py, Comparison.answers_moved): an unjudged answer the
+# live ranker holds at this probability or more, moved by a candidate to a group no curator has
+# put a text in, is counted as lost with that probability; more expected losses than this many per
+# thousand inputs compared blocks the candidate.
+SIAMWEB_GATE_CONFIDENT_PROBABILITY = env_float(
+    "SIAMWEB_GATE_CONFIDENT_PROBABILITY", default=0.9, minimum=0.5
+)
+if SIAMWEB_GATE_CONFIDENT_PROBABILITY > 1.0:
+    raise ImproperlyConfigured(
+        "SIAMWEB_GATE_CONFIDENT_PROBABILITY is a probability: at most 1, got "
+        f"{SIAMWEB_GATE_CONFIDENT_PROBABILITY}"
+    )
+SIAMWEB_GATE_MOVED_PER_THOUSAND = env_float(
+    "SIAMWEB_GATE_MOVED_PER_THOUSAND", default=1.0, minimum=0.0
+)
 # A running training writes a heartbeat with its progress; silent this long, its worker died.
 SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int(
     "SIAMWEB_RUN_HEARTBEAT_TIMEOUT_SECONDS", default=600, minimum=30

@@ -122,6 +122,9 @@ class GateReport:
     forced_by: str | None
     reference: str | None = None  # the version drift rows compare with
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # Unjudged answers the candidate moves away from the live ranker's confident ones
+    # (gate.Comparison.answers_moved); None in reports from before the gate weighed them.
+    answers_moved: dict[str, Any] | None = None
 
 
 # A fine-tune's stages in the order they run (the database's JSON keeps no order of keys).
@@ -168,6 +171,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
         forced_by=report.get("forced_by"),
         reference=report.get("reference_version"),
         stage_seconds=_in_run_order(report.get("stage_seconds") or {}),
+        answers_moved=report.get("answers_moved"),
     )
 
 

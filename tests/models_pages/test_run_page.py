@@ -154,3 +154,38 @@ def test_the_header_gives_the_figure_the_versions_table_gives(client, curator, r
     header = re.search(r'data-testid="live-primary">(.*?)</dd>', page, re.S).group(1)
     assert "not evaluated" not in header
     assert "(as its gate measured it)" in header
+
+
+def test_the_gate_report_lists_the_confident_answers_a_candidate_would_move(
+    client, curator, tiny_taxonomy
+):
+    moved = {
+        "compared": 148, "changed_without_evidence": 9, "confident": 0.9, "moved": 1,
+        "expected_lost": 0.94, "allowed": 0.148, "passed": False,
+        "why": "1 answer the live ranker holds at p ≥ 0.90 moves to groups no curator has ...",
+        "examples": [{
+            "input": "Java Backend Engineer", "probability": 0.94,
+            "before": {"code": "15-1252", "name": "Software Developers"},
+            "after": {"code": "19-1012", "name": "Food Scientists and Technologists"},
+        }],
+    }  # fmt: skip
+    run = make_run(
+        tiny_taxonomy,
+        status=TrainingRun.Status.REJECTED,
+        gate_report={**GATE_REPORT, "answers_moved": moved},
+    )
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{run.id}/").content.decode()
+    sentence = re.search(r'data-testid="answers-moved"[^>]*>(.*?)</p>', page, re.S).group(1)
+    words = " ".join(re.sub(r"<[^>]+>", "", sentence).split())
+    assert words == (
+        "Real traffic: of 148 inputs compared, 1 answer the live ranker held at p ≥ 0.90 would "
+        "move to a group no curator has put a text in: about 0.9 right answers lost, above the "
+        "0.1 allowed."
+    )
+    (row,) = re.findall(r'data-testid="answer-moved">(.*?)</tr>', page, re.S)
+    cells = [" ".join(re.sub(r"<[^>]+>", "", c).split()) for c in row.split("</td>")][:4]
+    assert cells == [
+        "Java Backend Engineer", "0.94", "15-1252 Software Developers",
+        "19-1012 Food Scientists and Technologists",
+    ]  # fmt: skip
