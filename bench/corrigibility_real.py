@@ -1,9 +1,14 @@
 """Corrigibility on real verdicts (``bench/corrigibility.py``, its main mode): JobBERT's curator
-stream judged over the REST API, on ESCO.
+stream judged over the REST API, on ESCO or on O*NET.
 
 Issue #20's main mode. ESCO is imported in its own format; the starting model is the tower
 (``--start pretrained``: all-MiniLM-L6-v2 as a new taxonomy serves it; or ``--start FOLDER``: a
-tower trained on ESCO, e.g. by `manage.py train esco --spec tower` or bench/device/). Then, per
+tower trained on ESCO, e.g. by `manage.py train esco --spec tower` or bench/device/). With
+``--taxonomy onet`` the bundled O*NET is imported as `make run` does, the shipped student live
+(``--start`` defaults to ``data/models/onet``), and the JobBERT titles are labelled through the
+ESCO-O*NET crosswalk (``bench/ranker.onet_taxonomy``). ``--traffic N`` sends the first N
+dev-unseen titles in as inputs nobody judges before round 1, so that the gate's real-traffic
+check (``gate.Comparison.answers_moved``) has unjudged answers to weigh. Then, per
 round, ``--round-size`` titles of the curator stream (bench/jobbert_data.py) go in through
 ``POST /api/v1/taxonomies/esco/inputs`` and a curator judges every review item through
 ``POST /api/v1/judgements``: confirm when the top group is the title's occupation, else reassign
@@ -14,9 +19,12 @@ rejected. Django's test client calls the API in-process (same views and services
 Measured per round (round 0: the starting model): never-judged acc@1 on dev-unseen, *served*
 (``rank_taxonomy_groups``, curator members in the index) and *by the model alone* (the live index's
 taxonomy members only); the round's inputs by the model alone (no curator member, their own
-neither); the gate's decision, its reasons and its frozen-suite rows; last verdict → run done.
+neither); the gate's decision, its reasons, its rows (held-out verdicts, frozen suite), the share
+of all verdicts right by the model alone (live against candidate) and the real-traffic check;
+last verdict → run done.
 
     .venv/bin/python bench/corrigibility.py --start var/towers/esco-h200 [--rounds 4]
+    .venv/bin/python bench/corrigibility.py --taxonomy onet --traffic 2000 [--rounds 3]
 
 Scratch PostgreSQL database (dropped at exit), Celery's in-memory broker. Prints a table and
 writes bench/results/corrigibility_real.json and .svg.
@@ -38,13 +46,27 @@ from bench._pg import machine, scratch_database  # noqa: E402
 from bench.jobbert_data import (  # noqa: E402
     SHARED_DATA,
     DataError,
+    LabelledTitle,
     check_labels,
     esco_groups,
     jobbert_split,
 )
+from bench.ranker import onet_taxonomy  # noqa: E402
 
-SLUG = "esco"
 DEPTH = 40  # nearest members looked at when curator members are dropped from the hits
+
+
+def labelled_titles(name: str, data: Path) -> tuple[list, list]:
+    """(dev-unseen, curator stream) of JobBERT's titles, each with its group's code there."""
+    dev, stream = jobbert_split(data)
+    if name == "esco":
+        check_labels(dev + stream, set(esco_groups(data)))
+        return dev, stream
+    onet = onet_taxonomy(data)
+    return (
+        [LabelledTitle(text, onet.codes[g]) for text, g in onet.dev],
+        [LabelledTitle(text, onet.codes[g]) for text, g in onet.stream],
+    )
 
 
 def start_model(taxonomy, start: str):
@@ -69,7 +91,8 @@ def start_model(taxonomy, start: str):
 
 
 class Curator:
-    def __init__(self) -> None:
+    def __init__(self, slug: str) -> None:
+        self.slug = slug
         from django.test import Client
         from rest_framework.authtoken.models import Token
 
@@ -83,7 +106,7 @@ class Curator:
         results = []
         for start in range(0, len(texts), 100):
             response = self.client.post(
-                f"/api/v1/taxonomies/{SLUG}/inputs",
+                f"/api/v1/taxonomies/{self.slug}/inputs",
                 {"texts": texts[start : start + 100]},
                 content_type="application/json",
             )
@@ -153,22 +176,32 @@ def model_alone(taxonomy, texts: list[str], gold: list[int]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--start", default="pretrained", help="pretrained, or a tower's folder")
+    parser.add_argument("--taxonomy", choices=("esco", "onet"), default="esco")
+    parser.add_argument(
+        "--start",
+        default=None,
+        help="pretrained, or a model's folder (default: pretrained on ESCO, the shipped O*NET "
+        "student on O*NET)",
+    )
+    parser.add_argument("--traffic", type=int, default=0, help="dev titles sent in, never judged")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--round-size", type=int, default=500)
     parser.add_argument("--dev-size", type=int, default=0, help="0: every dev-unseen title")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--out", default="corrigibility_real")
     args = parser.parse_args()
-    if args.rounds < 1 or args.round_size < 1 or args.dev_size < 0:
+    if args.start is None:
+        args.start = "pretrained" if args.taxonomy == "esco" else str(ROOT / "data/models/onet")
+    if args.rounds < 1 or args.round_size < 1 or min(args.dev_size, args.traffic) < 0:
         parser.error("--rounds and --round-size must be at least 1, --dev-size at least 0")
     if args.start != "pretrained" and not Path(args.start).is_dir():
         parser.error(f"--start {args.start!r} is neither 'pretrained' nor a folder")
     try:
-        dev, stream = jobbert_split(args.data)
-        check_labels(dev + stream, set(esco_groups(args.data)))
+        dev, stream = labelled_titles(args.taxonomy, args.data)
     except (DataError, OSError) as exc:
         parser.error(str(exc))
+    if args.traffic > len(dev):
+        parser.error(f"--traffic {args.traffic}: there are {len(dev)} dev-unseen titles")
     if args.dev_size:
         dev = dev[: args.dev_size]
     if len(stream) < args.rounds * args.round_size:
@@ -182,13 +215,18 @@ def main() -> None:
     from models_app.run_execution import training_run_execute
     from models_app.siamese.text import comparison_key
 
-    taxonomy = taxonomy_import(slug=SLUG, path=args.data / "esco", fmt="esco").taxonomy
+    if args.taxonomy == "esco":
+        taxonomy = taxonomy_import(slug="esco", path=args.data / "esco", fmt="esco").taxonomy
+    else:
+        taxonomy = taxonomy_import(slug="onet", path=ROOT / "data/onet", fmt="onet").taxonomy
     group_of = dict(Group.objects.filter(taxonomy=taxonomy).values_list("code", "id"))
     started = time.perf_counter()
     version = start_model(taxonomy, args.start)
     print(f"starting model {version.label} live in {time.perf_counter() - started:.0f} s")
     dev_texts, dev_gold = [r.text for r in dev], [group_of[r.code] for r in dev]
-    curator = Curator()
+    curator = Curator(taxonomy.slug)
+    if args.traffic:
+        curator.submit(dev_texts[: args.traffic])
     rows = [{"round": 0, "never_judged_served": served(taxonomy, dev_texts, dev_gold),
              "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold)}]  # fmt: skip
     print(json.dumps(rows[-1]), flush=True)
@@ -213,6 +251,7 @@ def main() -> None:
         run = training_run_execute(run_id=run.id)
         seconds = time.perf_counter() - last_verdict
         report = run.gate_report or {}
+        moved = report.get("answers_moved") or {}
         rows.append({
             "round": number,
             "verdicts": len(verdicts),
@@ -220,13 +259,26 @@ def main() -> None:
             "status": run.status,
             "reasons": report.get("reasons", []),
             "gate_rows": report.get("metrics", []),
+            "held_out": next(
+                ({k: m[k] for k in ("live", "candidate", "n", "lost", "gained", "p_worse")}
+                 for m in report.get("metrics", []) if m["name"] == "held_out_feedback"),
+                None,
+            ),
+            "frozen_held": all(
+                m["passed"] for m in report.get("metrics", []) if m["suite"] in ("frozen", "drift")
+            ),
+            "verdicts_model_alone": report.get("verdicts"),
+            "answers_moved": {k: v for k, v in moved.items() if k != "examples"} or None,
+            "answers_moved_examples": moved.get("examples", [])[:5],
             "steps": (run.model_version.metrics or {}).get("steps") if run.model_version else None,
             "last_verdict_to_done_seconds": round(seconds, 1),
             "round_inputs_model_alone": model_alone(taxonomy, texts, gold),
             "never_judged_served": served(taxonomy, dev_texts, dev_gold),
             "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold),
         })  # fmt: skip
-        print(json.dumps({k: v for k, v in rows[-1].items() if k != "gate_rows"}), flush=True)
+        long = ("gate_rows", "answers_moved_examples")
+        shown = {k: v for k, v in rows[-1].items() if k not in long}
+        print(json.dumps(shown), flush=True)
         write(args.out, args, rows)
     write(args.out, args, rows)
     print(f"\n{'round':>5} {'verdicts':>9} {'status':>9} {'served':>7} {'alone':>7} "
@@ -245,14 +297,16 @@ def write(name: str, args, rows: list[dict]) -> None:
     out.mkdir(exist_ok=True)
     payload = {
         "machine": machine(),
+        "taxonomy": args.taxonomy,
         "start": args.start,
+        "traffic": args.traffic,
         "round_size": args.round_size,
         "dev_titles": args.dev_size or "all",
         "rounds": rows,
     }
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
     chart = Chart(
-        title="Real verdicts on ESCO: never-judged JobBERT titles, round by round",
+        title=f"Real verdicts on {args.taxonomy}: never-judged JobBERT titles, round by round",
         series=[
             Series("never-judged, served", [(r["round"], r["never_judged_served"]) for r in rows]),
             Series(
@@ -270,7 +324,7 @@ def write(name: str, args, rows: list[dict]) -> None:
             for r in rows
             if r["round"]
         ],
-        y_range=(0.0, 1.0),
+        y_bounds=(0.0, 1.0),
     )
     (out / f"{name}.svg").write_text(str(line_chart_svg(chart)))
 

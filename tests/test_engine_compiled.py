@@ -63,9 +63,14 @@ def test_the_compiled_tower_answers_as_pytorch_within_int8s_noise(version):
     assert (served.runtime, pytorch.runtime) == ("onnxruntime", "pytorch")
     vectors, reference = served.encode(TITLES), pytorch.encode(TITLES)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
-    # Within int8's noise: real titles stay above 0.99, odd ones ("x", Chinese) above 0.985.
-    assert cosines(vectors, reference).min() > 0.98
-    assert cosines(vectors, reference).mean() > 0.995
+    # Within int8's noise, on any x86-64: real titles stay above 0.99, odd ones ("x", Chinese)
+    # above the cosine the product demands of its probes before it serves a compiled model.
+    # How far below 1 depends on the CPU's int8 kernel: an AVX2 CPU without VNNI sums u8 x s8
+    # pairs in 16 bits, which can saturate (Chinese came out at 0.983 on such a CPU).
+    found = dict(zip(TITLES, cosines(vectors, reference).tolist(), strict=True))
+    odd = {"x", "物流经理"}
+    assert min(c for title, c in found.items() if title not in odd) > 0.99, found
+    assert min(found[title] for title in odd) > compiled.PROBE_MIN_COSINE, found
     # Each title finds the member PyTorch finds.
     members_compiled, members_pytorch = served.encode(MEMBERS), pytorch.encode(MEMBERS)
     np.testing.assert_array_equal(
