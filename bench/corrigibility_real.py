@@ -12,9 +12,12 @@ check (``gate.Comparison.answers_moved``) has unjudged answers to weigh. Then, p
 round, ``--round-size`` titles of the curator stream (bench/jobbert_data.py) go in through
 ``POST /api/v1/taxonomies/esco/inputs`` and a curator judges every review item through
 ``POST /api/v1/judgements``: confirm when the top group is the title's occupation, else reassign
-to it. Right after the last verdict the script plays the training worker: any run waiting,
-then the fine-tune the product would run (``finetune_run_request``), gated and promoted or
-rejected. Django's test client calls the API in-process (same views and services, no network).
+to it. Right after the last verdict the script plays the workers: any run waiting, the ranker's
+refit on the verdicts (``ranker_fit``, as the ranker worker does seconds after them), then the
+fine-tune the product would run (``finetune_run_request``), gated and promoted or rejected, and
+for a promoted model the ranker's refit for it. Never-judged accuracy after each round is paired
+with round 0's on the same titles (95% bootstrap interval, McNemar's p). Django's test client
+calls the API in-process (same views and services, no network).
 
 Measured per round (round 0: the starting model): never-judged acc@1 on dev-unseen, *served*
 (``rank_taxonomy_groups``, curator members in the index) and *by the model alone* (the live index's
@@ -39,6 +42,8 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -52,6 +57,7 @@ from bench.jobbert_data import (  # noqa: E402
     jobbert_split,
 )
 from bench.ranker import onet_taxonomy  # noqa: E402
+from bench.real_accuracy import paired  # noqa: E402
 
 DEPTH = 40  # nearest members looked at when curator members are dropped from the hits
 
@@ -91,14 +97,14 @@ def start_model(taxonomy, start: str):
 
 
 class Curator:
-    def __init__(self, slug: str) -> None:
+    def __init__(self, slug: str, username: str = "bench-curator") -> None:
         self.slug = slug
         from django.test import Client
         from rest_framework.authtoken.models import Token
 
         from annotations.services.accounts import user_ensure
 
-        user, _ = user_ensure(username="bench-curator", password="bench-pass-123", admin=False)
+        user, _ = user_ensure(username=username, password="bench-pass-123", admin=False)
         token = Token.objects.create(user=user)
         self.client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Token {token.key}")
 
@@ -141,21 +147,23 @@ class Curator:
         return verdict, response
 
 
-def served(taxonomy, texts: list[str], gold: list[int]) -> float:
+def served(taxonomy, texts: list[str], gold: list[int]) -> np.ndarray:
+    """Per title, whether the answer served (as the API gives it) is its group."""
     from models_app.serving.normalize import rank_taxonomy_groups
 
-    hits = 0
+    hits = []
     for start in range(0, len(texts), 500):
         results = rank_taxonomy_groups(taxonomy, texts[start : start + 500], k=1)
-        hits += sum(
+        hits += [
             bool(r.groups) and r.groups[0].group_id == g
             for r, g in zip(results, gold[start : start + 500], strict=True)
-        )
-    return hits / len(texts)
+        ]
+    return np.array(hits, dtype=bool)
 
 
-def model_alone(taxonomy, texts: list[str], gold: list[int]) -> float:
-    """The live model with no curator member: its index's taxonomy members only."""
+def model_alone(taxonomy, texts: list[str], gold: list[int]) -> np.ndarray:
+    """Per title, whether the live model with no curator member (its index's taxonomy members
+    only) puts its group first."""
     from annotations.models import Member
     from models_app.serving.engines import live_engine
 
@@ -165,13 +173,13 @@ def model_alone(taxonomy, texts: list[str], gold: list[int]) -> float:
             "id", "group_id"
         )
     )
-    hits = 0
+    hits = []
     for start in range(0, len(texts), 500):
         found = engine.nearest_members(texts[start : start + 500], DEPTH)
         for row, g in zip(found, gold[start : start + 500], strict=True):
             top = next((taxonomy_members[m] for m, _ in row if m in taxonomy_members), None)
-            hits += top == g
-    return hits / len(texts)
+            hits.append(top == g)
+    return np.array(hits, dtype=bool)
 
 
 def main() -> None:
@@ -212,6 +220,7 @@ def main() -> None:
     from annotations.services.taxonomy import taxonomy_import
     from models_app import retraining
     from models_app.models import TrainingRun
+    from models_app.ranker_training import ranker_fit
     from models_app.run_execution import training_run_execute
     from models_app.siamese.text import comparison_key
 
@@ -226,9 +235,14 @@ def main() -> None:
     dev_texts, dev_gold = [r.text for r in dev], [group_of[r.code] for r in dev]
     curator = Curator(taxonomy.slug)
     if args.traffic:
-        curator.submit(dev_texts[: args.traffic])
-    rows = [{"round": 0, "never_judged_served": served(taxonomy, dev_texts, dev_gold),
-             "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold)}]  # fmt: skip
+        # Another client's: one user may have only so many inputs waiting for review.
+        Curator(taxonomy.slug, "bench-traffic").submit(dev_texts[: args.traffic])
+    first = {
+        "served": served(taxonomy, dev_texts, dev_gold),
+        "model_alone": model_alone(taxonomy, dev_texts, dev_gold),
+    }
+    rows = [{"round": 0, "never_judged_served": first["served"].mean(),
+             "never_judged_model_alone": first["model_alone"].mean()}]  # fmt: skip
     print(json.dumps(rows[-1]), flush=True)
     seen: set[str] = set()
     # One input per normalized text: the product keeps one input (and one review item) for it.
@@ -245,11 +259,16 @@ def main() -> None:
         last_verdict = time.perf_counter()
         for run in TrainingRun.objects.filter(taxonomy=taxonomy, status="queued"):
             training_run_execute(run_id=run.id)  # the verdicts' reindex
+        # The ranker worker's refit, due seconds after the verdicts: the gate weighs moved
+        # answers by the live ranker's probabilities, as the product's would be by then.
+        ranker_before = ranker_fit(taxonomy=taxonomy)
         run = retraining.finetune_run_request(
             taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, enqueue=False
         )
         run = training_run_execute(run_id=run.id)
         seconds = time.perf_counter() - last_verdict
+        # A promoted model's ranker is refitted for it, as `rankers_due` has the worker do.
+        ranker_after = ranker_fit(taxonomy=taxonomy) if run.status == "promoted" else None
         report = run.gate_report or {}
         moved = report.get("answers_moved") or {}
         rows.append({
@@ -270,12 +289,17 @@ def main() -> None:
             "verdicts_model_alone": report.get("verdicts"),
             "answers_moved": {k: v for k, v in moved.items() if k != "examples"} or None,
             "answers_moved_examples": moved.get("examples", [])[:5],
+            "ranker_before_finetune": ranker_before.label if ranker_before else None,
+            "ranker_after_finetune": ranker_after.label if ranker_after else None,
             "steps": (run.model_version.metrics or {}).get("steps") if run.model_version else None,
             "last_verdict_to_done_seconds": round(seconds, 1),
-            "round_inputs_model_alone": model_alone(taxonomy, texts, gold),
-            "never_judged_served": served(taxonomy, dev_texts, dev_gold),
-            "never_judged_model_alone": model_alone(taxonomy, dev_texts, dev_gold),
+            "round_inputs_model_alone": model_alone(taxonomy, texts, gold).mean(),
         })  # fmt: skip
+        # Never-judged titles, each measure against round 0 on the same titles.
+        for name, measure in (("served", served), ("model_alone", model_alone)):
+            hits = measure(taxonomy, dev_texts, dev_gold)
+            rows[-1][f"never_judged_{name}"] = hits.mean()
+            rows[-1][f"never_judged_{name}_vs_round_0"] = paired(hits, first[name])
         long = ("gate_rows", "answers_moved_examples")
         shown = {k: v for k, v in rows[-1].items() if k not in long}
         print(json.dumps(shown), flush=True)
