@@ -382,9 +382,10 @@ if SIAMWEB_GATE_CONFIDENT_PROBABILITY > 1.0:
         "SIAMWEB_GATE_CONFIDENT_PROBABILITY is a probability: at most 1, got "
         f"{SIAMWEB_GATE_CONFIDENT_PROBABILITY}"
     )
-# 5: on the real stream (docs/benchmarks.md) 1 rejected a fine-tune that moved 2 confident
-# answers of 1,891 and lifted never-judged titles 7 points; 5 rejects one that moved 23 of 2,390.
-# The flagship break in the 148-input demo, one confident move, blocks at either.
+# 5: on the real stream (docs/benchmarks.md) 1 rejected the first round's fine-tune for 2
+# confident moves of 1,891 inputs, where at 5 it went live and lifted never-judged titles 6.6
+# points; 5 still rejects one that moved 23 of 2,390. The flagship break in the 148-input demo,
+# one confident move, blocks at either.
 SIAMWEB_GATE_MOVED_PER_THOUSAND = env_float(
     "SIAMWEB_GATE_MOVED_PER_THOUSAND", default=5.0, minimum=0.0
 )
