@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from models_app.siamese.ranker.candidates import (
+    DESCRIPTION_DIGITS,
     FEATURES,
     GroupFacts,
     HitMember,
@@ -91,7 +92,13 @@ def reference_candidates(text, vector, hits, members, groups, excluded):
         for row, group_id in enumerate(groups.ids.tolist())
         if groups.has_description[row]
     }
-    described = sorted((g for g in cosine if g not in excluded), key=lambda g: -cosine[g])
+    # Equal to the millionth is equal (the product's last bits depend on how it is computed):
+    # ties go to the group's row.
+    row_of = {group_id: row for row, group_id in enumerate(groups.ids.tolist())}
+    described = sorted(
+        (g for g in cosine if g not in excluded),
+        key=lambda g: (-np.round(np.float32(cosine[g]), DESCRIPTION_DIGITS), row_of[g]),
+    )
     order = list(
         dict.fromkeys(
             [

@@ -89,6 +89,10 @@ class HitMember(NamedTuple):
 
 # What a hit member that is no longer in ``members`` reads as (deleted since the build).
 _ABSENT = HitMember(-1, "", False)
+# Description cosines are compared to this many decimals when choosing a text's nearest
+# descriptions; _DESCRIPTION_SLACK more are looked at so that ties at the edge are seen.
+DESCRIPTION_DIGITS = 6
+_DESCRIPTION_SLACK = 8
 
 
 @dataclass
@@ -520,7 +524,8 @@ def candidates_of_texts(
     ``excluded``: per text the groups never to offer (rejected for that very text). ``own``:
     per training example its own verdict, left out of ``history``. A text's candidates are its
     ``per_matcher`` best groups by taxonomy members and by curators' members, then its
-    ``by_description`` nearest descriptions, in that order (equal scores keep it).
+    ``by_description`` nearest descriptions, in that order (descriptions' cosines equal to the
+    millionth by group row).
     """
     texts = list(texts)
     count = len(texts)
@@ -568,10 +573,15 @@ def candidates_of_texts(
             allowed = description.copy()  # (Q, G)
             rows = groups.rows(ruled_out_group)
             allowed[ruled_out_text[rows >= 0], rows[rows >= 0]] = -np.inf
-        nearest = np.argpartition(-allowed, take - 1, axis=1)[:, :take]  # (Q, take)
+        # Cosines equal to the millionth are equal: a float32 product's last bits depend on the
+        # batch's shape, so ties go to the group's row, not to the partition's order. The
+        # partition takes a few more than needed so that a tie straddling its edge is inside.
+        key = np.round(allowed, DESCRIPTION_DIGITS)
+        wide = min(take + _DESCRIPTION_SLACK, key.shape[1])
+        nearest = np.argpartition(-key, wide - 1, axis=1)[:, :wide]  # (Q, wide)
         each = np.arange(count)[:, None]
-        values = allowed[each, nearest]
-        best = np.argsort(-values, axis=1, kind="stable")
+        values = key[each, nearest]
+        best = np.lexsort((nearest, -values), axis=1)[:, :take]
         nearest = nearest[each, best]
         finite = np.isfinite(values[each, best])
         text_of, place = np.nonzero(finite)
