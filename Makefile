@@ -60,7 +60,7 @@ SQLITE_TESTS := tests/test_normalize_api.py tests/test_normalize_batch.py \
 # computation orders fails here, not on the next machine with another CPU.
 FLOAT_TESTS := tests/test_normalize_batch.py tests/test_engine_search.py tests/test_engine_index.py \
 	tests/test_engine_ranker.py tests/test_real_titles_alone_and_batched.py \
-	tests/test_ties_and_doubt_on_real_titles.py
+	tests/test_ties_and_doubt_on_real_titles.py tests/test_ranker_features_as_arrays.py
 
 test: install-dev services ## Install what the tests need, start the services, run every test
 	$(PY) -m pytest
