@@ -409,8 +409,9 @@ def _finetune_clock(
     ``catch_up`` of the budget, as fast as phase 1 did; the index encodes every member and
     group description with the candidate (the same network, so the same rate); the gate answers
     the frozen suite twice (its hits, then its ranks) and every verdict with each model, and
-    encodes every member with the reference version when that is another; a promotion compares
-    the recent inputs' answers. Each is then scaled by how much longer than its counted work
+    encodes every member with the reference version when that is another, and answers the
+    recent inputs with live and candidate (a promotion's flip report reuses those answers).
+    Each is then scaled by how much longer than its counted work
     that phase took in the taxonomy's last finished fine-tune (``run_clock.calibration``)."""
     members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
     rates = encode_rates(encoder, live_engine(taxonomy), members[:: max(1, len(members) // 256)])
@@ -426,9 +427,12 @@ def _finetune_clock(
         "held_out": (len(members) * rates.encode + 2 * held_out * rates.answer) if held_out else 0,
         "catch_up": 0.0,
         "index": (len(members) + groups) * rates.encode,
+        # The recent inputs answered by live and candidate: the gate weighs the answers moved
+        # (gate.Comparison.answers_moved) and the promotion's flip report reuses them.
         "gate": models * (2 * suite + verdicts) * rates.answer
-        + (len(members) * rates.encode if reference else 0.0),
-        "promote": 2 * inputs * rates.answer,
+        + (len(members) * rates.encode if reference else 0.0)
+        + 2 * inputs * rates.answer,
+        "promote": 0.0,
     }
     last = (
         TrainingRun.objects.filter(
