@@ -151,15 +151,24 @@ def main() -> None:
             f"fine-tune {result['outcome']} in {result['run_seconds']:.1f} s; stages took "
             f"{result['stage_seconds']}; factors {result['eta'] and result['eta'].get('factors')}"
         )
-        print(f"{'stage':<10} {'at s':>7} {'done':>6} {'ETA s':>8} {'actual left s':>14}")
-        for row in result["shown"]:
-            eta = "—" if row["eta_s"] is None else f"{row['eta_s']:.1f}"
-            print(
-                f"{row['stage']:<10} {row['at_s']:>7.1f} {row['fraction']:>6.2f} {eta:>8} "
-                f"{row['actual_left_s']:>14.1f}"
-            )
+        print_shown(result["shown"])
+    write_results(args, "bench/finetune_eta.py", runs, load_before)
+
+
+def print_shown(shown: list[dict]) -> None:
+    """What the run's page showed as it went, beside the time that was really left."""
+    print(f"{'stage':<10} {'at s':>7} {'done':>6} {'ETA s':>8} {'actual left s':>14}")
+    for row in shown:
+        eta = "—" if row["eta_s"] is None else f"{row['eta_s']:.1f}"
+        print(
+            f"{row['stage']:<10} {row['at_s']:>7.1f} {row['fraction']:>6.2f} {eta:>8} "
+            f"{row['actual_left_s']:>14.1f}"
+        )
+
+
+def write_results(args, script: str, runs: list[dict], load_before) -> None:
     results = {
-        "command": " ".join(["bench/finetune_eta.py", *sys.argv[1:]]),
+        "command": " ".join([script, *sys.argv[1:]]),
         "machine": _pg.machine(),
         "budget_minutes": args.minutes,
         "runs": runs,

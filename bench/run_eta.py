@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _pg  # no Django yet
+from bench.finetune_eta import print_shown, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,23 +146,8 @@ def main() -> None:
             f"\n{name}: {result['run_seconds']:.1f} s; counted {eta['expected_seconds']}; "
             f"took {eta['took_seconds']}; factors {eta['factors']}"
         )
-        print(f"{'stage':<10} {'at s':>7} {'done':>6} {'ETA s':>8} {'actual left s':>14}")
-        for row in result["shown"]:
-            shown = "—" if row["eta_s"] is None else f"{row['eta_s']:.1f}"
-            print(
-                f"{row['stage']:<10} {row['at_s']:>7.1f} {row['fraction']:>6.2f} {shown:>8} "
-                f"{row['actual_left_s']:>14.1f}"
-            )
-    results = {
-        "command": " ".join(["bench/run_eta.py", *sys.argv[1:]]),
-        "machine": _pg.machine(),
-        "budget_minutes": args.minutes,
-        "runs": runs,
-        "load_average": {"before": load_before, "after": _pg.load_average()},
-    }
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(results, indent=2))
-    print(f"\nwrote {args.results}")
+        print_shown(result["shown"])
+    write_results(args, "bench/run_eta.py", runs, load_before)
 
 
 if __name__ == "__main__":
