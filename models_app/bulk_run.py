@@ -27,6 +27,7 @@ the same three steps: what one worker would do, for tests and benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -526,8 +527,11 @@ def _count(
                 bulk_job_finish_enqueue(job_id=job.id)
     if not counts:
         _remove_chunk_files(job, written.files)
+        stopped = _cancel_if_asked(job.id)
+        if stopped is None or stopped.status != BulkJob.Status.RUNNING:
+            _remove_empty_chunks_folder(job)
+        # Handed back last: once no chunk of a stopped job runs, none of its files are left.
         _release(chunk, attempt)  # still this worker's: its job stopped; a retry does it again
-        _cancel_if_asked(job.id)
         return None
     chunk.refresh_from_db()
     return chunk
@@ -549,6 +553,15 @@ def _remove_chunk_files(job: BulkJob, names: dict[str, str]) -> None:
     folder = artifact_path(job.folder) / CHUNKS_DIR
     for name in names.values():
         (folder / name).unlink(missing_ok=True)
+
+
+def _remove_empty_chunks_folder(job: BulkJob) -> None:
+    """The chunks' folder of a job that stopped, once no chunk's files are left in it. A chunk
+    that ends after the cancel's clean-up may have written into the folder while it was being
+    removed, leaving it behind: each such chunk, having removed its own files, removes the
+    folder unless another chunk's are still there (that chunk does it when it ends)."""
+    with contextlib.suppress(OSError):
+        (artifact_path(job.folder) / CHUNKS_DIR).rmdir()
 
 
 def _cancel_if_asked(job_id: int) -> BulkJob | None:

@@ -153,7 +153,15 @@ def test_a_cancel_stops_the_chunks_on_every_worker(start_worker, tiny_taxonomy):
     job.refresh_from_db()
     assert (job.rows_done, job.chunks_done) == (rows_at_cancel, chunks_at_cancel)
     assert job.chunks.filter(status="done").count() == chunks_at_cancel
-    assert {path.name for path in artifact_path(job.folder).iterdir()} == {"input"}
+    # No chunk files are left, whenever the chunks in flight ended against the cancel's
+    # clean-up (the worker that stopped the job removes its results just after saying so).
+    folder = artifact_path(job.folder)
+    wait_for(
+        lambda: {path.name for path in folder.iterdir()} == {"input"},
+        "the cancelled job's results to be removed",
+        workers[1].log,
+    )
+    assert {path.name for path in folder.iterdir()} == {"input"}
 
 
 def test_a_version_promoted_while_the_job_runs_answers_none_of_its_rows(
