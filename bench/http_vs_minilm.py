@@ -42,7 +42,7 @@ from annotations.services.accounts import user_ensure  # noqa: E402
 from bench.jobbert_data import SHARED_DATA  # noqa: E402
 from models_app.siamese.encoders import load_encoder  # noqa: E402
 from models_app.siamese.towers import (  # noqa: E402
-    BUNDLED_BASE,
+    WHEEL_BASE,
     TransformerConfig,
     TransformerEncoder,
 )
@@ -107,7 +107,7 @@ def texts_per_s_at_once(port: int, token: str, batches: list[list[str]], *, clie
 
 def minilm_rows(members: list[str], singles: list[str], batches: list[list[str]]) -> dict:
     encoder = TransformerEncoder.create(
-        [], TransformerConfig(kind="transformer", base=BUNDLED_BASE)
+        [], TransformerConfig(kind="transformer", base=WHEEL_BASE)
     )
     started = time.perf_counter()
     index = faiss.IndexFlatIP(encoder.dim)

