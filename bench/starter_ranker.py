@@ -44,15 +44,15 @@ import numpy as np  # noqa: E402
 from bench.jobbert_data import SHARED_DATA  # noqa: E402
 from bench.ranker import (  # noqa: E402
     CACHE,
-    CachedEncoder,
     Served,
     esco_taxonomy,
     history_of,
     onet_taxonomy,
+    shipped_onet,
+    title_tower_encoder,
 )
 from bench.real_accuracy import paired  # noqa: E402
 from models_app.siamese.calibration import expected_calibration_error  # noqa: E402
-from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
 from models_app.siamese.ranker.candidates import FEATURE_SET, OwnVerdict  # noqa: E402
 from models_app.siamese.ranker.files import STARTER_FILE  # noqa: E402
 from models_app.siamese.ranker.model import (  # noqa: E402
@@ -64,7 +64,6 @@ from models_app.siamese.ranker.model import (  # noqa: E402
 )
 from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
-from models_app.siamese.towers import TransformerEncoder  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "starter_ranker.json"
 WARM = 2000  # stream verdicts the warm examples see as curators' members and history
@@ -72,16 +71,14 @@ TAXONOMIES = ("esco", "onet")
 
 
 def served_taxonomy(name: str, data: Path) -> tuple:
+    """A taxonomy served as the product serves it: ESCO with the pretrained tower a new
+    taxonomy serves (the title tower), O*NET with the shipped student and its search."""
     if name == "esco":
         taxonomy = esco_taxonomy(data)
-        encoder = CachedEncoder(
-            "minilm", lambda: TransformerEncoder.create([], parse_config({"kind": "transformer"}))
-        )
-        search = SearchConfig(lexical_weight=0.0)
+        encoder, search = title_tower_encoder(), SearchConfig(lexical_weight=0.0)
     else:
         taxonomy = onet_taxonomy(data)
-        encoder = CachedEncoder("onet-shipped", lambda: load_encoder(ROOT / "data/models/onet"))
-        search = SearchConfig()
+        encoder, search = shipped_onet()
     return taxonomy, Served(taxonomy, encoder, search, PRIOR_DESCRIPTION_WEIGHT)
 
 
@@ -110,10 +107,11 @@ def judged_setting(served: Served, texts, labels, vectors, count: int):
 
 def candidate_sets(name: str, data: Path, verdict_counts: list[int]) -> dict:
     """Every candidate set the measurements need, cached by feature set (minutes to build)."""
-    path = CACHE / f"starter-{name}-{FEATURE_SET}-{'-'.join(map(str, verdict_counts))}.pkl"
+    taxonomy, served = served_taxonomy(name, data)
+    counts = "-".join(map(str, verdict_counts))
+    path = CACHE / f"starter-{name}-{served.encoder.name}-{FEATURE_SET}-{counts}.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
-    taxonomy, served = served_taxonomy(name, data)
     served.groups_count = len(taxonomy.codes)
     dev_texts = [t for t, _ in taxonomy.dev]
     stream = [t for t, _ in taxonomy.stream]
