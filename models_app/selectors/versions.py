@@ -12,8 +12,15 @@ from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.selectors.charts import mean_or_none
 from models_app.selectors.reports import suite_key_metrics, suite_primary
 from models_app.siamese.evaluation import SUITE_SETS
+from models_app.siamese.towers import title_tower_check
 
 VERSIONS_PER_PAGE = 50
+
+
+def pretrained_tower_get() -> dict:
+    """What a new taxonomy's tower starts from: the title tower, or the wheel's MiniLM as it
+    comes and why (a trained part missing, damaged or made for another base)."""
+    return title_tower_check()
 
 
 def taxonomies_for_models() -> list[Taxonomy]:

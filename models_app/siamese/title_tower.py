@@ -287,13 +287,10 @@ def read_card(folder: Path) -> dict[str, Any]:
     return card
 
 
-def apply_trained_part(model: Any, folder: Path, base_folder: Path) -> dict[str, Any]:
-    """Load the trained part in ``folder`` over ``model`` (the wheel's MiniLM, loaded from
-    ``base_folder``); its card. Raises ``ArtifactError`` saying why when the part is missing,
-    damaged or made for another base, leaving ``model`` as it was."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def verify_trained_part(folder: Path, base_folder: Path) -> tuple[dict[str, Any], Path]:
+    """The card of the trained part in ``folder`` and its layers file, once both are checked
+    against each other and against the base in ``base_folder``; ``ArtifactError`` saying why
+    when the part is missing, damaged or made for another base."""
     folder = Path(folder)
     card = read_card(folder)
     name = str(card.get("layers_file") or "")
@@ -302,13 +299,25 @@ def apply_trained_part(model: Any, folder: Path, base_folder: Path) -> dict[str,
     layers = folder / name
     if not layers.is_file():
         raise ArtifactError(f"no trained title tower in {folder} ({name} is missing)")
-    if card.get("layers_sha256") != file_digest(layers):
+    stat = layers.stat()
+    if card.get("layers_sha256") != _digest_of(str(layers), stat.st_size, stat.st_mtime_ns):
         raise ArtifactError(f"{layers} is damaged: its digest is not the one its card records")
     if card.get("base_sha256") != base_digest(base_folder):
         raise ArtifactError(
             f"the title tower in {folder} was made for another base model than the one "
             f"installed ({base_folder})"
         )
+    return card, layers
+
+
+def apply_trained_part(model: Any, folder: Path, base_folder: Path) -> dict[str, Any]:
+    """Load the trained part in ``folder`` over ``model`` (the wheel's MiniLM, loaded from
+    ``base_folder``); its card. Raises ``ArtifactError`` saying why when the part is missing,
+    damaged or made for another base, leaving ``model`` as it was."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    card, layers = verify_trained_part(folder, base_folder)
     try:
         part = load_file(str(layers))
     except (SafetensorError, OSError, ValueError) as exc:
@@ -339,19 +348,17 @@ def note_title_tower(folder: Path, problem: str | None) -> None:
     _state[key] = message
 
 
-def title_tower_state(folder: Path = SHIPPED_FOLDER) -> dict[str, Any]:
-    """What this process knows of the shipped title tower: ``serving`` (bool, None before it
-    was first loaded here), ``problem`` and the card's summary when it reads."""
-    problem = _state.get(str(folder))
-    out: dict[str, Any] = {"serving": None if problem is None else not problem, "problem": problem}
+def title_tower_state(folder: Path, base_folder: Path) -> dict[str, Any]:
+    """What serves as the title tower: ``serving`` (bool), ``problem`` (why the wheel's MiniLM
+    serves as it comes instead, or None) and the card's summary when the part is sound. A
+    problem this process met while loading wins over the files' check."""
+    met = _state.get(str(folder)) or None
     try:
-        card = read_card(folder)
+        card, _ = verify_trained_part(folder, base_folder)
     except ArtifactError as exc:
-        out["problem"] = problem or str(exc)
-        out["serving"] = False if problem is None else out["serving"]
-        return out
-    out["card"] = {k: card.get(k) for k in ("built", "recipe", "data", "figures")}
-    return out
+        return {"serving": False, "problem": met or str(exc), "card": None}
+    summary = {k: card.get(k) for k in ("built", "recipe", "train_seconds", "data", "figures")}
+    return {"serving": met is None, "problem": met, "card": summary}
 
 
 def recipe_dict(recipe: TitleTowerRecipe) -> dict[str, Any]:

