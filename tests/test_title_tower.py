@@ -179,3 +179,20 @@ def test_training_on_labelled_titles_pulls_each_title_to_its_group():
     wheel = transformer_of(load_base_model(WHEEL)).state_dict()
     name = "embeddings.word_embeddings.weight"
     assert torch.equal(transformer_of(model).state_dict()[name], wheel[name])
+
+
+def test_the_papers_bilstm_trains_on_the_same_batches_within_its_time_budget():
+    from models_app.siamese.networks.char_bilstm import CharBiLSTMConfig, CharBiLSTMEncoder
+
+    model = CharBiLSTMEncoder.create([], CharBiLSTMConfig(layers=1, hidden=8, output_dim=8))
+    taxonomy = LabelledTaxonomy(
+        "tiny", {"a": ["Nurse", "Staff Nurse"], "b": ["Driver", "Truck Driver"]},
+        [("RN nights", "a"), ("CDL driver", "b")],
+    )  # fmt: skip
+    before = [p.detach().clone() for p in model.parameters()]
+    report = train_title_tower(model, [taxonomy], TitleTowerRecipe(steps=3, batch_size=2))
+    assert report.steps == 3
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    # A budget already spent: no step is taken.
+    spent = TitleTowerRecipe(steps=10**9, batch_size=2, max_seconds=1e-12)
+    assert train_title_tower(model, [taxonomy], spent).steps == 0

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.networks.base import NeuralEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ class TitleTowerRecipe:
     max_length: int = 32
     seed: int = 20261204
     threads: int = 0  # 0: every core
+    # Stop after this many seconds whatever the step (0: the step count alone decides): a
+    # comparison at the same time budget, never the shipped tower's recipe.
+    max_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or not 2 <= self.batch_size <= 4096:
@@ -146,12 +150,30 @@ def _batches(
     return draw
 
 
-def _embed(model: Any, texts: list[str]) -> torch.Tensor:
-    preprocess = getattr(model, "preprocess", None) or model.tokenize
-    features = preprocess(texts)
-    features = {k: v for k, v in features.items() if torch.is_tensor(v)}
-    out = model(features)["sentence_embedding"]  # (B, D)
+def _embed(model: Any, texts: list[str], rng: random.Random) -> torch.Tensor:
+    if isinstance(model, NeuralEncoder):  # one of the engine's own (the paper's BiLSTM, say)
+        out = model.embed(texts, train=True, rng=rng)  # (B, D)
+    else:
+        preprocess = getattr(model, "preprocess", None) or model.tokenize
+        features = preprocess(texts)
+        features = {k: v for k, v in features.items() if torch.is_tensor(v)}
+        out = model(features)["sentence_embedding"]  # (B, D)
     return torch.nn.functional.normalize(out, dim=1)
+
+
+def _parameters_to_train(model: Any) -> list[torch.nn.Parameter]:
+    """A sentence-transformers tower trains its transformer but the word embeddings; an engine
+    encoder trains whole (it starts from random weights)."""
+    if isinstance(model, NeuralEncoder):
+        return [p for p in model.parameters() if p.requires_grad]
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    params = []
+    for name, parameter in transformer_of(model).named_parameters():
+        parameter.requires_grad_(trainable(name))
+        if parameter.requires_grad:
+            params.append(parameter)
+    return params
 
 
 def train_title_tower(
@@ -160,19 +182,15 @@ def train_title_tower(
     recipe: TitleTowerRecipe,
     progress: Callable[[int, float], None] | None = None,
 ) -> TrainingReport:
-    """Train ``model`` (a sentence-transformers MiniLM) in place for ``recipe.steps`` steps."""
+    """Train ``model`` in place for ``recipe.steps`` steps (or ``recipe.max_seconds``): a
+    sentence-transformers MiniLM, or an engine encoder trained the same way for comparison."""
     if recipe.threads:
         torch.set_num_threads(recipe.threads)
     rng = random.Random(recipe.seed)
     torch.manual_seed(recipe.seed)
-    model.max_seq_length = recipe.max_length
-    params = []
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    for name, parameter in transformer_of(model).named_parameters():
-        parameter.requires_grad_(trainable(name))
-        if parameter.requires_grad:
-            params.append(parameter)
+    if not isinstance(model, NeuralEncoder):
+        model.max_seq_length = recipe.max_length
+    params = _parameters_to_train(model)
     optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=0.01)
     warmup = max(1, int(recipe.steps * recipe.warmup_share))
 
@@ -186,10 +204,13 @@ def train_title_tower(
     model.train()
     started = time.perf_counter()
     losses: list[float] = []
+    steps = 0
     for step in range(recipe.steps):
+        if recipe.max_seconds and time.perf_counter() - started > recipe.max_seconds:
+            break
         anchors, positives = draw()
-        a = _embed(model, anchors)  # (B, D)
-        p = _embed(model, positives)  # (B, D)
+        a = _embed(model, anchors, rng)  # (B, D)
+        p = _embed(model, positives, rng)  # (B, D)
         logits = a @ p.T / recipe.temperature  # (B, B)
         loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(anchors)))
         optimizer.zero_grad(set_to_none=True)
@@ -198,15 +219,16 @@ def train_title_tower(
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
+        steps = step + 1
         if progress is not None:
-            progress(step + 1, losses[-1])
+            progress(steps, losses[-1])
     model.eval()
     for parameter in model.parameters():
         parameter.requires_grad_(True)
-    head = losses[: max(1, len(losses) // 10)]
-    tail = losses[-max(1, len(losses) // 10) :]
+    head = losses[: max(1, len(losses) // 10)] or [math.nan]
+    tail = losses[-max(1, len(losses) // 10) :] or [math.nan]
     return TrainingReport(
-        steps=recipe.steps,
+        steps=steps,
         seconds=round(time.perf_counter() - started, 1),
         examples={t.name: len(t.titles) for t in taxonomies},
         loss_first=round(sum(head) / len(head), 4),
