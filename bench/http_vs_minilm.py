@@ -106,9 +106,7 @@ def texts_per_s_at_once(port: int, token: str, batches: list[list[str]], *, clie
 
 
 def minilm_rows(members: list[str], singles: list[str], batches: list[list[str]]) -> dict:
-    encoder = TransformerEncoder.create(
-        [], TransformerConfig(kind="transformer", base=WHEEL_BASE)
-    )
+    encoder = TransformerEncoder.create([], TransformerConfig(kind="transformer", base=WHEEL_BASE))
     started = time.perf_counter()
     index = faiss.IndexFlatIP(encoder.dim)
     index.add(encoder.encode(members))
