@@ -135,6 +135,10 @@ def _database_from_env() -> dict:
         # A file named by URL is shared by the web server and the worker just the same.
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         config["CONN_MAX_AGE"] = 0  # a connection a thread, closed after each request
+        # The tests' database a file beside it, as the product's is: an in-memory one shared
+        # by the live server's threads locks whole tables and refuses writers at once, where a
+        # file in WAL mode makes them wait their turn (SQLITE_OPTIONS).
+        config["TEST"] = {"NAME": f"{config['NAME']}.test"}
     return config
 
 

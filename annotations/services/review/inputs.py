@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -92,7 +92,40 @@ def inputs_submit(
     normalizations = dict(
         zip(unique, rank_taxonomy_groups(taxonomy, list(unique.values()), k=k), strict=True)
     )
+    # The same new text sent by two requests at once: both find it unknown, one stores it and
+    # the other's insert fails on the unique text. That one is tried again in its savepoint,
+    # now finding the text known, so both callers get the one input and its item.
+    for attempt in range(STORE_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                return _inputs_store(
+                    taxonomy=taxonomy,
+                    unique=unique,
+                    normalizations=normalizations,
+                    source=source,
+                    count_occurrence=count_occurrence,
+                    queued_by=queued_by,
+                )
+        except IntegrityError:
+            if attempt == STORE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
+
+# A text another request stores at the same moment fails this one's insert at most once per
+# text; a few tries cover several texts racing in one batch.
+STORE_ATTEMPTS = 4
+
+
+def _inputs_store(
+    *,
+    taxonomy: Taxonomy,
+    unique: dict[str, str],
+    normalizations: dict[str, Normalization],
+    source: str,
+    count_occurrence: bool,
+    queued_by,
+) -> list[ReviewItem]:
     known = {
         row.normalized_text: row
         for row in Input.objects.filter(taxonomy=taxonomy, normalized_text__in=list(unique))
