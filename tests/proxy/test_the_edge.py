@@ -212,3 +212,12 @@ def test_djangos_answers_carry_each_header_once(deployment):
     for name in HEADERS_OF_EVERY_ANSWER:
         assert len(response.headers.get_all(name)) == 1, name
     assert response.getheader("Retry-After") is None
+
+
+@pytest.mark.parametrize("path", ["/static/css", "/static/admin", "/static/rest_framework"])
+def test_a_directory_redirect_never_names_the_host_the_client_sent(deployment, path):
+    status, headers, _ = answer(
+        send_head(deployment.https(), "GET", path, {"Host": "evil.example"})
+    )
+    assert status == 301
+    assert headers["Location"] == f"{path}/"
