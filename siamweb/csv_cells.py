@@ -33,7 +33,10 @@ _DDE = re.compile(r"\|.*!", re.S)
 
 
 def _shows_nothing(char: str) -> bool:
-    return char.isspace() or unicodedata.category(char) == "Cf" or char in _BLANK_LETTERS
+    # A mark with no letter before it (a variation selector, the combining grapheme joiner)
+    # shows nothing either: a spreadsheet still reads the = after it as a formula.
+    category = unicodedata.category(char)
+    return char.isspace() or category in ("Cf", "Mn") or char in _BLANK_LETTERS
 
 
 def _formula_like(text: str) -> bool:

@@ -20,6 +20,10 @@ from siamweb.csv_cells import spreadsheet_cell, spreadsheet_text
         ("\n=HYPERLINK(1)", "'\n=HYPERLINK(1)"),
         ("\uff1d1+1", "'\uff1d1+1"),
         ("  \uff20SUM(A1)", "'  \uff20SUM(A1)"),
+        # Marks that show nothing before it: the formula still runs.
+        ("\u034f=1+1", "'\u034f=1+1"),
+        ("\ufe0f\u180b=SUM(A1)", "'\ufe0f\u180b=SUM(A1)"),
+        ("\u17b4-2", "'\u17b4-2"),
         (" Nurse", " Nurse"),
         ("'=x", "''=x"),
         ("'quoted", "'quoted"),

@@ -52,6 +52,13 @@ DROPPED_HERE = {
     "\u200d": "ZWJ",
     "\u00ad": "soft hyphen",
     "\u200b": "ZWSP",
+    "\u034f": "CGJ",
+    "\u17b4": "KHMER VOWEL INHERENT AQ",
+    "\u17b5": "KHMER VOWEL INHERENT AA",
+    "\ufe00": "VS1",
+    "\ufe0f": "VS16",
+    "\u180b": "MONGOLIAN FVS1",
+    "\u180d": "MONGOLIAN FVS3",
 }
 
 
@@ -102,6 +109,19 @@ def test_joiners_stay_where_they_shape_a_script_or_an_emoji():
     for text in (persian, cook, rainbow_flag):
         assert clean_text(text, max_length=50) == text
     assert comparison_key(persian) == comparison_key(persian.replace("\u200c", ""))
+
+
+def test_variation_selectors_stay_after_what_they_select_a_form_of():
+    heart = "Nurse \u2764\ufe0f"  # the red heart drawn as an emoji
+    mongolian = "\u1820\u180b\u1821"
+    for text in (heart, mongolian):
+        assert clean_text(text, max_length=50) == text
+    # Look-alikes: the same title with invisible marks in it is the same title.
+    lookalikes = ["probe welder", "probe\u034f welder", "probe\ufe0f welder", "pro\u180cbe welder"]
+    assert {clean_text(t, max_length=50) for t in lookalikes} == {"probe welder"}
+    assert {comparison_key(t) for t in lookalikes} == {"probe welder"}
+    with pytest.raises(TextError, match="empty"):
+        clean_text("\ufe0f\u034f", max_length=50)
 
 
 def test_one_line_and_several_lines_refuse_the_same_characters():

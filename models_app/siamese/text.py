@@ -20,12 +20,23 @@ _WHITESPACE = re.compile(r"\s+")
 # compare as absent. The joiners (ZWNJ, ZWJ) are dropped too, except where they do a job: between
 # two letters of a script they shape (Arabic, Persian, the Indic scripts), and a ZWJ inside an
 # emoji sequence (woman, ZWJ, cooking is one emoji: a cook).
+# Marks that show nothing are dropped too: the combining grapheme joiner and Khmer's two
+# invisible vowel signs always; variation selectors except after the character they select a
+# form of (an emoji for U+FE00-FE0F, a Mongolian letter for the Mongolian ones), where they
+# make look-alike texts that compare apart.
 ZERO_WIDTH_JOINERS = "\u200c\u200d"
-_ALWAYS_DROPPED = "\u00ad\u200b\u2060\ufeff\u200e\u200f\u061c"
+VARIATION_SELECTORS = "\ufe00-\ufe0f\u180b-\u180d\u180f"
+_ALWAYS_DROPPED = "\u00ad\u200b\u2060\ufeff\u200e\u200f\u061c\u034f\u17b4\u17b5"
 DROPPED = _ALWAYS_DROPPED + ZERO_WIDTH_JOINERS
-_DROP = dict.fromkeys(map(ord, DROPPED))
+_DROP = {
+    **dict.fromkeys(map(ord, DROPPED)),
+    **dict.fromkeys(range(0xFE00, 0xFE10)),
+    **dict.fromkeys((0x180B, 0x180C, 0x180D, 0x180F)),
+}
 _ALWAYS_DROP = dict.fromkeys(map(ord, _ALWAYS_DROPPED))
 _JOINER = re.compile(f"[{ZERO_WIDTH_JOINERS}]")
+_VARIATION = re.compile(f"[{VARIATION_SELECTORS}]")
+_MONGOLIAN_LETTERS = re.compile("[\u1820-\u18aa]")
 # Arabic (with its supplement, extended-A and presentation forms) and the Indic scripts from
 # Devanagari to Sinhala.
 _JOINING_SCRIPTS = re.compile(
@@ -91,7 +102,18 @@ def _checked(text: object) -> str:
     found = _REFUSED.search(text)
     if found:
         raise TextError(refusal(found.group()))
-    return _JOINER.sub(_joiner_kept_or_dropped, text).translate(_ALWAYS_DROP)
+    text = _JOINER.sub(_joiner_kept_or_dropped, text)
+    return _VARIATION.sub(_variation_kept_or_dropped, text).translate(_ALWAYS_DROP)
+
+
+def _variation_kept_or_dropped(match: re.Match) -> str:
+    text, at, selector = match.string, match.start(), match.group()
+    before = text[at - 1 : at]
+    if selector >= "\ufe00":
+        kept = _in_emoji(before) or (before and unicodedata.category(before) == "So")
+    else:
+        kept = bool(_MONGOLIAN_LETTERS.fullmatch(before))
+    return selector if kept else ""
 
 
 def _joiner_kept_or_dropped(match: re.Match) -> str:

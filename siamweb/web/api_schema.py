@@ -38,7 +38,8 @@ REFUSED = "".join(
 )
 SPACE = (
     r"\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f"
-    r"\u205f\u3000" + "".join(_class_char(ord(char)) for char in DROPPED)
+    r"\u205f\u3000\ufe00-\ufe0f\u180b-\u180d\u180f"
+    + "".join(_class_char(ord(char)) for char in DROPPED)
 )
 
 
