@@ -52,7 +52,7 @@ class TitleTowerRecipe:
     tenth of the steps to warm up, then linear decay; a fixed step count so that a rebuild is
     the same work on every machine (a time budget would stop at another step on another)."""
 
-    steps: int = 500
+    steps: int = 1200
     batch_size: int = 64
     learning_rate: float = 3e-5
     warmup_share: float = 0.1
@@ -280,6 +280,7 @@ def save_trained_part(folder: Path, model: Any, card: dict[str, Any]) -> None:
     staging = folder / f".layers-{os.getpid()}.partial"
     try:
         save_file(trained_part(model), str(staging))
+        staging.chmod(0o644)  # readable by whoever serves it, as the rest of the checkout
         digest = file_digest(staging)
         layers = folder / f"{LAYERS_STEM}-{digest[:12]}.safetensors"
         staging.replace(layers)
