@@ -24,6 +24,22 @@ GATE_METRIC_LABELS = {
 }
 
 
+# What each gate row means for a curator: whether their verdicts can move it, or whether a
+# drop is a cost of the fine-tune that no verdict will win back.
+GATE_METRIC_MEANINGS = {
+    "typos": "Generated from the taxonomy's own titles with typing errors; no verdict moves "
+    "it: a drop is what the fine-tune costs clean titles mistyped.",
+    "composition": "Generated from the taxonomy's own titles with a synonym swapped in; no "
+    "verdict moves it: a drop is a cost of the fine-tune, not something to correct.",
+    "extra_words": "Generated from the taxonomy's own titles with job-ad words around them; no "
+    "verdict moves it: a drop is a cost of the fine-tune, not something to correct.",
+    "verdicts": "Curators' own verdicts held out of training: a drop loses answers curators "
+    "gave; more verdicts in the groups it gets wrong teach them back.",
+    "held_out_feedback": "The newest verdicts, held out of the candidate's training: whether "
+    "it learnt what curators said since the live model from the other verdicts.",
+}
+
+
 @dataclass(frozen=True)
 class SuiteRow:
     name: str
@@ -78,6 +94,7 @@ class GateRow:
     gained: int | None = None
     p_worse: float | None = None  # the paired test's one-sided p that the candidate is worse
     why: str = ""
+    meaning: str = ""  # what the row means for a curator (GATE_METRIC_MEANINGS)
 
     @property
     def ci_text(self) -> str:
@@ -157,6 +174,7 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
             gained=metric.get("gained"),
             p_worse=metric.get("p_worse"),
             why=metric.get("why", ""),
+            meaning=GATE_METRIC_MEANINGS.get(metric.get("name", ""), ""),
         )
         for metric in report.get("metrics", [])
     ]

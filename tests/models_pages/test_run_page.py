@@ -49,7 +49,10 @@ def test_the_gate_report_is_a_table_with_the_decision_reasons_and_verdict_share(
     rows = re.findall(
         r'<tr data-testid="gate-row" class="(md-pass|md-fail)">(.*?)</tr>', page, re.S
     )
-    cells = [(verdict, re.sub(r"<[^>]+>", " ", row).split()) for verdict, row in rows]
+    # The figures; the last cell, what the row means for a curator, is tested on its own.
+    cells = [
+        (verdict, re.sub(r"<[^>]+>", " ", row.rsplit("<td", 1)[0]).split()) for verdict, row in rows
+    ]
     assert cells == [
         ("md-fail", ["Typos", "(1000)", "frozen", "0.900", "0.850", "-0.050",
                      "[-0.070,", "-0.030]", "60", "/", "10", "0.0000", "✗"]),
@@ -189,3 +192,19 @@ def test_the_gate_report_lists_the_confident_answers_a_candidate_would_move(
         "Java Backend Engineer", "0.94", "15-1252 Software Developers",
         "19-1012 Food Scientists and Technologists",
     ]  # fmt: skip
+
+
+def test_each_gate_row_says_whether_a_curators_verdicts_can_move_it(
+    client, curator, rejected_finetune
+):
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
+    meanings = re.findall(r'data-testid="gate-meaning">(.*?)</td>', page, re.S)
+    assert len(meanings) == 4
+    by_row = dict(
+        zip(["typos", "composition", "extra_words", "held_out_feedback"], meanings, strict=True)
+    )
+    # A generated suite is a cost no verdict wins back; held-out verdicts are the curators' own.
+    assert "no verdict moves it" in by_row["typos"]
+    assert "no verdict moves it" in by_row["extra_words"]
+    assert "newest verdicts" in by_row["held_out_feedback"]
