@@ -33,3 +33,19 @@ def test_an_address_throttled_for_bad_tokens_gets_a_401_not_a_429(db, monkeypatc
     client.credentials(HTTP_AUTHORIZATION="Token " + "0" * 40)
     assert [client.get(URL).status_code for _ in range(4)] == [401] * 4
     assert client.get("/api/v1/taxonomies").status_code == 429
+
+
+def test_asked_for_an_admin_a_curator_is_a_403_and_an_admin_a_204(api_client, client, admin_user):
+    # What nginx asks before it reads a taxonomy file, which only admins may import.
+    response = api_client.get(URL, {"role": "admin"})
+    assert response.status_code == 403
+    assert "only admins" in response.json()["detail"]
+    client.force_login(admin_user)
+    assert client.get(URL, {"role": "admin"}).status_code == 204
+    assert APIClient().get(URL, {"role": "admin"}).status_code == 401
+
+
+def test_an_unknown_role_is_a_400_naming_the_field(api_client):
+    response = api_client.get(URL, {"role": "owner"})
+    assert response.status_code == 400
+    assert "role" in response.json()

@@ -3,16 +3,22 @@ the caller's own; throttled per user at ``SIAMWEB_TOKEN_API_RATE`` (DRF's ``toke
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound, Throttled
+from rest_framework.exceptions import (
+    AuthenticationFailed,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+    Throttled,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
 from annotations.selectors.accounts import ApiToken, api_token_of
 from annotations.services.accounts import api_token_revoke, api_token_rotate
-from siamweb.web.api import JsonApi
+from siamweb.web.api import BAD_REQUEST, FORBIDDEN, JsonApi, field_error
 
 NO_TOKEN = OpenApiResponse(description="You have no API token")
 TOO_MANY = OpenApiResponse(
@@ -79,10 +85,23 @@ class AccountSignedInApi(JsonApi):
     before it reads an upload's body and takes any other answer for a failure."""
 
     @extend_schema(
-        summary="204 when the caller is signed in (a token or a session), 401 when not",
-        responses={204: None},
-    )
+        summary="204 when the caller is signed in (a token or a session), 401 when not; with "
+        "role=admin, 403 when the caller is signed in but not an admin",
+        parameters=[
+            OpenApiParameter(
+                "role", str, enum=["admin"], required=False,
+                description="admin: the caller must be an admin (nginx asks this before it "
+                "reads a taxonomy file, which only admins may import)",
+            )
+        ],
+        responses={204: None, 400: BAD_REQUEST, 403: FORBIDDEN},
+    )  # fmt: skip
     def get(self, request: Request) -> Response:
+        role = request.query_params.get("role")
+        if role not in (None, "admin"):
+            return field_error("role", f"must be admin or absent, not {role!r}")
+        if role == "admin" and not request.user.is_staff:
+            raise PermissionDenied("only admins may send this")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def handle_exception(self, exc):

@@ -85,6 +85,44 @@ def test_an_anonymous_upload_is_refused_before_nginx_reads_its_body(
     assert not deployment.reached_gunicorn(before, "POST", path)
 
 
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [("/api/v1/taxonomies", "application/json"), ("/taxonomies/", "text/html")],
+)
+def test_a_curators_taxonomy_upload_is_refused_before_nginx_reads_its_body(
+    deployment, curator, path, content_type
+):
+    """Only admins import taxonomies: a curator's 50 MiB upload was buffered whole by nginx
+    before Django's 403."""
+    token = Token.objects.create(user=curator)
+    before = deployment.access_log_size()
+    response = send_head(
+        deployment.https(), "POST", path,
+        {"Content-Length": str(FIFTY_MIB), "Content-Type": "multipart/form-data; boundary=x",
+         "Authorization": f"Token {token.key}"},
+    )  # fmt: skip
+    body = response.read()
+    assert response.status == 403, body[:300]
+    assert response.getheader("Content-Type").startswith(content_type)
+    assert body_files(deployment) == []
+    assert not deployment.reached_gunicorn(before, "POST", path)
+
+
+def test_an_admins_taxonomy_upload_goes_through(deployment, admin_user):
+    token = Token.objects.create(user=admin_user)
+    before = deployment.access_log_size()
+    connection = deployment.https()
+    connection.request(
+        "POST", "/api/v1/taxonomies", body=b"{}",
+        headers={"Host": HOST, "Authorization": f"Token {token.key}",
+                 "Content-Type": "application/json"},
+    )  # fmt: skip
+    response = connection.getresponse()
+    response.read()
+    assert response.status not in (401, 403, 500, 502, 503)  # Django's own answer to the form
+    assert deployment.reached_gunicorn(before, "POST", "/api/v1/taxonomies")
+
+
 def test_an_invalid_token_is_refused_before_the_body_too(deployment):
     connection = deployment.https()
     response = send_head(
