@@ -59,6 +59,8 @@ from models_app.siamese.title_tower import (  # noqa: E402
     recipe_dict,
     save_trained_part,
     train_title_tower,
+    trained_part,
+    transformer_of,
 )
 from models_app.siamese.towers import (  # noqa: E402
     WHEEL_BASE,
@@ -207,6 +209,10 @@ def main() -> None:
 
     report = train_title_tower(model, [material[n] for n in train_on], recipe, progress)
     print(f"trained in {report.seconds:.0f} s; loss {report.loss_first} -> {report.loss_last}")
+    if args.encoder == "tower":
+        # Measured as it ships: its layers in half precision.
+        for name, tensor in trained_part(model).items():
+            transformer_of(model).state_dict()[name].copy_(tensor.float())
     card = {
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "bench/title_tower.py --write",
