@@ -21,6 +21,13 @@ worker_class = "gthread"
 # process on loopback, where nginx and everything else on the host connect from alike.
 forwarded_allow_ips = ""
 secure_scheme_headers: dict[str, str] = {}
+# nginx decides what is too long, and answers in the product's form: a request line or a header
+# must fit one of its 8 KiB buffers (large_client_header_buffers). gunicorn's own limits sit at
+# their maxima, so it never refuses first with its stock HTML page (its defaults, a 4,094-byte
+# line and 100 headers, refused what nginx let through).
+limit_request_line = 8190
+limit_request_fields = 32768
+limit_request_field_size = 8190
 
 _torch_threads: int | None = None
 

@@ -259,3 +259,25 @@ def test_a_directory_redirect_never_names_the_host_the_client_sent(deployment, p
     )
     assert status == 301
     assert headers["Location"] == f"{path}/"
+
+
+@pytest.mark.parametrize(("path", "content_type"), BOTH_FORMS)
+@pytest.mark.parametrize("length", [4_095, 6_000, 8_100])
+def test_a_long_request_line_nginx_lets_through_is_answered_by_django(
+    deployment, path, content_type, length
+):
+    """gunicorn's default 4,094-byte line refused what nginx passed, with its own HTML 400."""
+    long_path = path + "?q=" + "a" * (length - len(path) - len("GET  HTTP/1.1") - 3)
+    status, headers, body = answer(send_head(deployment.https(), "GET", long_path, {}))
+    assert b"Request Line is too large" not in body
+    assert headers["Content-Type"].startswith(content_type), (status, body[:200])
+    assert status in (200, 302, 401, 404, 414), (status, body[:200])
+
+
+@pytest.mark.parametrize(("path", "content_type"), BOTH_FORMS)
+def test_many_headers_nginx_lets_through_are_answered_by_django(deployment, path, content_type):
+    """gunicorn's default of 100 headers refused what nginx passed, with its own HTML 431."""
+    headers = {f"X-Extra-{n}": "1" for n in range(150)}
+    status, answered, body = answer(send_head(deployment.https(), "GET", path, headers))
+    assert status not in (400, 431), body[:200]
+    assert answered["Content-Type"].startswith(content_type)
