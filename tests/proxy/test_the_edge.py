@@ -215,11 +215,23 @@ def test_a_malformed_request_is_a_400_in_the_products_form(deployment, path, con
     assert_product_form(*result, expected_status=400, content_type=content_type)
 
 
-def test_a_uri_too_long_is_a_414_page(deployment):
-    # nginx cannot read a path this long, so it cannot tell the API's: the page form.
-    request = f"GET /api/v1/{'a' * 20000} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+@pytest.mark.parametrize(("path", "content_type"), BOTH_FORMS)
+@pytest.mark.parametrize("prefix", ["", f"https://{HOST}"])
+def test_a_path_nginx_cannot_decode_is_a_400_in_the_products_form(
+    deployment, path, content_type, prefix
+):
+    """A %00 in the path is refused by nginx before it knows the path: the request line says
+    which form the answer takes."""
+    request = f"GET {prefix}{path}/onet%00 HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
     result = raw_https(deployment, request)
-    assert_product_form(*result, expected_status=414, content_type="text/html")
+    assert_product_form(*result, expected_status=400, content_type=content_type)
+
+
+@pytest.mark.parametrize(("path", "content_type"), BOTH_FORMS)
+def test_a_uri_too_long_is_a_414_in_the_products_form(deployment, path, content_type):
+    request = f"GET {path}/{'a' * 20000} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+    result = raw_https(deployment, request)
+    assert_product_form(*result, expected_status=414, content_type=content_type)
 
 
 def test_a_body_too_large_is_a_413_with_the_headers(deployment):
