@@ -67,3 +67,13 @@ def test_a_text_longer_than_the_limit_as_sent_is_refused_though_its_blanks_colla
     response = api_client.post(f"{API}/taxonomies/jobs/normalize", {"texts": [text]}, format="json")
     assert response.status_code == 400
     assert "longer than 200 characters (205)" in str(response.json()["texts"])
+
+
+def test_a_lone_surrogate_sent_as_a_json_escape_is_refused(api_client, tiny_taxonomy):
+    # The schema's pattern cannot name it (no UTF-8 text holds one); the text rule refuses it.
+    body = '{"texts": ["nurse \\ud800"]}'
+    response = api_client.post(
+        f"{API}/taxonomies/jobs/normalize", body, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "U+D800" in str(response.json()["texts"])

@@ -28,7 +28,7 @@ from models_app.siamese.text import (
     comparison_key,
     refusal,
 )
-from siamweb.web.api_schema import any_text_pattern, text_pattern
+from siamweb.web.api_schema import UNSTATED_RANGES, any_text_pattern, text_pattern
 
 # What the issue found accepted, and what each now is.
 REFUSED = {
@@ -137,6 +137,8 @@ def test_one_line_and_several_lines_refuse_the_same_characters():
 def test_the_schemas_patterns_refuse_what_the_rule_refuses():
     one_line, any_text = re.compile(text_pattern()), re.compile(any_text_pattern())
     for first, last in REFUSED_RANGES:
+        if (first, last) in UNSTATED_RANGES:
+            continue  # named in the description instead; the API's refusal is tested on its own
         for point in {first, last}:
             text = f"a{chr(point)}b"
             assert not one_line.search(text) and not any_text.search(text), hex(point)

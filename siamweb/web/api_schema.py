@@ -30,11 +30,26 @@ def _class_char(point: int) -> str:
     return f"\\u{point:04x}" if point <= 0xFFFF else chr(point)
 
 
+def _stated_in_the_pattern(first: int, last: int) -> bool:
+    # The pattern names the refused characters of the Basic Multilingual Plane but the
+    # surrogates. Those are refused too, but a class naming them breaks the tools that read the
+    # schema: no UTF-8 text holds a lone surrogate, so Rust's regex engine (schemathesis validates
+    # with it) cannot compile such a class; and schemathesis rewrites a character beyond the BMP
+    # as \U0001xxxx, which no ECMA-262 engine reads. Either way the whole pattern was dropped and
+    # nothing was generated from it. The description names them instead.
+    return last <= 0xFFFF and not (first <= 0xDFFF and last >= 0xD800)
+
+
+UNSTATED_RANGES = [
+    (first, last) for first, last in REFUSED_RANGES if not _stated_in_the_pattern(first, last)
+]
+
 # What the text rule (models_app.siamese.text) refuses, and what clean_text strips (the
 # characters str.isspace() is true of, and the dropped ones), as JSON Schema character classes.
 REFUSED = "".join(
     _class_char(first) if first == last else f"{_class_char(first)}-{_class_char(last)}"
     for first, last in REFUSED_RANGES
+    if _stated_in_the_pattern(first, last)
 )
 SPACE = (
     r"\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f"
@@ -52,6 +67,16 @@ def text_pattern(forbidden: str = "") -> str:
 def any_text_pattern() -> str:
     """No refused character; empty or blank allowed."""
     return f"^[^{REFUSED}]*$"
+
+
+def text_description(help_text: object) -> str:
+    """The field's own words, then what its pattern cannot say."""
+    own = f"{help_text} " if help_text else ""
+    unstated = ", ".join(
+        f"U+{first:04X}" if first == last else f"U+{first:04X}-{last:04X}"
+        for first, last in UNSTATED_RANGES
+    )
+    return f"{own}Also refused, though the pattern does not name them: {unstated}."
 
 
 # Path parameters as the URL patterns match them: <slug:…> and <int:…>.
@@ -170,8 +195,7 @@ class CleanTextFieldSchema(OpenApiSerializerFieldExtension):
             "maxLength": field.limit(),
             "pattern": text_pattern(field.forbidden),
         }
-        if field.help_text:
-            schema["description"] = str(field.help_text)
+        schema["description"] = text_description(field.help_text)
         return schema
 
 
@@ -185,8 +209,7 @@ class CleanMultilineTextFieldSchema(OpenApiSerializerFieldExtension):
             "maxLength": field.text_max_length,
             "pattern": any_text_pattern() if field.allow_blank else text_pattern(),
         }
-        if field.help_text:
-            schema["description"] = str(field.help_text)
+        schema["description"] = text_description(field.help_text)
         return schema
 
 
