@@ -61,6 +61,7 @@ from models_app.siamese.title_tower import (  # noqa: E402
     train_title_tower,
     trained_part,
     transformer_of,
+    with_spelled_out_forms,
 )
 from models_app.siamese.towers import (  # noqa: E402
     WHEEL_BASE,
@@ -93,7 +94,7 @@ def labelled(taxonomy: Taxonomy, members: list[tuple[int, str]]) -> LabelledTaxo
     for group, text in members:
         grouped.setdefault(taxonomy.codes[group], []).append(text)
     titles = [(text, taxonomy.codes[group]) for text, group in taxonomy.stream]
-    return LabelledTaxonomy(taxonomy.name, grouped, titles)
+    return LabelledTaxonomy(taxonomy.name, with_spelled_out_forms(grouped), titles)
 
 
 class Measure:

@@ -20,9 +20,11 @@ from models_app.siamese.title_tower import (
     apply_trained_part,
     base_digest,
     save_trained_part,
+    spelled_out_forms,
     title_tower_state,
     train_title_tower,
     transformer_of,
+    with_spelled_out_forms,
 )
 from models_app.siamese.towers import (
     TITLE_TOWER_BASE,
@@ -196,3 +198,26 @@ def test_the_papers_bilstm_trains_on_the_same_batches_within_its_time_budget():
     # A budget already spent: no step is taken.
     spent = TitleTowerRecipe(steps=10**9, batch_size=2, max_seconds=1e-12)
     assert train_title_tower(model, [taxonomy], spent).steps == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "forms"),
+    [
+        ("Chief Executive Officer (CEO)", ["Chief Executive Officer", "CEO"]),
+        ("Technical Surveillance Countermeasures (TSCM) Specialist",
+         ["Technical Surveillance Countermeasures Specialist", "TSCM Specialist"]),
+        ("Travel RN (Travel Registered Nurse)", ["Travel RN", "Travel Registered Nurse"]),
+        ("Registered Nurse", []),
+        ("Nurse (ICU) (Nights)", []),  # more than one parenthesis: no guess
+    ],
+)  # fmt: skip
+def test_a_member_with_a_parenthesis_also_trains_as_each_of_its_two_forms(text, forms):
+    assert spelled_out_forms(text) == forms
+
+
+def test_the_forms_join_their_group_once_after_its_members():
+    members = {"nurse": ["Travel RN (Travel Registered Nurse)", "Travel RN", "Staff Nurse"]}
+    assert with_spelled_out_forms(members) == {
+        "nurse": ["Travel RN (Travel Registered Nurse)", "Travel RN", "Staff Nurse",
+                  "Travel Registered Nurse"],
+    }  # fmt: skip
