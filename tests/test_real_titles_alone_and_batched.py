@@ -1,6 +1,7 @@
 """On real vacancy titles against O*NET with the shipped model, a text gets the same answer in a
-batch of 500 as alone: the same groups in the same order, scores to 1e-6, probabilities to
-the second decimal shown and, but for one title in a hundred at most, to 1e-4.
+batch of 500 as alone: the same groups in the same order, scores to a tenth of the fourth
+decimal shown, probabilities to the second decimal shown and, but for one title in a hundred at
+most, to 1e-4.
 
 Scores are float32 products whose last bits depend on the batch (``exact_cosines``); this is
 the property that replaces scoring to the last bit the same everywhere.
@@ -22,6 +23,10 @@ from models_app.serving.normalize import rank_taxonomy_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLES = 500
+# How far one float32 cosine may move with the batch around it: a 384-term sum's rounding, a few
+# parts in a million whose size depends on the model's weights and the CPU's kernels; a tenth of
+# the last decimal shown, so never a visible difference.
+SCORE_NOISE = 1e-5
 
 pytestmark = [
     pytest.mark.slow,
@@ -65,21 +70,23 @@ def test_real_titles_get_the_same_answer_alone_as_in_a_batch(onet):
         assert together.tied == single.tied
     assert moved <= TITLES // 100
 
-    # Unrounded, the nearest members agree: the same members, each rank's score to 1e-6, and
-    # an order that differs only between members tied to the millionth (``best_first`` orders
-    # those by id, and noise in the last bits can carry a score across a millionth's edge).
+    # Unrounded, the nearest members agree: the same members, each rank's score within
+    # SCORE_NOISE, and an order that differs only between members that close (``best_first``
+    # orders ties by id, and noise in the last bits can carry a score across the tie).
     engine = live_engine(onet)
     batch_hits = engine.nearest_members(titles, 40)
     alone_hits = [engine.nearest_members([title], 40)[0] for title in titles]
     swapped = 0
     for together, single in zip(batch_hits, alone_hits, strict=True):
-        assert max(abs(a - b) for (_, a), (_, b) in zip(together, single, strict=True)) <= 1e-6
+        assert (
+            max(abs(a - b) for (_, a), (_, b) in zip(together, single, strict=True)) <= SCORE_NOISE
+        )
         scores = {**dict(together), **dict(single)}
         last = min(score for _, score in together)
         differ = {m for m, _ in together} ^ {m for m, _ in single}
-        assert all(scores[m] <= last + 2e-6 for m in differ)  # only at the depth's edge
+        assert all(scores[m] <= last + 2 * SCORE_NOISE for m in differ)  # only at the depth's edge
         for (a, score_a), (b, _) in zip(together, single, strict=True):
             if a != b:
-                assert abs(score_a - scores[b]) <= 2e-6
+                assert abs(score_a - scores[b]) <= 2 * SCORE_NOISE
                 swapped += 1
     assert swapped <= len(titles)  # rare: a handful of the 20,000 hits
