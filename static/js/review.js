@@ -6,7 +6,8 @@
  *
  * - The card (#review-panel[data-shortcuts]): 1-9 pick a group, a confirm, x false match,
  *   n none of these, space skip, u undo the latest verdict, r search groups to reassign,
- *   f flag the card for the admins, ? the list of shortcuts (a <dialog>; Esc closes it).
+ *   f flag the card for the admins (the comment box: type, Enter sends; Shift+Tab reaches the
+ *   kind, where Enter sends too), ? the list of shortcuts (a <dialog>; Esc closes it).
  *   A key the card declares unavailable (data-unavailable-keys) shows why, not nothing.
  * - A verdict whose request got no answer (network error) or a 502/503/504 is sent again,
  *   the same form with the same idempotency key, a few times; the card stays until the server
@@ -107,10 +108,12 @@
       return;
     }
     if (key === "f") {
-      var flag = panel.querySelector("[data-flag]");
-      if (flag) {
+      // The comment, not the kind list: what a curator types next is the reason, and typed into
+      // a list it was lost (the list took the letters, and Enter on it sent nothing).
+      var comment = panel.querySelector("[data-flag-comment]");
+      if (comment) {
         event.preventDefault();
-        flag.focus();
+        comment.focus();
       }
       return;
     }
@@ -223,6 +226,11 @@
     }
     if (isTyping(target)) {
       if (event.key === "Escape") target.blur();
+      // Enter on the flag's kind list sends the flag, as it does from the comment box.
+      if (event.key === "Enter" && target.matches("[data-flag]") && target.form) {
+        event.preventDefault();
+        target.form.requestSubmit();
+      }
       return;
     }
     // Enter or space on a focused link or button presses that one, as everywhere else.

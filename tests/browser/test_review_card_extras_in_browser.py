@@ -53,14 +53,14 @@ def test_f_flags_the_card_for_the_admins_who_list_and_resolve_it(
     log_in(page, live_server, "carla", "carla-pass-123")
     item = shown_item(page)
     page.keyboard.press("f")
-    kind = page.get_by_test_id("flag-kind")
-    expect(kind).to_be_focused()
-    kind.press("ArrowDown")  # the keyboard alone: unsure -> taxonomy gap
-    expect(kind).to_have_value("taxonomy_gap")
-    page.keyboard.press("Tab")
     expect(page.get_by_test_id("flag-comment")).to_be_focused()
     page.keyboard.type("a drone <b>pilot</b> has no group")  # "a" typed, not a shortcut
-    page.keyboard.press("Enter")
+    page.keyboard.press("Shift+Tab")  # the keyboard alone: unsure -> taxonomy gap
+    kind = page.get_by_test_id("flag-kind")
+    expect(kind).to_be_focused()
+    kind.press("ArrowDown")
+    expect(kind).to_have_value("taxonomy_gap")
+    page.keyboard.press("Enter")  # sent from the kind list, the comment with it
 
     expect(page.get_by_test_id("notice")).to_have_text("Flagged for the admins: taxonomy gap.")
     expect(page.get_by_test_id("review-card")).to_have_attribute("data-item-id", str(item.id))
@@ -183,3 +183,21 @@ def test_guidelines_an_admin_writes_open_on_the_curators_card_and_run_nothing(
     expect(guidelines).to_contain_text("<img src=x onerror=alert(1)>")  # shown as text
     expect(guidelines.locator("img")).to_have_count(0)
     assert dialogs == []
+
+
+def test_f_then_typing_and_enter_sends_the_comment(page, live_server, curator, queued):
+    """Typed straight after f, the comment went into the kind list and Enter sent nothing."""
+    log_in(page, live_server, "carla", "carla-pass-123")
+    item = shown_item(page)
+    page.keyboard.press("f")
+    page.keyboard.type("no group for this")
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_test_id("notice")).to_have_text("Flagged for the admins: unsure.")
+    flag = ReviewFlag.objects.get()
+    assert (flag.review_item_id, flag.kind, flag.comment) == (
+        item.id,
+        "unsure",
+        "no group for this",
+    )
+    assert not item.judgements.exists()
