@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from annotations.models import AuditEvent, FeedbackPair, Group, Judgement
+from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.retraining import new_verdict_count
@@ -61,6 +61,26 @@ def test_an_inputs_page_shows_every_verdict_and_the_author_changes_the_latest(
         "judgement.undo",
         "judgement.create",
     ]
+
+
+def test_judging_again_shows_that_card_though_another_was_held(curator, tiny_taxonomy):
+    """The curator held another card when they changed a verdict from the input's page: the
+    review page showed the held one under the banner naming the reopened input."""
+    item = judged(tiny_taxonomy, curator)
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Sr. Java Developer", "icu nurse"], source="api")
+    client = login(curator)
+    held = card_item_id(client.get("/review/").content.decode())
+    assert held != item.id
+    # The held card ranks first in the queue, as a card worth more asking does.
+    ReviewItem.objects.filter(id=held).update(priority=1_000_000.0)
+
+    client.post(f"/inputs/{item.input_id}/reopen", {"judgement": Judgement.objects.get().id})
+    card = client.get("/review/").content.decode()
+    assert card_item_id(card) == item.id
+    assert "The verdict on “Java Barista” is taken back: judge it again." in card
+    # Judged, the card held before comes back next.
+    judgement_create(review_item=item, user=curator, verdict="confirm")
+    assert card_item_id(client.get("/review/").content.decode()) == held
 
 
 def test_another_curator_cannot_change_it_and_sees_whose_it_is(

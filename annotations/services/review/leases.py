@@ -28,13 +28,16 @@ def _free_for(user, now) -> Q:
 def review_item_claim(*, user, filters: QueueFilters | None = None) -> ReviewItem | None:
     """Lease the next card worth a look to ``user``; None when nothing is left for them.
 
-    The card the curator already holds comes back first, so a reload shows the same card. The
-    claim is a conditional update, so two curators asking at once never get the same item.
+    The card the curator already holds comes back first, so a reload shows the same card; of
+    several, the one leased last (a verdict taken back from the input's page is leased to its
+    curator to judge again, whatever card they held). The claim is a conditional update, so
+    two curators asking at once never get the same item.
     """
     filters = filters or QueueFilters()
     held = (
         review_queue(filters=filters, user=user)
         .filter(leased_by=user, lease_expires_at__gt=timezone.now())
+        .order_by("-lease_expires_at", "-priority", "id")
         .first()
     )
     if held is not None:
