@@ -476,8 +476,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"refusal_without_traceback": {"()": "siamweb.log_filters.RefusalWithoutTraceback"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # faiss announces which CPU build it loaded on every start; django-axes logs every sign-in
-    # (its failures and lockouts are warnings, and stay).
-    "loggers": {"faiss.loader": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # (its failures and lockouts are warnings, and stay). A 403 is one line, not a traceback.
+    "loggers": {
+        "faiss.loader": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "django.request": {"filters": ["refusal_without_traceback"]},
+    },
 }
