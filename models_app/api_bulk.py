@@ -125,8 +125,8 @@ class BulkJobListCreateApi(CuratorApi):
             required=False,
             min_value=0.0,
             max_value=1.0,
-            help_text="Rows the model answers ahead of the runner-up by less than this also go "
-            "to the review queue",
+            help_text="Rows whose top group's probability leads the runner-up's by less than "
+            "this (the result's margin) also go to the review queue",
         )
 
     class OutputSerializer(BulkJobSerializer):

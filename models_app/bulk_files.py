@@ -310,6 +310,18 @@ def row_problem(record: Record, width: int) -> str:
 # --- writing the results --------------------------------------------------------------------
 
 
+def answer_margin(answer: Normalization) -> float | None:
+    """How far the top group leads the runner-up, in what orders them: the probabilities (the
+    card's figures) when the ranker gives them, else the ranking's scores. Never negative: a
+    runner-up may have the higher similarity, which is why the similarities' difference was."""
+    if len(answer.groups) < 2:
+        return None
+    top, runner_up = answer.groups[0], answer.groups[1]
+    if top.probability is not None and runner_up.probability is not None:
+        return max(0.0, round(top.probability - runner_up.probability, 4))
+    return max(0.0, round(top.score - runner_up.score, 4))
+
+
 def result_row(answer: Normalization | None, error: str) -> dict:
     top = answer.groups[0] if answer is not None and answer.groups else None
     runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
@@ -331,7 +343,7 @@ def result_row(answer: Normalization | None, error: str) -> dict:
         "runner_up_code": runner_up.code if runner_up else "",
         "runner_up_name": runner_up.name if runner_up else "",
         "runner_up_score": runner_up.score if runner_up else None,
-        "margin": round(top.score - runner_up.score, 4) if top and runner_up else None,
+        "margin": answer_margin(answer) if top and runner_up else None,
         "error": error,
     }
 

@@ -64,6 +64,7 @@ from models_app.bulk_files import (
     TEXT_COLUMN,
     BulkFileError,
     Record,
+    answer_margin,
     chunk_files,
     column_position,
     csv_cell,
@@ -451,8 +452,9 @@ def _write_files(job, chunk, attempt, keys, records, results) -> dict[str, str]:
 
 def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
     """Whether the model's answer to a row also goes to the review queue: with a threshold set,
-    when it has no group to offer, or its top score or its margin over the runner-up is below
-    the job's threshold for it. A curator's own answer never does."""
+    when it has no group to offer, or its top score or its margin over the runner-up (the
+    result's ``margin``) is below the job's threshold for it. A curator's own answer never
+    does."""
     if answer is None or answer.source != "model":
         return False
     if job.review_below is None and job.review_margin_below is None:
@@ -462,10 +464,11 @@ def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
     top = answer.groups[0].score
     if job.review_below is not None and top < job.review_below:
         return True
+    margin = answer_margin(answer)
     return (
         job.review_margin_below is not None
-        and len(answer.groups) > 1
-        and top - answer.groups[1].score < job.review_margin_below
+        and margin is not None
+        and margin < job.review_margin_below
     )
 
 

@@ -40,7 +40,7 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         min_value=0.0,
         max_value=1.0,
         label="… or ahead of the runner-up by less than",
-        help_text="0 to 1; empty: none",
+        help_text="in probability, 0 to 1; empty: none",
     )
 
     def __init__(self, *args, **kwargs) -> None:

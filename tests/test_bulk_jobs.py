@@ -98,7 +98,8 @@ def test_a_csv_is_normalized_in_chunks_keeping_every_column(tiny_taxonomy, curat
         assert (row["runner_up_code"], float(row["runner_up_score"])) == (
             runner_up.code, runner_up.score,
         )  # fmt: skip
-        assert float(row["margin"]) == round(top.score - runner_up.score, 4)
+        # The lead in probability, the order the groups come in: never negative.
+        assert float(row["margin"]) == round(top.probability - runner_up.probability, 4) >= 0
     lines = jsonl_rows(done)
     assert [line["input"]["title"] for line in lines] == TITLES
     assert lines[1]["group_code"] == "29-1141" and lines[1]["score"] == expected[1].groups[0].score
@@ -744,7 +745,7 @@ def test_without_a_threshold_nothing_goes_to_the_review_queue(tiny_taxonomy):
 
 def test_rows_the_model_answers_by_a_thin_margin_also_go_to_the_review_queue(tiny_taxonomy):
     answers = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=2)
-    margins = {a.text: a.groups[0].score - a.groups[1].score for a in answers}
+    margins = {a.text: a.groups[0].probability - a.groups[1].probability for a in answers}
     threshold = sorted(margins.values())[3]  # the three closest calls fall below it
     job = create(tiny_taxonomy, jobs_csv(), review_margin_below=threshold)
     done = bulk_job_execute(job_id=job.id, chunk_rows=4)
