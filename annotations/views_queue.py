@@ -14,6 +14,7 @@ from annotations.forms import (
     QueuePageForm,
 )
 from annotations.models import ReviewItem, Taxonomy
+from annotations.selectors.card import review_items_probability
 from annotations.selectors.queue import review_conflicts, review_queue_page
 from annotations.selectors.stats import curator_stats
 from annotations.services.review.undo import review_conflict_resolve
@@ -40,6 +41,10 @@ def review_queue_list(request: HttpRequest) -> HttpResponse:
         filters=form.queue_filters(), after=form.cleaned_data["after"], limit=QUEUE_PAGE_SIZE + 1
     )
     items, more = rows[:QUEUE_PAGE_SIZE], len(rows) > QUEUE_PAGE_SIZE
+    # The figure the card shows for each: the chance its top group is right.
+    chances = review_items_probability(item for item in items if item.prediction_id)
+    for item in items:
+        item.chance = chances.get(item.id)
     query = form.query_string()
     next_url = None
     if more:

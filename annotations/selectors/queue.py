@@ -82,7 +82,7 @@ def review_queue_page(
         items = items.filter(priority__lte=priority).filter(
             Q(priority__lt=priority) | Q(id__gt=item_id)
         )
-    return list(items.select_related("input", "top_group", "leased_by")[:limit])
+    return list(items.select_related("input", "top_group", "leased_by", "prediction")[:limit])
 
 
 def review_batch_queue(*, user, taxonomy: Taxonomy, group: Group | None = None):

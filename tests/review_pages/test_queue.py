@@ -8,6 +8,7 @@ import re
 import pytest
 
 from annotations.models import ReviewItem
+from annotations.selectors.card import review_items_probability
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, answer_changed_by_a_new_model, card_item_id
@@ -34,13 +35,18 @@ def test_the_queue_lists_fifty_items_and_links_the_next_page(client, curator, ma
     assert 'rel="next"' not in second.content.decode()
 
 
-def test_the_queue_shows_who_holds_an_item_and_its_score(client, curator, other_curator, items):
+def test_the_queue_shows_who_holds_an_item_and_the_chance_the_card_shows(
+    client, curator, other_curator, items
+):
     held = review_item_claim(user=other_curator)
     client.force_login(curator)
     page = client.get("/review/queue/").content.decode()
     row = re.search(rf'data-item-id="{held.id}">(.*?)</tr>', page, re.S).group(1)
     assert "oscar" in row
-    assert f"{held.top_score:.3f}" in row
+    # The card's figure, the probability; the similarity only as the cell's title.
+    chance = review_items_probability([held])[held.id]
+    assert re.search(rf'class="num score"[^>]*>{chance:.2f}</td>', row)
+    assert f"Similarity of the nearest member: {held.top_score:.3f}" in row
     assert held.top_group.name in row
 
 
