@@ -21,7 +21,6 @@ from models_app.promotion import live_version, model_version_rollback, training_
 from models_app.run_execution import training_run_execute
 from models_app.services.indexes import member_vectors
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
-from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.encoders import fit_encoder, load_encoder
 from models_app.siamese.search import SearchConfig
 from tests.retraining.conftest import (
@@ -146,10 +145,13 @@ def promote_a_finetune(taxonomy, curator, text: str, code: str) -> TrainingRun:
 
 
 def first_wrong_now(taxonomy, candidates: list[tuple[str, str]]) -> tuple[str, str]:
-    """The first (text, group code) whose served top group is not that group."""
+    """The first (text, group code) whose nearest member, by the live model alone (what the
+    gate's "right by itself" reads; the ranker may serve another group), is not in that group."""
+    engine = live_engine(taxonomy)
     for text, code in candidates:
-        (result,) = rank_taxonomy_groups(taxonomy, [text], k=1)
-        if not result.groups or result.groups[0].group_id != group(code).id:
+        (hits,) = engine.nearest_members([text], 1)
+        nearest = Member.objects.get(id=hits[0][0]).group_id if hits else None
+        if nearest != group(code).id:
             return text, code
     raise AssertionError("the live model gets every candidate right")
 
