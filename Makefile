@@ -64,6 +64,7 @@ FLOAT_TESTS := tests/test_normalize_batch.py tests/test_engine_search.py tests/t
 
 test: install-dev services ## Install what the tests need, start the services, run every test
 	$(PY) -m pytest
+	mkdir -p var  # the SQLite test database is a file beside the URL's (a fresh clone has no var/)
 	DATABASE_URL=sqlite:///$(CURDIR)/var/tests.sqlite3 $(PY) -m pytest -q $(SQLITE_TESTS)
 	if [ "$$(uname -m)" = x86_64 ]; then OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q $(FLOAT_TESTS); fi
 
