@@ -343,7 +343,7 @@ def result_row(answer: Normalization | None, error: str) -> dict:
         "runner_up_code": runner_up.code if runner_up else "",
         "runner_up_name": runner_up.name if runner_up else "",
         "runner_up_score": runner_up.score if runner_up else None,
-        "margin": answer_margin(answer) if top and runner_up else None,
+        "margin": answer_margin(answer) if answer is not None else None,
         "error": error,
     }
 

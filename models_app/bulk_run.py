@@ -464,12 +464,10 @@ def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
     top = answer.groups[0].score
     if job.review_below is not None and top < job.review_below:
         return True
+    if job.review_margin_below is None:
+        return False
     margin = answer_margin(answer)
-    return (
-        job.review_margin_below is not None
-        and margin is not None
-        and margin < job.review_margin_below
-    )
+    return margin is not None and margin < job.review_margin_below
 
 
 def _count(

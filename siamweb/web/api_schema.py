@@ -25,9 +25,8 @@ from siamweb.ids import MAX_ID
 
 
 def _class_char(point: int) -> str:
-    # Beyond the Basic Multilingual Plane as the character itself: a \u escape names one UTF-16
-    # unit, and JSON Schema's patterns (ECMA-262 with the u flag) and Python's re read it whole.
-    return f"\\u{point:04x}" if point <= 0xFFFF else chr(point)
+    # Only characters of the Basic Multilingual Plane are named (see _stated_in_the_pattern).
+    return f"\\u{point:04x}"
 
 
 def _stated_in_the_pattern(first: int, last: int) -> bool:
@@ -43,6 +42,10 @@ def _stated_in_the_pattern(first: int, last: int) -> bool:
 UNSTATED_RANGES = [
     (first, last) for first, last in REFUSED_RANGES if not _stated_in_the_pattern(first, last)
 ]
+_UNSTATED = ", ".join(
+    f"U+{first:04X}" if first == last else f"U+{first:04X}-{last:04X}"
+    for first, last in UNSTATED_RANGES
+)
 
 # What the text rule (models_app.siamese.text) refuses, and what clean_text strips (the
 # characters str.isspace() is true of, and the dropped ones), as JSON Schema character classes.
@@ -72,11 +75,7 @@ def any_text_pattern() -> str:
 def text_description(help_text: object) -> str:
     """The field's own words, then what its pattern cannot say."""
     own = f"{help_text} " if help_text else ""
-    unstated = ", ".join(
-        f"U+{first:04X}" if first == last else f"U+{first:04X}-{last:04X}"
-        for first, last in UNSTATED_RANGES
-    )
-    return f"{own}Also refused, though the pattern does not name them: {unstated}."
+    return f"{own}Also refused, though the pattern does not name them: {_UNSTATED}."
 
 
 # Path parameters as the URL patterns match them: <slug:…> and <int:…>.
