@@ -2,12 +2,14 @@
 
 Fits the ranker (``models_app.siamese.ranker``) on the judged part of JobBERT's dev split (the
 curator stream of ``bench/jobbert_data.py``; dev-unseen titles are only measured) against two
-taxonomies served as the product serves them: ESCO with all-MiniLM-L6-v2 as it comes (what a
-new taxonomy serves first) and O*NET, through Nesta's crosswalk, with the shipped n-gram model.
-Each stream title gives two examples: cold (no curator's member, no verdict history: a
-taxonomy's first minute) and warm (the first 2,000 stream titles judged as curators' members
-and history, each example without its own verdict), so the starter knows what verdicts are
-worth before a taxonomy has any.
+taxonomies served as the product serves them: ESCO with the title tower (what a new taxonomy
+serves first) and O*NET, through Nesta's crosswalk, with the shipped student. Each stream title
+gives two examples: cold (no curator's member, no verdict history: a taxonomy's first minute)
+and warm (the first 2,000 stream titles judged as curators' members and history, each example
+without its own verdict), so the starter knows what verdicts are worth before a taxonomy has
+any. The weights learn from every stream title; the probability is calibrated on the stream's
+consistently labelled titles only (``consistently_labelled``): fitted on labels that disagree
+with themselves, it learns to doubt right answers (``bench/vouching.py`` measures it).
 
 Measured on dev-unseen titles, paired against the hand-written prior on the same titles:
 - the starter fitted on both taxonomies' titles (what ships), and fitted on one taxonomy's
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from bench.jobbert_data import SHARED_DATA  # noqa: E402
+from bench.jobbert_data import SHARED_DATA, consistently_labelled  # noqa: E402
 from bench.ranker import (  # noqa: E402
     CACHE,
     Served,
@@ -61,6 +63,7 @@ from models_app.siamese.ranker.model import (  # noqa: E402
     RankingExample,
     fit_ranker,
     hand_prior,
+    recalibrated,
 )
 from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
@@ -147,6 +150,26 @@ def starter_examples(sets: dict) -> list[RankingExample]:
     return examples
 
 
+def consistent_examples(name: str, data: Path, sets: dict) -> list[RankingExample]:
+    """The stream's consistently labelled titles as examples, cold and (those among the
+    first ``WARM``) warm: the evidence the starter's probability is calibrated on."""
+    taxonomy = esco_taxonomy(data) if name == "esco" else onet_taxonomy(data)
+    labels = sets["stream_labels"]
+    rows = consistently_labelled([text for text, _ in taxonomy.stream], labels)
+    warm = sets["warm"][WARM]
+    return [RankingExample(sets["stream_cold"][r], int(labels[r])) for r in rows] + [
+        RankingExample(warm[r], int(labels[r])) for r in rows if r < len(warm)
+    ]
+
+
+def fit_starter(sets: dict, consistent: dict, fitted_on: tuple[str, ...]) -> LinearRanker:
+    """Weights fitted on every stream title of ``fitted_on``'s taxonomies, the probability
+    calibrated on their consistently labelled ones."""
+    examples = [e for name in fitted_on for e in starter_examples(sets[name])]
+    fitted = fit_ranker(examples, prior=hand_prior())
+    return recalibrated(fitted, [e for name in fitted_on for e in consistent[name]])
+
+
 def answers(ranker: LinearRanker, candidates, labels) -> dict:
     """Per title: top right, runner-up right, top and runner-up probabilities."""
     top_right, second_right, p1, p2 = [], [], [], []
@@ -222,10 +245,10 @@ def main() -> None:
     prior = hand_prior()
 
     starters, fit_seconds = {}, {}
+    consistent = {name: consistent_examples(name, args.data, sets[name]) for name in TAXONOMIES}
     for fitted_on in (("esco", "onet"), ("esco",), ("onet",)):
-        examples = [e for name in fitted_on for e in starter_examples(sets[name])]
         started = time.perf_counter()
-        starters[fitted_on] = fit_ranker(examples, prior=prior)
+        starters[fitted_on] = fit_starter(sets, consistent, fitted_on)
         fit_seconds["+".join(fitted_on)] = round(time.perf_counter() - started, 1)
     shipped = starters[("esco", "onet")]
 
@@ -313,8 +336,10 @@ def main() -> None:
     if args.write:
         shipped.metrics = {
             "fitted_on": "JobBERT vacancy titles of the curator stream (bench/jobbert_data.py), "
-            "against ESCO (all-MiniLM-L6-v2) and O*NET 27.0 through Nesta's crosswalk (shipped "
-            "n-gram model); cold and warm examples; no title is stored",
+            "against ESCO (the title tower) and O*NET 27.0 through Nesta's crosswalk (the "
+            "shipped student); cold and warm examples; the probability calibrated on the "
+            "stream's consistently labelled titles; no title is stored",
+            "calibrated_on": sum(len(examples) for examples in consistent.values()),
             "examples": shipped.fitted_on,
             "dev_unseen": {n: s["cold"][1] for n, s in report["taxonomies"].items()},
         }

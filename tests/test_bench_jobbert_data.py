@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.jobbert_data import DataError, LabelledTitle, check_labels, jobbert_split
+from bench.jobbert_data import (
+    DataError,
+    LabelledTitle,
+    check_labels,
+    consistently_labelled,
+    jobbert_split,
+)
 
 URI = "http://data.europa.eu/esco/occupation/"
 
@@ -43,3 +49,10 @@ def test_a_file_it_cannot_use_is_refused_by_name(tmp_path, rows, header, message
 def test_titles_labelled_outside_the_taxonomy_are_named():
     with pytest.raises(DataError, match="not in ESCO's occupations: nope"):
         check_labels([LabelledTitle("Nurse", "nope")], {"c1"})
+
+
+def test_consistently_labelled_titles_occur_more_than_once_always_with_one_label():
+    texts = ["Java Dev", "java  dev", "Nurse", "nurse", "Chef", "Baker", "Baker", "Baker"]
+    labels = ["a", "a", "b", "c", "d", "e", "e", "e"]
+    # "Nurse" disagrees with itself and "Chef" occurs once: neither is trusted.
+    assert consistently_labelled(texts, labels) == [0, 5]

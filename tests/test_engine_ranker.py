@@ -25,6 +25,7 @@ from models_app.siamese.ranker.model import (
     RankingExample,
     fit_ranker,
     hand_prior,
+    recalibrated,
 )
 
 COLUMN = {name: i for i, name in enumerate(FEATURES)}
@@ -184,6 +185,40 @@ def test_the_probability_leaves_room_for_none_of_these():
     assert 0 < probabilities.sum() < 0.95
     assert (probabilities >= 0).all()
     assert LinearRanker.prior().probabilities(np.zeros(3), 0.9) is None  # not calibrated
+
+
+def top_probability(ranker: LinearRanker, examples: list[RankingExample]) -> float:
+    """The mean probability of each text's top group."""
+    tops = []
+    for e in examples:
+        scores = ranker.scores(e.candidates.features)
+        found = ranker.probabilities(scores, float(e.candidates.similarity.max()))
+        tops.append(found[int(np.argmax(scores))])
+    return float(np.mean(tops))
+
+
+def test_a_calibration_on_trusted_labels_stops_doubting_right_answers():
+    """Weights fitted on labels of which 40% name a wrong group still rank right, but their
+    probability believes the labels; calibrated again on labels that can be trusted, the same
+    weights say how often they are right."""
+    rng = np.random.default_rng(5)
+    noisy = []
+    for e in synthetic_examples(400, seed=5):
+        wrong = [g for g in e.candidates.groups.tolist() if g != e.group_id]
+        group = wrong[int(rng.integers(2))] if rng.random() < 0.4 else e.group_id
+        noisy.append(RankingExample(e.candidates, group))
+    doubting = fit_ranker(noisy, prior=hand_prior())
+    trusted, held = synthetic_examples(200, seed=6), synthetic_examples(200, seed=7)
+    honest = recalibrated(doubting, trusted)
+
+    assert accuracy(doubting, held) > 0.95  # the ranking survived the noise
+    assert np.array_equal(honest.weights, doubting.weights)
+    assert top_probability(doubting, held) < 0.75
+    assert top_probability(honest, held) > 0.9
+    with pytest.raises(ConfigError, match=f"at least {MIN_EXAMPLES}"):
+        recalibrated(doubting, trusted[: MIN_EXAMPLES - 1])
+    with pytest.raises(ConfigError, match="calibrated ranker"):
+        recalibrated(hand_prior(), trusted)
 
 
 def test_too_few_usable_verdicts_are_refused_and_the_prior_stands():

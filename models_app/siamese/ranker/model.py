@@ -285,6 +285,33 @@ def fit_ranker(
     )  # fmt: skip
 
 
+def recalibrated(ranker: LinearRanker, examples: Sequence[RankingExample]) -> LinearRanker:
+    """``ranker`` with its weights kept and its probability calibrated afresh on ``examples``.
+
+    For evidence whose labels are trusted more than those the weights learnt from: a ranking
+    learns from noisy labels almost as well as from clean ones, but a probability fitted on
+    labels that disagree with themselves learns to doubt right answers."""
+    if not ranker.calibrated:
+        raise ConfigError("only a calibrated ranker is calibrated again")
+    scored = [
+        (ranker.scores(e.candidates.features), e.target, float(e.candidates.similarity.max()))
+        for e in examples
+        if len(e.candidates)
+    ]
+    if len(scored) < MIN_EXAMPLES:
+        raise ConfigError(
+            f"a calibration needs at least {MIN_EXAMPLES} examples with candidates, "
+            f"got {len(scored)}"
+        )
+    temperature, temperature_slope, miss, slope = _fit_calibration(scored)
+    return LinearRanker(
+        ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
+        temperature=temperature, miss_logit=miss, miss_slope=slope,
+        temperature_slope=temperature_slope, fitted_on=ranker.fitted_on,
+        metrics=dict(ranker.metrics),
+    )  # fmt: skip
+
+
 def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
     """Listwise softmax cross-entropy with an L2 pull toward ``anchor``, by L-BFGS."""
     import torch
