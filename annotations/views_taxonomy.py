@@ -39,6 +39,7 @@ from annotations.services.taxonomy_upload import (
 )
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
+from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.web.decorators import admin_required
 
@@ -170,6 +171,8 @@ def _detail_page(
         guidelines_html=markdown_html(taxonomy.guidelines),
         guidelines_error=guidelines_error,
         guidelines_max=GUIDELINES_MAX_CHARS,
+        vouching=vouching_reports(taxonomy, targets=SUGGESTED_TARGETS),
+        vouching_days=RECENT_DAYS,
     )
     return render(request, "taxonomy/detail.html", context, status=status)
 

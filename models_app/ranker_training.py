@@ -212,7 +212,7 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
     except ConfigError as exc:
         logger.info("no ranker for %s yet: %s", taxonomy.slug, exc)
         return None
-    ranker.metrics = {"examples": len(examples), "gate": gate.get("summary", "")}
+    ranker.metrics = {**ranker.metrics, "examples": len(examples), "gate": gate.get("summary", "")}
     return _store(taxonomy, engine, ranker, history, judged, gate)
 
 

@@ -27,6 +27,7 @@ from annotations.api.taxonomies import (
     MemberListCreateApi,
     TaxonomyDetailApi,
     TaxonomyListApi,
+    TaxonomyVouchingApi,
 )
 from models_app import api_bulk as bulk_api
 from models_app.api.runs import (
@@ -54,6 +55,7 @@ urlpatterns = [
     path("members/<int:member_id>", MemberDetailApi.as_view(), name="api-member"),
     # inputs in, predictions out
     path("taxonomies/<slug:slug>/normalize", NormalizeApi.as_view(), name="api-normalize"),
+    path("taxonomies/<slug:slug>/vouching", TaxonomyVouchingApi.as_view(), name="api-vouching"),
     path("taxonomies/<slug:slug>/inputs", InputListSubmitApi.as_view(), name="api-inputs"),
     # the review queue and verdicts
     path("review-items", ReviewItemListApi.as_view(), name="api-review-items"),

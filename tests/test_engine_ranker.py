@@ -172,6 +172,12 @@ def test_a_fitted_ranker_learns_the_evidence_the_prior_ignores():
     assert accuracy(prior, held) < 0.05
     assert accuracy(ranker, held) > 0.95
     assert ranker.calibrated and ranker.fitted_on == 200
+    # Its evidence: each example's top answer by the fold that never saw it, with its
+    # probability; right as often as the ranker is on texts it never saw.
+    evidence = ranker.metrics["evidence"]
+    assert len(evidence["probabilities"]) == len(evidence["right"]) == 200
+    assert all(0 < p < 1 for p in evidence["probabilities"])
+    assert np.mean(evidence["right"]) > 0.9
 
 
 def test_the_probability_leaves_room_for_none_of_these():

@@ -36,12 +36,17 @@ def test_too_little_evidence_shows_no_threshold_and_says_how_much_more():
     assert found.threshold is None and found.coverage == 0.0
     # At 29 right of 30 (96.7%) the bound reaches 95% only with far more such answers.
     assert found.more_needed is not None and found.more_needed > 100
-    enough = vouching_threshold([0.99] * (30 + found.more_needed),
-                                [True] * 29 + [False] + [True] * found.more_needed, target=0.95)
+    enough = vouching_threshold(
+        [0.99] * (30 + found.more_needed),
+        [True] * 29 + [False] + [True] * found.more_needed,
+        target=0.95,
+    )
     assert enough.threshold == 0.99
     # Sure answers right less often than the target: more of them would never show it.
-    assert vouching_threshold([0.99] * 100, [True] * 90 + [False] * 10,
-                              target=0.95).more_needed is None
+    assert (
+        vouching_threshold([0.99] * 100, [True] * 90 + [False] * 10, target=0.95).more_needed
+        is None
+    )
 
 
 @pytest.mark.parametrize("target", [0.0, 1.0, 1.5, -0.2])

@@ -12,7 +12,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import MemberSourceField, edit_error_response
+from annotations.api.base import (
+    MemberSourceField,
+    edit_error_response,
+    serving_error_response,
+)
 from annotations.api.reads import (
     group_or_404,
     groups_queryset,
@@ -34,6 +38,14 @@ from annotations.services.taxonomy_edit.groups import group_create, group_merge,
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
 from models_app.services.runs import taxonomy_model_refresh
+from models_app.serving.engines import NoLiveModel
+from models_app.serving.vouching import (
+    RECENT_DAYS,
+    SUGGESTED_TARGETS,
+    TARGET_RANGE,
+    vouching_report,
+)
+from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
     BAD_REQUEST,
     FORBIDDEN,
@@ -168,6 +180,79 @@ class TaxonomyDetailApi(CuratorApi):
     )
     def get(self, request: Request, slug: str) -> Response:
         return Response(self.OutputSerializer(taxonomy_with_counts(slug)).data)
+
+
+class VouchingEvidenceSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(
+        ["verdicts", "starter"],
+        help_text="verdicts: the live ranker's own (each verdict's top answer by weights fitted "
+        "without it); starter: the starter ranker's answers on real titles, before enough verdicts",
+    )
+    description = serializers.CharField()
+    answers = serializers.IntegerField(help_text="Answers in the evidence")
+    at_or_above_threshold = serializers.IntegerField()
+    right = serializers.IntegerField(help_text="Of those at or above the threshold")
+
+
+class TaxonomyVouchingApi(CuratorApi):
+    class FilterSerializer(serializers.Serializer):
+        target = serializers.FloatField(
+            required=False, default=SUGGESTED_TARGETS[0],
+            min_value=TARGET_RANGE[0], max_value=TARGET_RANGE[1],
+            help_text="The precision the answers must have (from 0.5 to 0.999)",
+        )  # fmt: skip
+
+    class OutputSerializer(serializers.Serializer):
+        target = serializers.FloatField()
+        threshold = serializers.FloatField(
+            allow_null=True,
+            help_text="The lowest probability whose answers show the target; null: the "
+            "evidence does not show it at any probability",
+        )
+        lower_bound = serializers.FloatField(
+            allow_null=True,
+            help_text="One-sided 95% lower bound on the precision of the evidence's answers at "
+            "or above the threshold",
+        )
+        evidence = VouchingEvidenceSerializer()
+        recent_days = serializers.IntegerField()
+        recent_inputs = serializers.IntegerField(
+            help_text=f"Inputs of the last {RECENT_DAYS} days the model answered"
+        )
+        recent_vouched = serializers.IntegerField(
+            help_text="Of them, answers at or above the threshold, as they were predicted"
+        )
+        recent_share = serializers.FloatField(allow_null=True)
+        verdicts_needed = serializers.IntegerField(
+            allow_null=True,
+            help_text="Without a threshold: verdicts more that could show one (null: more "
+            "answers like today's would not)",
+        )
+
+    @extend_schema(
+        summary="What the product can vouch for: the probability above which answers meet a "
+        "target precision, and the share of recent inputs it would code by itself",
+        parameters=[FilterSerializer],
+        responses={
+            200: OutputSerializer,
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+            409: OpenApiResponse(
+                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
+            ),
+            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        target = filters_of(self.FilterSerializer, request)["target"]
+        try:
+            report = vouching_report(taxonomy, target=target)
+            if report is None:
+                raise NoLiveModel(taxonomy)
+        except (NoLiveModel, ArtifactError) as exc:
+            return serving_error_response(exc, slug)
+        return Response(self.OutputSerializer(report.as_dict()).data)
 
 
 class GroupSerializer(serializers.Serializer):

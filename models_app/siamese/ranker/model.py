@@ -278,11 +278,27 @@ def fit_ranker(
         anchor=calibration_anchor,
         strength=config.prior_strength if calibration_anchor is not None else 0.0,
     )
-    return LinearRanker(
+    ranker = LinearRanker(
         FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
         miss_slope=slope, temperature_slope=temperature_slope,
         fitted_on=len(examples),
     )  # fmt: skip
+    ranker.metrics = {"evidence": top_answer_evidence(ranker, out_of_fold)}
+    return ranker
+
+
+def top_answer_evidence(
+    ranker: LinearRanker, scored: Sequence[tuple[np.ndarray, int, float]]
+) -> dict[str, list]:
+    """Each text's top answer as evidence of what the probability is worth: its probability
+    and whether it was right, from (scores, the right row or -1, best similarity). A fit's
+    evidence is scored by its folds' weights, which never saw the text."""
+    probabilities, right = [], []
+    for scores, target, similarity in scored:
+        top = int(np.argmax(scores))
+        probabilities.append(round(float(ranker.probabilities(scores, similarity)[top]), 4))
+        right.append(top == target)
+    return {"probabilities": probabilities, "right": right}
 
 
 def recalibrated(ranker: LinearRanker, examples: Sequence[RankingExample]) -> LinearRanker:

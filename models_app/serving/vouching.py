@@ -1,0 +1,128 @@
+"""What the product can vouch for on a taxonomy: the probability above which its answers meet a
+target precision (``siamese.vouching``, a one-sided lower bound on evidence), and the share of
+the last 30 days' inputs whose answer reaches it.
+
+The evidence is the live ranker's own once it has enough: each verdict's top answer by weights
+that never saw it (the fit's folds). Before that, the starter's: its answers on real vacancy
+titles whose labels agree with themselves (``bench/starter_ranker.py``). Both travel inside the
+ranker's file, numbers only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from annotations.models import ReviewItem, Taxonomy
+from models_app.serving.engines import live_engine_and_ranker
+from models_app.serving.rankers import serving_ranker
+from models_app.siamese.ranker.files import cold_start_ranker
+from models_app.siamese.vouching import VouchingThreshold, vouching_threshold
+
+# The taxonomy's own verdicts become the evidence once the live ranker was fitted on this many:
+# fewer say less than the starter's 523 answers on real titles.
+MIN_OWN_EVIDENCE = 200
+RECENT_DAYS = 30
+# Targets an admin may ask for: below 0.5 an answer is more likely wrong than right; at 1 no
+# finite evidence shows it.
+TARGET_RANGE = (0.5, 0.999)
+SUGGESTED_TARGETS = (0.95, 0.90)
+
+
+@dataclass(frozen=True)
+class VouchingReport:
+    target: float
+    found: VouchingThreshold
+    evidence: str  # what the evidence is, in words
+    own_evidence: bool
+    recent_inputs: int  # inputs of the last RECENT_DAYS answered by the model
+    recent_vouched: int  # of them, answers at or above the threshold
+    verdicts_needed: int | None  # without a threshold: verdicts more that could show one
+
+    @property
+    def recent_share(self) -> float | None:
+        return self.recent_vouched / self.recent_inputs if self.recent_inputs else None
+
+    def as_dict(self) -> dict:
+        found = self.found
+        return {
+            "target": self.target,
+            "threshold": found.threshold,
+            "lower_bound": round(found.lower_bound, 4) if found.threshold is not None else None,
+            "evidence": {
+                "source": "verdicts" if self.own_evidence else "starter",
+                "description": self.evidence,
+                "answers": found.evidence,
+                "at_or_above_threshold": found.answers,
+                "right": found.right,
+            },
+            "recent_days": RECENT_DAYS,
+            "recent_inputs": self.recent_inputs,
+            "recent_vouched": self.recent_vouched,
+            "recent_share": None if self.recent_share is None else round(self.recent_share, 4),
+            "verdicts_needed": self.verdicts_needed,
+        }
+
+
+def vouching_report(taxonomy: Taxonomy, *, target: float) -> VouchingReport | None:
+    """What the taxonomy's live model and ranker can vouch for at ``target`` precision; None
+    without a live model."""
+    reports = vouching_reports(taxonomy, targets=(target,))
+    return reports[0] if reports else None
+
+
+def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | None:
+    """``vouching_report`` at each of ``targets``, reading the evidence and recent inputs
+    once; None without a live model."""
+    low, high = TARGET_RANGE
+    for target in targets:
+        if not low <= target <= high:
+            raise ValueError(f"a target precision is from {low} to {high}, got {target}")
+    engine, ranker_id = live_engine_and_ranker(taxonomy)
+    if engine is None:
+        return None
+    serving = serving_ranker(engine, ranker_id)
+    own = (serving.ranker.metrics or {}).get("evidence") if serving.version_id else None
+    own_count = len(own["right"]) if own else 0
+    own_enough = own_count >= MIN_OWN_EVIDENCE
+    if own_enough:
+        evidence = own
+        described = (
+            f"the top answers of the live ranker's {own_count:,} verdicts, each by weights "
+            "fitted without it"
+        )
+    else:
+        evidence = (cold_start_ranker().metrics or {}).get("evidence") or {
+            "probabilities": [], "right": []
+        }  # fmt: skip
+        described = (
+            f"the starter ranker's top answers on {len(evidence['right']):,} real vacancy titles "
+            "whose labels agree with themselves"
+        )
+    recent = _recent_top_probabilities(taxonomy)
+    reports = []
+    for target in targets:
+        found = vouching_threshold(evidence["probabilities"], evidence["right"], target=target)
+        vouched = sum(p >= found.threshold for p in recent) if found.threshold is not None else 0
+        needed = None
+        if found.threshold is None:
+            needed = found.more_needed if own_enough else MIN_OWN_EVIDENCE - own_count
+        reports.append(VouchingReport(target, found, described, own_enough, len(recent),
+                                      vouched, needed))  # fmt: skip
+    return reports
+
+
+def _recent_top_probabilities(taxonomy: Taxonomy) -> list[float]:
+    """The top answer's probability of each input of the last ``RECENT_DAYS`` days, as it was
+    predicted (answers curators gave, and answers without a probability, are left out)."""
+    since = timezone.now() - timezone.timedelta(days=RECENT_DAYS)
+    rows = ReviewItem.objects.filter(taxonomy=taxonomy, input__created_at__gte=since).values_list(
+        "prediction__ranked_groups", flat=True
+    )
+    found = []
+    for groups in rows.iterator(chunk_size=2000):
+        top = groups[0] if groups else None
+        if top and top.get("source") == "model" and top.get("probability") is not None:
+            found.append(float(top["probability"]))
+    return found
