@@ -192,6 +192,16 @@ class ReviewItem(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Curators disagreed on this input: an admin decides.
     conflict = models.BooleanField(default=False)
+    # The product vouched for its answer under the taxonomy's auto-coding policy: coded without
+    # review (``auto_coded``, status done), or drawn for the audit (``audit``, queued as any
+    # other item and never shown as one). ``vouched_group`` is the answer it vouched for.
+    auto_coded = models.BooleanField(default=False)
+    audit = models.BooleanField(default=False)
+    vouched_group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    vouched_threshold = models.FloatField(null=True, blank=True)
+    vouched_policy_version = models.PositiveIntegerField(null=True, blank=True)
     # Whose send queued the item (an API call, an upload, the playground, a bulk job): one user
     # may have at most SIAMWEB_REVIEW_PENDING_PER_USER open. None: the system's own.
     queued_by = models.ForeignKey(
@@ -225,6 +235,33 @@ class ReviewItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.input} ({self.status})"
+
+
+class AutoCodingPolicy(models.Model):
+    """A taxonomy's auto-coding: answers whose probability shows ``target_precision`` (None:
+    off) are coded without review, except a random ``audit_share`` of them, judged blind. The
+    version moves on every change, and an answer records the version it was coded under."""
+
+    taxonomy = models.OneToOneField(Taxonomy, on_delete=models.CASCADE, related_name="auto_coding")
+    target_precision = models.FloatField(null=True, blank=True)
+    audit_share = models.FloatField(default=0.05)
+    version = models.PositiveIntegerField(default=0)
+    # Paused by its own audit (the audited precision's lower bound fell below the target):
+    # nothing is auto-coded until an admin sets the policy again.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_reason = models.TextField(blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        state = "off" if self.target_precision is None else f"target {self.target_precision}"
+        return f"auto-coding of {self.taxonomy_id}: {state} (v{self.version})"
+
+    @property
+    def active(self) -> bool:
+        return self.target_precision is not None and self.paused_at is None
 
 
 class JudgementQuerySet(models.QuerySet):
@@ -390,6 +427,8 @@ class AuditEvent(models.Model):
         "api_token.create",
         "api_token.rotate",
         "api_token.revoke",
+        "auto_coding.set",
+        "auto_coding.pause",
     )
 
     actor = models.ForeignKey(

@@ -17,6 +17,7 @@ urlpatterns = [
     path("<slug:slug>/", views.taxonomy_detail, name="taxonomy-detail"),
     path("<slug:slug>/export.csv", views.taxonomy_export, name="taxonomy-export"),
     path("<slug:slug>/guidelines", views.taxonomy_guidelines, name="taxonomy-guidelines"),
+    path("<slug:slug>/auto-coding", views.taxonomy_auto_coding, name="taxonomy-auto-coding"),
     path("<slug:slug>/groups/new", groups.taxonomy_group_create, name="taxonomy-group-create"),
     path(_GROUP, groups.taxonomy_group, name="taxonomy-group"),
     path(f"{_GROUP}rename", groups.taxonomy_group_rename, name="taxonomy-group-rename"),

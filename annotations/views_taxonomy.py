@@ -8,6 +8,7 @@ reads. A group's page and its edits are ``annotations.views_taxonomy_groups``; t
 from __future__ import annotations
 
 import csv
+import math
 
 from django import forms
 from django.contrib import messages
@@ -20,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
+from annotations.selectors.auto_coding import auto_coding_state
 from annotations.selectors.taxonomy import (
     CSV_EXPORT_COLUMNS,
     taxonomies_with_counts,
@@ -27,6 +29,7 @@ from annotations.selectors.taxonomy import (
     taxonomy_export_rows,
     taxonomy_group_search,
 )
+from annotations.services.review.auto_coding import AutoCodingError, auto_coding_set
 from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.guidelines import (
@@ -160,6 +163,7 @@ def _detail_page(
     *,
     guidelines_text: str | None = None,
     guidelines_error: str | None = None,
+    auto_coding_error: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context.setdefault(
@@ -173,6 +177,8 @@ def _detail_page(
         guidelines_max=GUIDELINES_MAX_CHARS,
         vouching=vouching_reports(taxonomy, targets=SUGGESTED_TARGETS),
         vouching_days=RECENT_DAYS,
+        auto_coding=auto_coding_state(taxonomy),
+        auto_coding_error=auto_coding_error,
     )
     return render(request, "taxonomy/detail.html", context, status=status)
 
@@ -191,6 +197,41 @@ def taxonomy_guidelines(request: HttpRequest, slug: str) -> HttpResponse:
             request, taxonomy, context, guidelines_text=text, guidelines_error=str(exc), status=400
         )
     messages.info(request, "Guidelines saved.")
+    return redirect("taxonomy-detail", slug=taxonomy.slug)
+
+
+@admin_required
+@require_POST
+def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the auto-coding policy from the taxonomy page; a refusal names the field."""
+    taxonomy = taxonomy_or_404(slug)
+    raw_target = request.POST.get("target_precision", "").strip()
+    raw_share = request.POST.get("audit_share", "").strip()
+    try:
+        target = None if raw_target in ("", "off") else float(raw_target)
+        share = float(raw_share) if raw_share else 0.05
+        if (target is not None and not math.isfinite(target)) or not math.isfinite(share):
+            raise ValueError
+    except ValueError:
+        error = "the target precision and the audit share are numbers (0.95, 0.05); nothing changed"
+        return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
+                            auto_coding_error=error, status=400)  # fmt: skip
+    try:
+        policy = auto_coding_set(
+            taxonomy=taxonomy, target_precision=target, audit_share=share, user=request.user
+        )
+    except AutoCodingError as exc:
+        return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
+                            auto_coding_error=f"{exc}; nothing changed", status=400)  # fmt: skip
+    if policy.target_precision is None:
+        messages.info(request, "Auto-coding is off: every answer waits for review.")
+    else:
+        messages.info(
+            request,
+            f"Auto-coding set (version {policy.version}): answers shown to be right "
+            f"{policy.target_precision:.1%} of the time are coded by themselves, "
+            f"{policy.audit_share:.0%} of them audited blind.",
+        )
     return redirect("taxonomy-detail", slug=taxonomy.slug)
 
 

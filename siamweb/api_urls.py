@@ -20,6 +20,7 @@ from annotations.api.review import (
     ReviewItemReleaseApi,
 )
 from annotations.api.taxonomies import (
+    AutoCodingApi,
     GroupDetailApi,
     GroupListCreateApi,
     GroupMergeApi,
@@ -56,6 +57,7 @@ urlpatterns = [
     # inputs in, predictions out
     path("taxonomies/<slug:slug>/normalize", NormalizeApi.as_view(), name="api-normalize"),
     path("taxonomies/<slug:slug>/vouching", TaxonomyVouchingApi.as_view(), name="api-vouching"),
+    path("taxonomies/<slug:slug>/auto-coding", AutoCodingApi.as_view(), name="api-auto-coding"),
     path("taxonomies/<slug:slug>/inputs", InputListSubmitApi.as_view(), name="api-inputs"),
     # the review queue and verdicts
     path("review-items", ReviewItemListApi.as_view(), name="api-review-items"),

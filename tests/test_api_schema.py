@@ -28,6 +28,7 @@ ENDPOINTS = {
     "/api/v1/taxonomies/{slug}/members": {"get", "post"},
     "/api/v1/taxonomies/{slug}/normalize": {"post"},
     "/api/v1/taxonomies/{slug}/vouching": {"get"},
+    "/api/v1/taxonomies/{slug}/auto-coding": {"get", "put"},
     "/api/v1/taxonomies/{slug}/inputs": {"get", "post"},
     "/api/v1/groups/{group_id}": {"get", "patch"},
     "/api/v1/groups/{group_id}/merge": {"post"},

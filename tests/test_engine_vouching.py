@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models_app.siamese.vouching import precision_lower_bound, vouching_threshold
+from models_app.siamese.vouching import (
+    precision_lower_bound,
+    precision_upper_bound,
+    vouching_threshold,
+)
 
 
 def test_the_lower_bound_is_below_the_precision_and_closes_in_with_more_answers():
@@ -14,6 +18,10 @@ def test_the_lower_bound_is_below_the_precision_and_closes_in_with_more_answers(
     assert few < many < 0.95
     assert many == pytest.approx(0.9365, abs=0.001)  # Wilson, one-sided 95%
     assert precision_lower_bound(10, 10) < 1.0
+    # The upper bound mirrors it: 50 right of 100 is bounded symmetrically around a half.
+    assert precision_upper_bound(0, 0) == 1.0
+    assert precision_upper_bound(50, 100) == pytest.approx(1 - precision_lower_bound(50, 100))
+    assert precision_lower_bound(80, 100) < 0.8 < precision_upper_bound(80, 100) < 0.87
 
 
 def test_the_threshold_is_the_lowest_probability_whose_answers_show_the_target():

@@ -96,6 +96,7 @@ class InputListSubmitApi(CuratorApi):
         class ReviewItemRefSerializer(serializers.Serializer):
             id = serializers.IntegerField()
             status = ReviewItemStatusField()
+            auto_coded = serializers.BooleanField(help_text="Coded by the product without review")
 
         id = serializers.IntegerField()
         text = serializers.CharField()

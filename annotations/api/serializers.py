@@ -91,6 +91,11 @@ class InputRefSerializer(serializers.Serializer):
     occurrences = serializers.IntegerField()
 
 
+class AutoCodingRefSerializer(serializers.Serializer):
+    threshold = serializers.FloatField()
+    policy_version = serializers.IntegerField()
+
+
 class ReviewItemSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     taxonomy = serializers.CharField(source="taxonomy.slug")
@@ -103,8 +108,23 @@ class ReviewItemSerializer(serializers.Serializer):
     leased_by = serializers.CharField(source="leased_by.username", allow_null=True)
     lease_expires_at = serializers.DateTimeField(allow_null=True)
     conflict = serializers.BooleanField()
+    auto_coded = serializers.BooleanField(
+        help_text="Coded by the product without review: its answer's probability reached the "
+        "threshold the taxonomy's auto-coding policy showed for its target precision"
+    )
+    auto_coding = serializers.SerializerMethodField(
+        help_text="For an auto-coded answer: the threshold and policy version it was coded "
+        "under; null otherwise"
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(AutoCodingRefSerializer(allow_null=True))
+    def get_auto_coding(self, item: ReviewItem) -> dict | None:
+        # An audited answer is never told apart from any other card: only coded ones say so.
+        if not item.auto_coded:
+            return None
+        return {"threshold": item.vouched_threshold, "policy_version": item.vouched_policy_version}
 
 
 class ReviewItemPredictionSerializer(ReviewItemSerializer):

@@ -30,8 +30,10 @@ from annotations.models import (
     Group,
     Taxonomy,
 )
+from annotations.selectors.auto_coding import auto_coding_state
 from annotations.selectors.queue import QueueFilters
 from annotations.selectors.stats import review_counts
+from annotations.services.review.auto_coding import AutoCodingError, auto_coding_set
 from annotations.services.taxonomy import ImportRejected
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
@@ -44,6 +46,7 @@ from models_app.serving.vouching import (
     SUGGESTED_TARGETS,
     TARGET_RANGE,
     vouching_report,
+    vouching_threshold_now,
 )
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
@@ -253,6 +256,93 @@ class TaxonomyVouchingApi(CuratorApi):
         except (NoLiveModel, ArtifactError) as exc:
             return serving_error_response(exc, slug)
         return Response(self.OutputSerializer(report.as_dict()).data)
+
+
+class AutoCodingApi(CuratorReadsAdminWritesApi):
+    class OutputSerializer(serializers.Serializer):
+        target_precision = serializers.FloatField(
+            allow_null=True, help_text="null: off (the default); every answer waits for review"
+        )
+        audit_share = serializers.FloatField(
+            help_text="The share of answers it vouches for that go to review blind, as any card"
+        )
+        version = serializers.IntegerField(help_text="Moves on every change; 0: never set")
+        active = serializers.BooleanField(help_text="On and not paused")
+        paused_at = serializers.DateTimeField(allow_null=True)
+        paused_reason = serializers.CharField(
+            help_text="Why the audit paused it (empty when it is not paused)"
+        )
+        threshold = serializers.FloatField(
+            allow_null=True,
+            help_text="The probability from which answers are coded now (the vouching "
+            "endpoint's, at the target); null when off or not shown by the evidence",
+        )
+        coded = serializers.IntegerField(help_text="Answers coded by itself, this version")
+        audited = serializers.IntegerField(
+            help_text="Audited answers with a curator's final verdict, this version"
+        )
+        audited_right = serializers.IntegerField()
+        audited_precision = serializers.FloatField(allow_null=True)
+        audited_interval = serializers.ListField(
+            child=serializers.FloatField(), allow_null=True,
+            help_text="One-sided 95% lower and upper bounds of the audited precision",
+        )  # fmt: skip
+
+    class InputSerializer(serializers.Serializer):
+        target_precision = serializers.FloatField(
+            allow_null=True, min_value=TARGET_RANGE[0], max_value=TARGET_RANGE[1],
+            help_text="From 0.5 to 0.999 (0.95 suggested); null turns auto-coding off",
+        )  # fmt: skip
+        audit_share = serializers.FloatField(
+            required=False, default=0.05, min_value=0.0, max_value=1.0,
+            help_text="From 0 to 1; default 0.05",
+        )  # fmt: skip
+
+    @extend_schema(
+        summary="The taxonomy's auto-coding policy and what it has done",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        return Response(self.OutputSerializer(auto_coding_output(taxonomy)).data)
+
+    @extend_schema(
+        summary="Set the auto-coding policy (admins): a new version, resumed if it was paused",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    def put(self, request: Request, slug: str) -> Response:
+        taxonomy = taxonomy_or_404(slug)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            auto_coding_set(taxonomy=taxonomy, user=request.user, **serializer.validated_data)
+        except AutoCodingError as exc:
+            return field_error(exc.field, str(exc), status.HTTP_400_BAD_REQUEST)
+        return Response(self.OutputSerializer(auto_coding_output(taxonomy)).data)
+
+
+def auto_coding_output(taxonomy: Taxonomy) -> dict:
+    state = auto_coding_state(taxonomy)
+    policy = state.policy
+    threshold = None
+    if policy is not None and policy.active:
+        threshold = vouching_threshold_now(taxonomy, policy.target_precision)
+    interval = state.audited_interval
+    return {
+        "target_precision": policy.target_precision if policy else None,
+        "audit_share": policy.audit_share if policy else 0.05,
+        "version": policy.version if policy else 0,
+        "active": bool(policy and policy.active),
+        "paused_at": policy.paused_at if policy else None,
+        "paused_reason": policy.paused_reason if policy else "",
+        "threshold": threshold,
+        "coded": state.coded,
+        "audited": state.audited,
+        "audited_right": state.audited_right,
+        "audited_precision": state.audited_precision,
+        "audited_interval": list(interval) if interval else None,
+    }
 
 
 class GroupSerializer(serializers.Serializer):

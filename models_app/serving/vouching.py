@@ -79,31 +79,14 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
     for target in targets:
         if not low <= target <= high:
             raise ValueError(f"a target precision is from {low} to {high}, got {target}")
-    engine, ranker_id = live_engine_and_ranker(taxonomy)
-    if engine is None:
+    evidence = _evidence(taxonomy)
+    if evidence is None:
         return None
-    serving = serving_ranker(engine, ranker_id)
-    own = (serving.ranker.metrics or {}).get("evidence") if serving.version_id else None
-    own_count = len(own["right"]) if own else 0
-    own_enough = own_count >= MIN_OWN_EVIDENCE
-    if own_enough:
-        evidence = own
-        described = (
-            f"the top answers of the live ranker's {own_count:,} verdicts, each by weights "
-            "fitted without it"
-        )
-    else:
-        evidence = (cold_start_ranker().metrics or {}).get("evidence") or {
-            "probabilities": [], "right": []
-        }  # fmt: skip
-        described = (
-            f"the starter ranker's top answers on {len(evidence['right']):,} real vacancy titles "
-            "whose labels agree with themselves"
-        )
+    own_count, own_enough, described = evidence.own_count, evidence.own_enough, evidence.described
     recent = _recent_top_probabilities(taxonomy)
     reports = []
     for target in targets:
-        found = vouching_threshold(evidence["probabilities"], evidence["right"], target=target)
+        found = evidence.threshold(target)
         vouched = sum(p >= found.threshold for p in recent) if found.threshold is not None else 0
         needed = None
         if found.threshold is None:
@@ -111,6 +94,52 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
         reports.append(VouchingReport(target, found, described, own_enough, len(recent),
                                       vouched, needed))  # fmt: skip
     return reports
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    probabilities: tuple[float, ...]
+    right: tuple[bool, ...]
+    described: str
+    own_count: int  # verdicts the live ranker's own evidence holds
+    own_enough: bool  # and whether it is the evidence
+
+    def threshold(self, target: float) -> VouchingThreshold:
+        return vouching_threshold(self.probabilities, self.right, target=target)
+
+
+def _evidence(taxonomy: Taxonomy) -> _Evidence | None:
+    """The evidence the live ranker vouches with: its own verdicts' out-of-fold answers once
+    there are ``MIN_OWN_EVIDENCE``, else the starter's; None without a live model."""
+    engine, ranker_id = live_engine_and_ranker(taxonomy)
+    if engine is None:
+        return None
+    serving = serving_ranker(engine, ranker_id)
+    own = (serving.ranker.metrics or {}).get("evidence") if serving.version_id else None
+    own_count = len(own["right"]) if own else 0
+    if own_count >= MIN_OWN_EVIDENCE:
+        described = (
+            f"the top answers of the live ranker's {own_count:,} verdicts, each by weights "
+            "fitted without it"
+        )
+        return _Evidence(tuple(own["probabilities"]), tuple(own["right"]), described,
+                         own_count, True)  # fmt: skip
+    starter = (cold_start_ranker().metrics or {}).get("evidence") or {
+        "probabilities": [], "right": []
+    }  # fmt: skip
+    described = (
+        f"the starter ranker's top answers on {len(starter['right']):,} real vacancy titles "
+        "whose labels agree with themselves"
+    )
+    return _Evidence(tuple(starter["probabilities"]), tuple(starter["right"]), described,
+                     own_count, False)  # fmt: skip
+
+
+def vouching_threshold_now(taxonomy: Taxonomy, target: float) -> float | None:
+    """The probability from which the live ranker's answers show ``target`` precision now;
+    None without a live model or where the evidence shows it at no probability."""
+    evidence = _evidence(taxonomy)
+    return None if evidence is None else evidence.threshold(target).threshold
 
 
 def _recent_top_probabilities(taxonomy: Taxonomy) -> list[float]:

@@ -23,13 +23,21 @@ CONFIDENCE = 0.95
 def precision_lower_bound(right: int, answers: int, confidence: float = CONFIDENCE) -> float:
     """The one-sided Wilson lower bound on a precision of ``right`` out of ``answers``: the
     precision is at least this with the given confidence (0 without answers)."""
-    if answers <= 0:
-        return 0.0
+    return _wilson(right, answers, confidence, -1.0) if answers > 0 else 0.0
+
+
+def precision_upper_bound(right: int, answers: int, confidence: float = CONFIDENCE) -> float:
+    """The one-sided Wilson upper bound: the precision is at most this with the given
+    confidence (1 without answers)."""
+    return _wilson(right, answers, confidence, 1.0) if answers > 0 else 1.0
+
+
+def _wilson(right: int, answers: int, confidence: float, side: float) -> float:
     z = NormalDist().inv_cdf(confidence)
     share = right / answers
     centre = share + z * z / (2 * answers)
     spread = z * math.sqrt(share * (1 - share) / answers + z * z / (4 * answers * answers))
-    return max(0.0, (centre - spread) / (1 + z * z / answers))
+    return min(1.0, max(0.0, (centre + side * spread) / (1 + z * z / answers)))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+from django.utils import timezone
+
+from annotations.models import AutoCodingPolicy
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
@@ -19,7 +22,7 @@ def test_the_page_shows_the_api_figures_for_each_suggested_target(
     page = client.get("/taxonomies/jobs/").content.decode()
     rows = re.findall(r'data-testid="vouching-row">(.*?)</tr>', page, re.S)
     assert len(rows) == 2
-    assert "starter ranker" in page and "every answer still goes to review" in page
+    assert "starter ranker" in page and "Off: every answer waits for review." in page
     for row, target in zip(rows, (0.95, 0.9), strict=True):
         found = api_client.get("/api/v1/taxonomies/jobs/vouching", {"target": target}).json()
         assert f"{round(target * 100)}%" in row
@@ -36,3 +39,37 @@ def test_without_a_live_model_the_card_says_so(client, db, admin_user):
     client.force_login(admin_user)
     page = client.get("/taxonomies/jobs/").content.decode()
     assert "No live model yet: nothing answers to vouch for." in page
+
+
+def test_an_admin_sets_auto_coding_on_the_page_and_bad_values_are_refused(
+    client, tiny_taxonomy, admin_user
+):
+    client.force_login(admin_user)
+    refused = client.post("/taxonomies/jobs/auto-coding", {"target_precision": "0.3"})
+    assert refused.status_code == 400
+    assert "a target precision is from 0.5 to 0.999" in refused.content.decode()
+    refused = client.post("/taxonomies/jobs/auto-coding", {"target_precision": "ninety"})
+    assert refused.status_code == 400 and "nothing changed" in refused.content.decode()
+    assert not AutoCodingPolicy.objects.exists()
+
+    wanted = {"target_precision": "0.95", "audit_share": "0.1"}
+    saved = client.post("/taxonomies/jobs/auto-coding", wanted, follow=True)
+    page = saved.content.decode()
+    assert "Auto-coding set (version 1)" in page
+    assert "On (version 1)" in page and "10% of them go to review blind" in page
+    policy = AutoCodingPolicy.objects.get()
+    assert (policy.target_precision, policy.audit_share) == (0.95, 0.1)
+    off = client.post("/taxonomies/jobs/auto-coding", {"target_precision": ""}, follow=True)
+    assert "Auto-coding is off" in off.content.decode()
+    assert AutoCodingPolicy.objects.get().target_precision is None
+
+
+def test_a_paused_policy_is_shown_with_its_reason(client, tiny_taxonomy, admin_user):
+    AutoCodingPolicy.objects.create(
+        taxonomy=tiny_taxonomy, target_precision=0.95, version=3,
+        paused_at=timezone.now(), paused_reason="the audit found 1 of 9 audited answers right",
+    )  # fmt: skip
+    client.force_login(admin_user)
+    page = client.get("/taxonomies/jobs/").content.decode()
+    assert 'data-testid="auto-coding-paused"' in page
+    assert "the audit found 1 of 9 audited answers right" in page and "Paused (version 3)" in page

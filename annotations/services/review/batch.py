@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, Member, ReviewItem
+from annotations.services.review.auto_coding import auto_coding_audit_check
 from annotations.services.review.verdict_rules import VerdictError, verdict_effects
 from annotations.services.review.verdicts import (
     feedback_pairs,
@@ -161,4 +162,6 @@ def judgements_create_for_group(
     rejected = [j for j in judgements if j.verdict == Judgement.Verdict.FALSE_MATCH]
     for judgement in judgements:
         judgement.replayed = False
+    if any(items[item_id].audit for item_id in confirm_item_ids):
+        auto_coding_audit_check(taxonomy=group.taxonomy)
     return BatchResult(confirmed=confirmed, rejected=rejected)

@@ -20,6 +20,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
+from annotations.services.review.auto_coding import Vouched, vouched_answers
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.ranker.active import verdict_worth
 from models_app.siamese.text import comparison_key
@@ -92,6 +93,7 @@ def inputs_submit(
     normalizations = dict(
         zip(unique, rank_taxonomy_groups(taxonomy, list(unique.values()), k=k), strict=True)
     )
+    vouched = vouched_answers(taxonomy, normalizations)
     # The same new text sent by two requests at once: both find it unknown, one stores it and
     # the other's insert fails on the unique text. That one is tried again in its savepoint,
     # now finding the text known, so both callers get the one input and its item.
@@ -102,6 +104,7 @@ def inputs_submit(
                     taxonomy=taxonomy,
                     unique=unique,
                     normalizations=normalizations,
+                    vouched=vouched,
                     source=source,
                     count_occurrence=count_occurrence,
                     queued_by=queued_by,
@@ -122,6 +125,7 @@ def _inputs_store(
     taxonomy: Taxonomy,
     unique: dict[str, str],
     normalizations: dict[str, Normalization],
+    vouched: dict[str, Vouched],
     source: str,
     count_occurrence: bool,
     queued_by,
@@ -166,7 +170,12 @@ def _inputs_store(
     }
     new_items, updated_items = [], []
     if queued_by is not None:
-        new = sum(1 for key in predictions if inputs[key].id not in existing)
+        # Answers coded without review never wait: they take no room.
+        new = sum(
+            1
+            for key in predictions
+            if inputs[key].id not in existing and (key not in vouched or vouched[key].audit)
+        )
         room = pending_review_room(user=queued_by)
         if new > room:
             limit = settings.SIAMWEB_REVIEW_PENDING_PER_USER
@@ -190,6 +199,7 @@ def _inputs_store(
             changed=changed or (item is not None and item.changed_from_id is not None),
         )
         if item is None:
+            found = vouched.get(key)
             new_items.append(
                 ReviewItem(
                     input=input_row,
@@ -200,6 +210,15 @@ def _inputs_store(
                     priority=priority,
                     reviews_required=_reviews_required(key),
                     queued_by=queued_by,
+                    # An audit is queued as any other item; the rest are coded and done.
+                    status=ReviewItem.Status.DONE
+                    if found and not found.audit
+                    else ReviewItem.Status.PENDING,
+                    auto_coded=bool(found and not found.audit),
+                    audit=bool(found and found.audit),
+                    vouched_group_id=found.group_id if found else None,
+                    vouched_threshold=found.threshold if found else None,
+                    vouched_policy_version=found.policy_version if found else None,
                 )
             )
         elif item.status in ReviewItem.OPEN_STATUSES:

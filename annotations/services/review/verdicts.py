@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
+from annotations.services.review.auto_coding import auto_coding_audit_check
 from annotations.services.review.verdict_rules import (
     ItemState,
     LiveVerdict,
@@ -48,6 +49,8 @@ def judgement_create(
             prediction_id=prediction_id,
             idempotency_key=idempotency_key,
         )
+    if review_item.audit and verdict in Judgement.FINAL_VERDICTS and not judgement.replayed:
+        auto_coding_audit_check(taxonomy=review_item.taxonomy)
     return judgement
 
 

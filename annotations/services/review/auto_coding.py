@@ -1,0 +1,136 @@
+"""Auto-coding: answers the product can vouch for leave the review queue, proved by a blind
+audit that pauses it.
+
+An admin sets a taxonomy's target precision (off by default) and audit share. As inputs arrive,
+an answer whose probability reaches the threshold the evidence shows for the target
+(``serving.vouching``) is coded without review, except a random audit share of them, queued as
+any other card and never shown as an audit. Each audited verdict is checked: when the audited
+answers' precision is shown to be below the target (its one-sided 95% upper bound is), the
+policy pauses itself, the admins are told, and nothing already coded is changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import AutoCodingPolicy, Taxonomy
+from annotations.selectors.auto_coding import audited_answers
+from annotations.services.audit import audit_record
+from models_app.serving.normalize import Normalization
+from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
+from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
+
+logger = logging.getLogger(__name__)
+
+# The audit draw: unpredictable, so no one can tell which cards are audits.
+_draw = secrets.SystemRandom()
+
+
+class AutoCodingError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Vouched:
+    """An answer the product vouched for: coded without review, or drawn for the audit."""
+
+    group_id: int
+    threshold: float
+    policy_version: int
+    audit: bool
+
+
+def auto_coding_set(
+    *, taxonomy: Taxonomy, target_precision: float | None, audit_share: float, user
+) -> AutoCodingPolicy:
+    """Set the policy (``target_precision`` None: off) and resume it if it had paused; a new
+    version, audited. Answers coded before keep the version they were coded under."""
+    low, high = TARGET_RANGE
+    if target_precision is not None and not low <= target_precision <= high:
+        raise AutoCodingError(
+            "target_precision",
+            f"a target precision is from {low} to {high} (or null: off), got {target_precision}",
+        )
+    if not 0 <= audit_share <= 1:
+        raise AutoCodingError("audit_share", f"an audit share is from 0 to 1, got {audit_share}")
+    with transaction.atomic():
+        Taxonomy.objects.select_for_update().filter(id=taxonomy.id).first()
+        policy, _ = AutoCodingPolicy.objects.get_or_create(taxonomy=taxonomy)
+        before = policy_summary(policy)
+        policy.target_precision = target_precision
+        policy.audit_share = audit_share
+        policy.version += 1
+        policy.paused_at, policy.paused_reason = None, ""
+        policy.updated_by = user
+        policy.save()
+        audit_record(actor=user, action="auto_coding.set", obj=policy, taxonomy=taxonomy,
+                     before=before, after=policy_summary(policy))  # fmt: skip
+    return policy
+
+
+def policy_summary(policy: AutoCodingPolicy) -> dict:
+    return {
+        "target_precision": policy.target_precision,
+        "audit_share": policy.audit_share,
+        "version": policy.version,
+        "paused": policy.paused_at is not None,
+        "paused_reason": policy.paused_reason,
+    }
+
+
+def vouched_answers(
+    taxonomy: Taxonomy, normalizations: Mapping[str, Normalization]
+) -> dict[str, Vouched]:
+    """Which of these answers the policy codes by itself (by the normalizations' keys): those
+    whose model answer's probability reaches the threshold the evidence shows now; each drawn
+    for the audit with the policy's audit share."""
+    policy = AutoCodingPolicy.objects.filter(taxonomy=taxonomy).first()
+    if policy is None or not policy.active:
+        return {}
+    threshold = vouching_threshold_now(taxonomy, policy.target_precision)
+    if threshold is None:
+        return {}
+    found = {}
+    for key, normalization in normalizations.items():
+        top = normalization.groups[0] if normalization.groups else None
+        if top is None or top.source != "model" or top.probability is None:
+            continue
+        if top.probability >= threshold:
+            audit = _draw.random() < policy.audit_share
+            found[key] = Vouched(top.group_id, threshold, policy.version, audit)
+    return found
+
+
+def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
+    """After a verdict on an audited answer: pause the policy when its audited answers'
+    precision is shown below the target (one-sided 95% upper bound). Returns the policy when
+    this call paused it."""
+    with transaction.atomic():
+        policy = AutoCodingPolicy.objects.select_for_update().filter(taxonomy=taxonomy).first()
+        if policy is None or not policy.active:
+            return None
+        answers, right = audited_answers(policy)
+        if not answers or precision_upper_bound(right, answers) >= policy.target_precision:
+            return None
+        before = policy_summary(policy)
+        policy.paused_at = timezone.now()
+        policy.paused_reason = (
+            f"the audit found {right} of {answers} audited answers right "
+            f"({right / answers:.1%}; at least {precision_lower_bound(right, answers):.1%}, at "
+            f"most {precision_upper_bound(right, answers):.1%} at 95% confidence), below the "
+            f"{policy.target_precision:.1%} target: nothing more is coded by itself until an "
+            "admin sets the policy again"
+        )
+        policy.save(update_fields=["paused_at", "paused_reason", "updated_at"])
+        audit_record(actor=None, action="auto_coding.pause", obj=policy, taxonomy=taxonomy,
+                     before=before, after=policy_summary(policy))  # fmt: skip
+    logger.warning("auto-coding of %s paused: %s", taxonomy.slug, policy.paused_reason)
+    return policy

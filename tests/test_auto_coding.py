@@ -1,0 +1,126 @@
+"""Auto-coding: an admin sets a target precision and an audit share; answers the evidence
+vouches for at that target leave the queue, a random share of them is judged blind, and the
+audit pauses the policy when it shows the precision below the target."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
+from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
+from tests.test_match_probability import RIGHT, WRONG
+
+URL = "/api/v1/taxonomies/jobs/auto-coding"
+TEXTS = RIGHT + list(WRONG)
+
+
+@pytest.fixture
+def admin_api(admin_user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    return client
+
+
+def top_probability(item: ReviewItem) -> float:
+    return item.prediction.ranked_groups[0]["probability"]
+
+
+def test_off_by_default_and_every_answer_waits_for_review(tiny_taxonomy, api_client):
+    found = api_client.get(URL).json()
+    assert (found["target_precision"], found["version"], found["active"]) == (None, 0, False)
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    assert {item.status for item in items} == {ReviewItem.Status.PENDING}
+    assert not any(item.auto_coded or item.audit for item in items)
+
+
+def test_answers_reaching_the_threshold_are_coded_and_leave_the_queue(
+    tiny_taxonomy, admin_api, api_client
+):
+    response = admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0}, format="json")
+    assert response.status_code == 200, response.content
+    policy = response.json()
+    assert (policy["version"], policy["active"]) == (1, True)
+    threshold = policy["threshold"]
+    assert threshold is not None
+    event = AuditEvent.objects.get(action="auto_coding.set")
+    assert event.after["target_precision"] == 0.5 and event.actor.username == "ada"
+
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    coded = [item for item in items if top_probability(item) >= threshold]
+    waiting = [item for item in items if top_probability(item) < threshold]
+    assert coded and waiting  # the tiny taxonomy's answers fall on both sides
+    for item in coded:
+        assert (item.status, item.auto_coded, item.audit) == ("done", True, False)
+        assert item.vouched_group_id == item.top_group_id
+        assert (item.vouched_threshold, item.vouched_policy_version) == (threshold, 1)
+    assert all(item.status == "pending" and not item.auto_coded for item in waiting)
+    # The API says so, with the threshold and version; the queue holds only the rest.
+    shown = api_client.get(f"/api/v1/review-items/{coded[0].id}").json()
+    assert shown["auto_coded"] is True
+    assert shown["auto_coding"] == {"threshold": threshold, "policy_version": 1}
+    queue = api_client.get("/api/v1/review-items").json()["results"]
+    assert {row["id"] for row in queue} == {item.id for item in waiting}
+    assert api_client.get(URL).json()["coded"] == len(coded)
+
+
+def test_audits_are_blind_and_a_drop_in_precision_pauses_auto_coding(
+    tiny_taxonomy, admin_api, api_client, curator
+):
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    audits = [item for item in items if item.audit]
+    others = [item for item in items if not item.audit]
+    assert len(audits) >= 3 and others
+    # An audit card is a card like any other: same fields, same values where they could tell.
+    audit_card = api_client.get(f"/api/v1/review-items/{audits[0].id}").json()
+    other_card = api_client.get(f"/api/v1/review-items/{others[0].id}").json()
+    assert audit_card.keys() == other_card.keys()
+    assert (audit_card["status"], audit_card["auto_coded"], audit_card["auto_coding"]) == (
+        "pending", False, None
+    )  # fmt: skip
+    assert "audit" not in str(audit_card)
+
+    # Curators find every audited answer wrong: the precision is shown below the target.
+    for item in audits[:3]:
+        other = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=item.vouched_group_id)
+        judgement_create(review_item=item, user=curator, verdict="reassign", group=other.first())
+    policy = api_client.get(URL).json()
+    assert (policy["active"], policy["audited"], policy["audited_right"]) == (False, 3, 0)
+    assert policy["paused_at"] and "0 of 3 audited answers right" in policy["paused_reason"]
+    assert policy["audited_interval"][1] < 0.5
+    assert AuditEvent.objects.filter(action="auto_coding.pause").count() == 1
+    # Paused: nothing more is coded; what was judged before keeps its verdicts.
+    later = inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Developer II"], source="api")
+    assert not later[0].audit and not later[0].auto_coded
+    # An admin setting the policy again resumes it under a new version.
+    resumed = admin_api.put(URL, {"target_precision": 0.5}, format="json").json()
+    assert (resumed["active"], resumed["version"], resumed["audited"]) == (True, 2, 0)
+    assert AutoCodingPolicy.objects.get().audit_share == 0.05
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"target_precision": 0.3}, "target_precision"),
+        ({"target_precision": 1.0}, "target_precision"),
+        ({"target_precision": "high"}, "target_precision"),
+        ({}, "target_precision"),
+        ({"target_precision": 0.95, "audit_share": 1.5}, "audit_share"),
+        ({"target_precision": 0.95, "audit_share": -0.1}, "audit_share"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_field_and_change_nothing(
+    tiny_taxonomy, admin_api, body, field
+):
+    response = admin_api.put(URL, body, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+    assert not AutoCodingPolicy.objects.exists()
+
+
+def test_only_admins_set_it(tiny_taxonomy, api_client):
+    response = api_client.put(URL, {"target_precision": 0.95}, format="json")
+    assert response.status_code == 403
+    assert not AutoCodingPolicy.objects.exists()
