@@ -429,6 +429,7 @@ class AuditEvent(models.Model):
         "api_token.revoke",
         "auto_coding.set",
         "auto_coding.pause",
+        "auto_coding.reopen",
     )
 
     actor = models.ForeignKey(

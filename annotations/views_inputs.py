@@ -14,7 +14,7 @@ from annotations.forms_inputs import (
     PlaygroundForm,
     PlaygroundSendForm,
 )
-from annotations.models import Judgement
+from annotations.models import Judgement, ReviewItem
 from annotations.selectors.history import input_history
 from annotations.services.inputs_upload import (
     INPUTS_PAGE_SIZE,
@@ -28,6 +28,7 @@ from annotations.services.inputs_upload import (
     upload_max_bytes,
     upload_max_rows,
 )
+from annotations.services.review.auto_coding import AutoCodingError, auto_coded_reopen
 from annotations.services.review.inputs import ReviewQueueFull
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
@@ -213,6 +214,21 @@ def _input_page(request, input_id: int, *, error: str | None = None, status: int
         and (latest.user_id == request.user.id or request.user.is_staff),
     }
     return render(request, "inputs/detail.html", context, status=status)
+
+
+@curator_required
+@require_POST
+def input_correct(request: HttpRequest, input_id: int) -> HttpResponse:
+    """Take an answer the product coded by itself into review, held for this curator."""
+    item = ReviewItem.objects.filter(input_id=input_id).only("id").first()
+    if item is None:
+        raise Http404(f"no review item for input {input_id}")
+    try:
+        reopened = auto_coded_reopen(item_id=item.id, user=request.user)
+    except AutoCodingError as exc:
+        return _input_page(request, input_id, error=f"{exc}: nothing changed", status=409)
+    messages.info(request, f"The product's answer on “{reopened.input.text}” is yours to judge.")
+    return redirect("review")
 
 
 @curator_required

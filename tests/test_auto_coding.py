@@ -124,3 +124,33 @@ def test_only_admins_set_it(tiny_taxonomy, api_client):
     response = api_client.put(URL, {"target_precision": 0.95}, format="json")
     assert response.status_code == 403
     assert not AutoCodingPolicy.objects.exists()
+
+
+def test_pages_mark_coded_answers_and_a_curator_can_correct_one(
+    client, tiny_taxonomy, admin_api, curator
+):
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0}, format="json")
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    coded = next(item for item in items if item.auto_coded)
+    client.force_login(curator)
+    page = client.get(f"/inputs/{coded.input_id}/").content.decode()
+    assert "(coded by the product: probability" in page and "auto-coding version 1" in page
+    done = client.get("/review/queue/", {"status": "done"}).content.decode()
+    assert done.count('data-testid="auto-coded-badge"') == sum(item.auto_coded for item in items)
+
+    # A curator checks it: the card comes back held for them, and their verdict replaces it.
+    response = client.post(f"/inputs/{coded.input_id}/correct")
+    assert response.status_code == 302 and response["Location"] == "/review/"
+    coded.refresh_from_db()
+    assert (coded.status, coded.auto_coded, coded.leased_by) == ("pending", False, curator)
+    assert AuditEvent.objects.filter(action="auto_coding.reopen").count() == 1
+    card = client.get("/review/").content.decode()
+    assert f'data-item-id="{coded.id}"' in card
+    other = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=coded.vouched_group_id)
+    judgement_create(review_item=coded, user=curator, verdict="reassign", group=other.first())
+    coded.refresh_from_db()
+    assert coded.status == "done" and coded.top_group_id == other.first().id
+    # Only a coded answer not yet judged reopens this way: nothing changes the second time.
+    again = client.post(f"/inputs/{coded.input_id}/correct")
+    assert again.status_code == 409
+    assert "only an answer the product coded by itself" in again.content.decode()

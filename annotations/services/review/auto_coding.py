@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import AutoCodingPolicy, Taxonomy
+from annotations.models import AutoCodingPolicy, ReviewItem, Taxonomy
 from annotations.selectors.auto_coding import audited_answers
 from annotations.services.audit import audit_record
+from annotations.services.review.leases import lease_expiry
 from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
 from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
@@ -107,6 +108,30 @@ def vouched_answers(
             audit = _draw.random() < policy.audit_share
             found[key] = Vouched(top.group_id, threshold, policy.version, audit)
     return found
+
+
+def auto_coded_reopen(*, item_id: int, user) -> ReviewItem:
+    """A curator takes an answer the product coded by itself back into review, held for them:
+    their verdict replaces it and teaches the ranker like any other."""
+    with transaction.atomic():
+        item = (
+            ReviewItem.objects.select_for_update(of=("self",))
+            .select_related("taxonomy", "input")
+            .filter(id=item_id)
+            .first()
+        )
+        if item is None or not item.auto_coded or item.status != ReviewItem.Status.DONE:
+            raise AutoCodingError(
+                "item", "only an answer the product coded by itself, not yet judged, reopens so"
+            )
+        item.status, item.auto_coded = ReviewItem.Status.PENDING, False
+        item.leased_by, item.lease_expires_at = user, lease_expiry()
+        item.save(update_fields=["status", "auto_coded", "leased_by", "lease_expires_at",
+                                 "updated_at"])  # fmt: skip
+        audit_record(actor=user, action="auto_coding.reopen", obj=item, taxonomy=item.taxonomy,
+                     before={"status": "done", "auto_coded": True},
+                     after={"status": item.status, "auto_coded": False})  # fmt: skip
+    return item
 
 
 def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
