@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -45,6 +45,11 @@ BulkJobStatusField = named_choice_field("BulkJobStatus", BulkJob.Status.choices)
 BulkJobFormatField = named_choice_field("BulkJobFormat", BulkJob.Format.choices)
 
 
+class BulkAutoCodingSerializer(serializers.Serializer):
+    threshold = serializers.FloatField()
+    policy_version = serializers.IntegerField()
+
+
 class BulkJobSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     taxonomy = serializers.CharField(source="taxonomy.slug")
@@ -63,6 +68,14 @@ class BulkJobSerializer(serializers.Serializer):
         "SIAMWEB_BULK_REVIEW_MAX_ROWS for the job, or past SIAMWEB_REVIEW_PENDING_PER_USER items "
         "waiting from its requester's sends"
     )
+    rows_auto_coded = serializers.IntegerField(
+        help_text="Rows whose answer reached the taxonomy's auto-coding threshold as the job "
+        "started (the result's auto_coded column); they need no review"
+    )
+    auto_coding = serializers.SerializerMethodField(
+        help_text="The auto-coding threshold and policy version the job started with and keeps "
+        "whatever the policy becomes; null: auto-coding was off"
+    )
     cancel_requested = serializers.BooleanField(
         help_text="A cancel was asked: a running job stops after the chunk it is on"
     )
@@ -78,6 +91,13 @@ class BulkJobSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(BulkAutoCodingSerializer(allow_null=True))
+    def get_auto_coding(self, job: BulkJob) -> dict | None:
+        if job.auto_coding_threshold is None:
+            return None
+        return {"threshold": job.auto_coding_threshold, "policy_version": job.auto_coding_version}
+
     kept_until = serializers.SerializerMethodField(
         help_text="When the finished job is deleted with its file and results "
         "(SIAMWEB_BULK_KEEP_DAYS); null while it runs or when jobs are kept"

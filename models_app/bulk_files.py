@@ -30,6 +30,7 @@ RESULT_COLUMNS = [
     "group_name",
     "score",
     "probability",
+    "auto_coded",
     "low_confidence",
     "tied",
     "none_of_these",
@@ -322,7 +323,11 @@ def answer_margin(answer: Normalization) -> float | None:
     return max(0.0, round(top.score - runner_up.score, 4))
 
 
-def result_row(answer: Normalization | None, error: str) -> dict:
+def result_row(
+    answer: Normalization | None, error: str, *, auto_coding_threshold: float | None = None
+) -> dict:
+    """One row's result columns; ``auto_coded`` when the model's answer reaches the job's
+    auto-coding threshold (None: auto-coding was off when the job started)."""
     top = answer.groups[0] if answer is not None and answer.groups else None
     runner_up = answer.groups[1] if answer is not None and len(answer.groups) > 1 else None
     if answer is not None and answer.none_of_these:
@@ -334,6 +339,7 @@ def result_row(answer: Normalization | None, error: str) -> dict:
         "group_name": top.name if top else "",
         "score": top.score if top else None,
         "probability": answer.probability if answer is not None else None,
+        "auto_coded": answer_auto_coded(answer, auto_coding_threshold),
         "low_confidence": answer.low_confidence if answer is not None else None,
         "tied": answer.tied if answer is not None else None,
         "none_of_these": answer.none_of_these if answer is not None else None,
@@ -346,6 +352,17 @@ def result_row(answer: Normalization | None, error: str) -> dict:
         "margin": answer_margin(answer) if answer is not None else None,
         "error": error,
     }
+
+
+def answer_auto_coded(answer: Normalization | None, threshold: float | None) -> bool:
+    """Whether the model's own answer reaches the auto-coding threshold."""
+    return (
+        threshold is not None
+        and answer is not None
+        and answer.source == "model"
+        and answer.probability is not None
+        and answer.probability >= threshold
+    )
 
 
 def csv_cell(value) -> str:

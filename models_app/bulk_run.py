@@ -47,7 +47,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotations.models import Input
+from annotations.models import AutoCodingPolicy, Input
 from annotations.services.review.inputs import inputs_submit, pending_review_room
 from models_app.bulk import (
     bulk_chunks_enqueue,
@@ -79,6 +79,7 @@ from models_app.bulk_files import (
 from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, engine_for_build
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
+from models_app.serving.vouching import vouching_threshold_now
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
 from worker.task_names import FINISH_BULK_JOB
@@ -171,9 +172,11 @@ def _pin(job: BulkJob) -> BulkJob:
         if deployment is None:
             raise NoLiveModel(job.taxonomy)
         build = deployment.index_build
+        threshold, version = _auto_coding_now(job)
         BulkJob.objects.filter(id=job.id, index_build__isnull=True).update(
-            index_build=build, model_version_id=build.model_version_id
-        )
+            index_build=build, model_version_id=build.model_version_id,
+            auto_coding_threshold=threshold, auto_coding_version=version,
+        )  # fmt: skip
         job.refresh_from_db()
     if job.index_build is None:
         raise ArtifactError(
@@ -181,6 +184,16 @@ def _pin(job: BulkJob) -> BulkJob:
             "the same model"
         )
     return job
+
+
+def _auto_coding_now(job: BulkJob) -> tuple[float | None, int | None]:
+    """The taxonomy's auto-coding threshold and policy version as the job starts (None, None:
+    off, paused, or no threshold shown by the evidence)."""
+    policy = AutoCodingPolicy.objects.filter(taxonomy_id=job.taxonomy_id).first()
+    if policy is None or not policy.active:
+        return None, None
+    threshold = vouching_threshold_now(job.taxonomy, policy.target_precision)
+    return (threshold, policy.version) if threshold is not None else (None, None)
 
 
 def _split(job: BulkJob, attempt: int, chunk_rows: int | None, enqueue: bool) -> bool:
@@ -256,6 +269,7 @@ class _Written:
     failed: int
     review: list[str] = field(default_factory=list)
     error: str = ""
+    coded: int = 0  # rows whose answer reached the job's auto-coding threshold
 
 
 # One worker's cache of nearest members, for the job whose chunks it did last.
@@ -401,14 +415,17 @@ def _write_normalized(job: BulkJob, chunk: BulkChunk, attempt: int, engine) -> _
         else []
     )
     results, review = [], []
+    threshold = job.auto_coding_threshold
     for text, error in zip(texts, errors, strict=True):
         answer = next(answers) if text is not None else None
-        results.append(result_row(answer, error))
-        if _needs_review(job, answer):
+        results.append(result_row(answer, error, auto_coding_threshold=threshold))
+        # A row the product codes by itself never waits for review.
+        if _needs_review(job, answer) and not results[-1]["auto_coded"]:
             review.append(text)
     files = _write_files(job, chunk, attempt, keys, records, results)
     failed = sum(1 for result in results if result["error"])
-    return _Written(files=files, rows=len(records), failed=failed, review=review)
+    coded = sum(1 for result in results if result["auto_coded"])
+    return _Written(files=files, rows=len(records), failed=failed, review=review, coded=coded)
 
 
 def _write_given_up(job: BulkJob, chunk: BulkChunk, attempt: int) -> _Written:
@@ -500,6 +517,7 @@ def _count(
             current.rows_not_queued += len(written.review) - len(review)
             current.rows_done += written.rows
             current.rows_failed += written.failed
+            current.rows_auto_coded += written.coded
             current.bytes_done += chunk.end_offset - chunk.offset
             current.chunks_done += 1
             current.chunks_failed += given_up
@@ -510,7 +528,8 @@ def _count(
             current.heartbeat_at = now
             current.save(
                 update_fields=[
-                    "rows_queued", "rows_not_queued", "rows_done", "rows_failed", "bytes_done",
+                    "rows_queued", "rows_not_queued", "rows_done", "rows_failed", "rows_auto_coded",
+                    "bytes_done",
                     "chunks_done", "chunks_failed", "progress", "eta_seconds", "heartbeat_at",
                 ]
             )  # fmt: skip

@@ -244,6 +244,13 @@ class BulkJob(models.Model):
     review_below = models.FloatField(null=True, blank=True)
     review_margin_below = models.FloatField(null=True, blank=True)
     rows_queued = models.BigIntegerField(default=0, help_text="Rows sent to the review queue")
+    # The taxonomy's auto-coding as the job started (None: off): its rows are coded against
+    # this threshold whatever the policy becomes while it runs.
+    auto_coding_threshold = models.FloatField(null=True, blank=True)
+    auto_coding_version = models.PositiveIntegerField(null=True, blank=True)
+    rows_auto_coded = models.BigIntegerField(
+        default=0, help_text="Rows whose answer reached the auto-coding threshold"
+    )
     rows_not_queued = models.BigIntegerField(
         default=0, help_text="Rows that qualified for review past the job's cap, not sent"
     )

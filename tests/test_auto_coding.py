@@ -4,12 +4,19 @@ audit pauses the policy when it shows the precision below the target."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 from rest_framework.test import APIClient
 
 from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
+from models_app.bulk import bulk_job_create
+from models_app.bulk_run import bulk_job_execute
+from models_app.models import BulkJob
+from models_app.selectors.bulk import bulk_job_result
 from tests.test_match_probability import RIGHT, WRONG
 
 URL = "/api/v1/taxonomies/jobs/auto-coding"
@@ -154,3 +161,38 @@ def test_pages_mark_coded_answers_and_a_curator_can_correct_one(
     again = client.post(f"/inputs/{coded.input_id}/correct")
     assert again.status_code == 409
     assert "only an answer the product coded by itself" in again.content.decode()
+
+
+def test_a_bulk_job_codes_rows_with_the_policy_it_started_with(tiny_taxonomy, admin_api, curator):
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0}, format="json")
+    threshold = admin_api.get(URL).json()["threshold"]
+    data = "title\n" + "\n".join(TEXTS) + "\n"
+    job = bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(data.encode()),
+                          filename="titles.txt", column="", user=curator, enqueue=False)  # fmt: skip
+    # Auto-coding is turned off after the job's first chunk: the job keeps the policy it
+    # started with.
+    turned_off = []
+
+    def turn_off(_job) -> None:
+        if not turned_off:
+            turned_off.append(admin_api.put(URL, {"target_precision": None}, format="json"))
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=5, after_chunk=turn_off)
+    assert turned_off[0].json()["active"] is False
+    assert done.status == BulkJob.Status.SUCCEEDED, done.error
+    assert (done.auto_coding_threshold, done.auto_coding_version) == (threshold, 1)
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    coded = [row for row in rows if row["auto_coded"] == "True"]
+    assert coded and len(coded) < len(rows)
+    assert all(float(row["probability"]) >= threshold for row in coded)
+    assert all(float(row["probability"]) < threshold for row in rows if row not in coded)
+    assert done.rows_auto_coded == len(coded)
+    shown = admin_api.get(f"/api/v1/bulk-jobs/{done.id}").json()
+    assert shown["rows_auto_coded"] == len(coded)
+    assert shown["auto_coding"] == {"threshold": threshold, "policy_version": 1}
+    # A job started with auto-coding off codes nothing.
+    again = bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(data.encode()),
+                            filename="again.txt", column="", user=curator, enqueue=False)  # fmt: skip
+    off = bulk_job_execute(job_id=again.id)
+    assert (off.rows_auto_coded, off.auto_coding_threshold) == (0, None)
