@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
-from annotations.selectors.auto_coding import auto_coding_state
+from annotations.selectors.auto_coding import auto_coding_days, auto_coding_state
 from annotations.selectors.taxonomy import (
     CSV_EXPORT_COLUMNS,
     taxonomies_with_counts,
@@ -178,6 +178,7 @@ def _detail_page(
         vouching=vouching_reports(taxonomy, targets=SUGGESTED_TARGETS),
         vouching_days=RECENT_DAYS,
         auto_coding=auto_coding_state(taxonomy),
+        auto_coding_days=auto_coding_days(taxonomy),
         auto_coding_error=auto_coding_error,
     )
     return render(request, "taxonomy/detail.html", context, status=status)

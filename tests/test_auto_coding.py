@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
+from annotations.selectors.auto_coding import auto_coding_days
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.bulk import bulk_job_create
@@ -163,12 +166,16 @@ def test_pages_mark_coded_answers_and_a_curator_can_correct_one(
     assert "only an answer the product coded by itself" in again.content.decode()
 
 
+def upload(taxonomy, data: str, user) -> BulkJob:
+    return bulk_job_create(taxonomy=taxonomy, upload=io.BytesIO(data.encode()),
+                           filename="titles.txt", column="", user=user, enqueue=False)  # fmt: skip
+
+
 def test_a_bulk_job_codes_rows_with_the_policy_it_started_with(tiny_taxonomy, admin_api, curator):
     admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0}, format="json")
     threshold = admin_api.get(URL).json()["threshold"]
     data = "title\n" + "\n".join(TEXTS) + "\n"
-    job = bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(data.encode()),
-                          filename="titles.txt", column="", user=curator, enqueue=False)  # fmt: skip
+    job = upload(tiny_taxonomy, data, curator)
     # Auto-coding is turned off after the job's first chunk: the job keeps the policy it
     # started with.
     turned_off = []
@@ -192,7 +199,28 @@ def test_a_bulk_job_codes_rows_with_the_policy_it_started_with(tiny_taxonomy, ad
     assert shown["rows_auto_coded"] == len(coded)
     assert shown["auto_coding"] == {"threshold": threshold, "policy_version": 1}
     # A job started with auto-coding off codes nothing.
-    again = bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(data.encode()),
-                            filename="again.txt", column="", user=curator, enqueue=False)  # fmt: skip
+    again = upload(tiny_taxonomy, data, curator)
     off = bulk_job_execute(job_id=again.id)
     assert (off.rows_auto_coded, off.auto_coding_threshold) == (0, None)
+
+
+def test_the_taxonomy_page_counts_each_day(client, tiny_taxonomy, admin_api, admin_user, curator):
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    audits = [item for item in items if item.audit]
+    judgement_create(review_item=audits[0], user=curator, verdict="confirm")
+    other = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=audits[1].vouched_group_id)
+    judgement_create(review_item=audits[1], user=curator, verdict="reassign", group=other.first())
+    plain = next(item for item in items if not item.audit)
+    judgement_create(review_item=plain, user=curator, verdict="confirm")
+    days = auto_coding_days(tiny_taxonomy)
+    assert len(days) == 14 and days[0].day == timezone.localdate()
+    today = days[0]
+    assert (today.received, today.coded, today.reviewed) == (len(TEXTS), 0, 3)
+    assert (today.audited, today.audited_right, today.audited_precision) == (2, 1, 0.5)
+    assert all(day.received == day.reviewed == 0 for day in days[1:])
+    client.force_login(admin_user)
+    page = client.get("/taxonomies/jobs/").content.decode()
+    row = re.search(r'data-testid="auto-coding-day">(.*?)</tr>', page, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[1:] == [str(len(TEXTS)), "0", "3", "2", "1 (0.50)"]

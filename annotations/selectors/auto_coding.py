@@ -4,8 +4,13 @@ the audited precision with its interval."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 
-from annotations.models import AutoCodingPolicy, Judgement, ReviewItem, Taxonomy
+from django.db.models import Count
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from annotations.models import AutoCodingPolicy, Input, Judgement, ReviewItem, Taxonomy
 from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
 
 
@@ -64,3 +69,60 @@ def auto_coding_state(taxonomy: Taxonomy) -> AutoCodingState:
     ).count()
     audited, right = audited_answers(policy)
     return AutoCodingState(policy, coded, audited, right)
+
+
+@dataclass(frozen=True)
+class AutoCodingDay:
+    day: date
+    received: int  # inputs first seen that day
+    coded: int  # of them, coded by the product
+    reviewed: int  # final verdicts that day
+    audited: int  # of them, on audited answers
+    audited_right: int
+
+    @property
+    def audited_precision(self) -> float | None:
+        return self.audited_right / self.audited if self.audited else None
+
+
+def auto_coding_days(taxonomy: Taxonomy, *, days: int = 14) -> list[AutoCodingDay]:
+    """Per day of the last ``days``, newest first: inputs received, coded by the product,
+    reviewed (final verdicts), audited, and the audited answers right."""
+    today = timezone.localdate()
+    since = today - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(since, time.min))
+    received = dict(
+        Input.objects.filter(taxonomy=taxonomy, created_at__gte=start)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(n=Count("id"))
+        .values_list("day", "n")
+    )
+    coded = dict(
+        ReviewItem.objects.filter(taxonomy=taxonomy, auto_coded=True, created_at__gte=start)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(n=Count("id"))
+        .values_list("day", "n")
+    )
+    reviewed: dict[date, int] = {}
+    audited: dict[date, list[bool]] = {}
+    rows = (
+        Judgement.objects.live()
+        .filter(review_item__taxonomy=taxonomy, verdict__in=Judgement.FINAL_VERDICTS,
+                created_at__gte=start)
+        .values_list("created_at", "review_item__audit", "group_id",
+                     "review_item__vouched_group_id")
+    )  # fmt: skip
+    for created, audit, group_id, vouched_group_id in rows:
+        day = timezone.localdate(created)
+        reviewed[day] = reviewed.get(day, 0) + 1
+        if audit:
+            audited.setdefault(day, []).append(group_id == vouched_group_id)
+    found = []
+    for offset in range(days):
+        day = today - timedelta(days=offset)
+        outcomes = audited.get(day, [])
+        found.append(AutoCodingDay(day, received.get(day, 0), coded.get(day, 0),
+                                   reviewed.get(day, 0), len(outcomes), sum(outcomes)))  # fmt: skip
+    return found
