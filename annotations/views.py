@@ -36,6 +36,7 @@ from annotations.selectors.search import reassign_group_search
 from annotations.selectors.stats import judgements_today_count, review_counts
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.leases import review_item_claim
+from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.review.verdicts import judgement_create
@@ -75,6 +76,9 @@ def _card_context(
     filters = filters_form.queue_filters()
     if item is None:
         item = review_item_claim(user=request.user, filters=filters)
+    ranking_note = ""
+    if item is not None:
+        item, ranking_note = review_item_rerank(item)
     groups = review_card_groups(item, user=request.user) if item else []
     text = item.input.text if item else ""
     others = review_card_members(groups=groups, text=text)
@@ -110,6 +114,7 @@ def _card_context(
     recent, skips = recent_verdicts_and_skips(user=request.user)
     return {
         "item": item,
+        "ranking_note": ranking_note,
         "guidelines": markdown_html(guidelines) if guidelines else None,
         "options": options,
         "probability": probability,

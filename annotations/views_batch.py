@@ -20,7 +20,8 @@ from annotations.selectors.card import group_members_sample, review_items_probab
 from annotations.selectors.history import recent_batches
 from annotations.selectors.queue import review_batch_queue, review_groups_pending
 from annotations.services.review.batch import judgements_create_for_group
-from annotations.services.review.leases import review_items_claim_for_group
+from annotations.services.review.leases import review_item_release, review_items_claim_for_group
+from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.views import form_errors, verdict_error, with_query
@@ -176,6 +177,13 @@ def _batch_panel(
     items = review_items_claim_for_group(
         user=request.user, taxonomy=group.taxonomy, group=group, limit=BATCH_SIZE
     )
+    # As the live model and ranker answer them now: an item whose answer moved to another group
+    # leaves this grid (and is given back to the queue).
+    items = review_items_rerank(items)
+    for item in items:
+        if item.top_group_id != group.id:
+            review_item_release(item=item, user=request.user)
+    items = [item for item in items if item.top_group_id == group.id]
     probabilities = {} if options.is_blind else review_items_probability(items)
     query = options.query_string()
     page = reverse("review-batch", args=[group.taxonomy.slug, group.code])

@@ -17,6 +17,7 @@ from annotations.models import ReviewItem, Taxonomy
 from annotations.selectors.card import review_items_probability
 from annotations.selectors.queue import review_conflicts, review_queue_page
 from annotations.selectors.stats import curator_stats
+from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.views import form_errors, verdict_error
@@ -41,6 +42,8 @@ def review_queue_list(request: HttpRequest) -> HttpResponse:
         filters=form.queue_filters(), after=form.cleaned_data["after"], limit=QUEUE_PAGE_SIZE + 1
     )
     items, more = rows[:QUEUE_PAGE_SIZE], len(rows) > QUEUE_PAGE_SIZE
+    # The open ones as the live model and ranker answer them now, as their cards will.
+    items = review_items_rerank(items)
     # The figure the card shows for each: the chance its top group is right.
     chances = review_items_probability(item for item in items if item.prediction_id)
     for item in items:

@@ -135,7 +135,11 @@ def test_inputs_are_listed_newest_first_with_a_cursor(api_client, items, monkeyp
     assert second["next"] is None
     texts = [i["text"] for i in body["results"] + second["results"]]
     assert texts == list(reversed(TEXTS))
-    assert body["results"][0]["review_item"] == {"id": items[-1].id, "status": "pending"}
+    assert body["results"][0]["review_item"] == {
+        "id": items[-1].id,
+        "status": "pending",
+        "auto_coded": False,
+    }
 
 
 # --- listing the queue ----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from annotations.models import (
 )
 from annotations.selectors.queue import review_queue
 from annotations.services.review.leases import review_item_claim, review_item_release
+from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.review.verdicts import judgement_create
@@ -123,6 +124,8 @@ class ReviewItemClaimApi(CuratorApi):
         item = review_item_claim(user=request.user, filters=filters)
         if item is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
+        # What the live model and ranker answer now, as the card shows it.
+        review_item_rerank(item)
         return Response(review_item_detail(review_item_card(item.id)))
 
 
