@@ -210,6 +210,11 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
     try:
         ranker = fit_ranker(examples, prior=prior)
     except ConfigError as exc:
+        # Logged once: beat tries again only when a newer verdict is stored.
+        usable = sum(1 for e in examples if len(e.candidates) and e.target >= 0)
+        Deployment.objects.filter(taxonomy=taxonomy).update(
+            ranker_refused_until=max(j.last_id for j in judged), ranker_refused_usable=usable
+        )
         logger.info("no ranker for %s yet: %s", taxonomy.slug, exc)
         return None
     ranker.metrics = {**ranker.metrics, "examples": len(examples), "gate": gate.get("summary", "")}
@@ -334,7 +339,10 @@ def rankers_due() -> list[Taxonomy]:
         ).aggregate(until=Max("verdicts_until"))["until"]
         if tried is None:
             # No ranker of this model and of today's features: one is due as soon as there
-            # are verdicts enough to fit on.
+            # are verdicts enough to fit on, and after a refusal, once a newer one is stored.
+            refused = deployment.ranker_refused_until
+            if refused is not None and not verdicts.filter(id__gt=refused).exists():
+                continue
             if verdicts.exclude(group=None).count() >= MIN_EXAMPLES:
                 due.append(deployment.taxonomy)
         elif verdicts.filter(id__gt=tried).count() >= settings.SIAMWEB_RANKER_REFIT_VERDICTS:

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from django.core.paginator import Page, Paginator
 
-from annotations.models import Taxonomy
+from annotations.models import Judgement, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.selectors.charts import mean_or_none
 from models_app.selectors.reports import suite_key_metrics, suite_primary
 from models_app.siamese.evaluation import SUITE_SETS
+from models_app.siamese.ranker.model import MIN_EXAMPLES
 from models_app.siamese.towers import title_tower_check
 
 VERSIONS_PER_PAGE = 50
@@ -148,6 +149,8 @@ class LiveRanker:
     label: str  # "starter" before the taxonomy's own fit
     verdicts: int
     fitted_at: object | None
+    # Before the taxonomy's own fit: what it waits for, in words.
+    waiting_for: str = ""
 
 
 def live_ranker_get(*, taxonomy: Taxonomy) -> LiveRanker:
@@ -157,6 +160,25 @@ def live_ranker_get(*, taxonomy: Taxonomy) -> LiveRanker:
     )
     ranker = deployment.ranker if deployment is not None else None
     if ranker is None or ranker.model_version_id != deployment.index_build.model_version_id:
-        return LiveRanker("the starter ranker (fitted on real labelled titles)", 0, None)
+        return LiveRanker("the starter ranker (fitted on real labelled titles)", 0, None,
+                          _waiting_for(taxonomy, deployment))  # fmt: skip
     ranker.taxonomy = taxonomy
     return LiveRanker(ranker.label, ranker.verdicts, ranker.created_at)
+
+
+def _waiting_for(taxonomy: Taxonomy, deployment: Deployment | None) -> str:
+    """What the taxonomy's first ranker fit waits for (README, "How it learns")."""
+    rule = f"the first fit needs {MIN_EXAMPLES} verdicts whose group was among the candidates"
+    if deployment is not None and deployment.ranker_refused_usable is not None:
+        usable = deployment.ranker_refused_usable
+        return (
+            f"{rule}: {usable} at the last try, {MIN_EXAMPLES - usable} more needed (a "
+            "reassignment to a group found by search outside them does not count)"
+        )
+    given = (
+        Judgement.objects.live()
+        .filter(review_item__taxonomy=taxonomy, verdict__in=Judgement.FINAL_VERDICTS)
+        .exclude(group=None)
+        .count()
+    )
+    return f"{rule}: {given} verdict{'s' if given != 1 else ''} with a group so far"
