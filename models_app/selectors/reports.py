@@ -98,11 +98,13 @@ class GateRow:
 
     @property
     def ci_text(self) -> str:
-        return "" if self.ci95 is None else f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
+        if self.ci95 is None:
+            return ""
+        return f"[{_signed(self.ci95[0])}, {_signed(self.ci95[1])}]"
 
     @property
     def delta_text(self) -> str:
-        return "" if self.delta is None else f"{self.delta:+.3f}"
+        return "" if self.delta is None else _signed(self.delta)
 
     @property
     def sentence(self) -> str:
@@ -250,3 +252,9 @@ def flip_report_of(run: TrainingRun) -> FlipReport | None:
         confirmed_now_wrong=int(counts.get("confirmed_now_wrong", 0)),
         sections=sections,
     )
+
+
+def _signed(value: float) -> str:
+    """``value`` to three places with its sign; a value that rounds to zero reads +0.000, not
+    -0.000 (a JSON column that keeps -0.0 would show it)."""
+    return f"{round(value, 3) + 0.0:+.3f}"
