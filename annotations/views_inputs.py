@@ -213,6 +213,7 @@ def _input_page(request, input_id: int, *, error: str | None = None, status: int
     latest = history.latest
     context = {
         "history": history,
+        "double_review_share": f"{round(100 / max(settings.SIAMWEB_DOUBLE_REVIEW_PERCENT, 1))}",
         "error": error,
         "can_reopen": latest is not None
         and (latest.user_id == request.user.id or request.user.is_staff),
