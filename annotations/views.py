@@ -78,7 +78,7 @@ def _card_context(
         item = review_item_claim(user=request.user, filters=filters)
     ranking_note = ""
     if item is not None:
-        item, ranking_note = review_item_rerank(item)
+        item, ranking_note = review_item_rerank(item, user=request.user)
     groups = review_card_groups(item, user=request.user) if item else []
     text = item.input.text if item else ""
     others = review_card_members(groups=groups, text=text)

@@ -179,7 +179,7 @@ def _batch_panel(
     )
     # As the live model and ranker answer them now: an item whose answer moved to another group
     # leaves this grid (and is given back to the queue).
-    items = review_items_rerank(items)
+    items = review_items_rerank(items, user=request.user)
     for item in items:
         if item.top_group_id != group.id:
             review_item_release(item=item, user=request.user)

@@ -209,7 +209,7 @@ def _input_page(request, input_id: int, *, error: str | None = None, status: int
         raise Http404(f"no input {input_id}")
     if history.item is not None:
         # An open answer as the live model and ranker give it now, as the card shows it.
-        review_items_rerank([history.item])
+        review_items_rerank([history.item], user=request.user)
     latest = history.latest
     context = {
         "history": history,

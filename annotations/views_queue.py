@@ -43,7 +43,7 @@ def review_queue_list(request: HttpRequest) -> HttpResponse:
     )
     items, more = rows[:QUEUE_PAGE_SIZE], len(rows) > QUEUE_PAGE_SIZE
     # The open ones as the live model and ranker answer them now, as their cards will.
-    items = review_items_rerank(items)
+    items = review_items_rerank(items, user=request.user)
     # The figure the card shows for each: the chance its top group is right.
     chances = review_items_probability(item for item in items if item.prediction_id)
     for item in items:

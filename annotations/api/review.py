@@ -125,7 +125,7 @@ class ReviewItemClaimApi(CuratorApi):
         if item is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         # What the live model and ranker answer now, as the card shows it.
-        review_item_rerank(item)
+        review_item_rerank(item, user=request.user)
         return Response(review_item_detail(review_item_card(item.id)))
 
 

@@ -9,6 +9,7 @@ import re
 
 from annotations.models import Prediction, ReviewItem
 from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import RankerVersion
 from tests.review_pages.test_queue import card_item_id
@@ -110,3 +111,17 @@ def test_the_queue_the_batch_grid_and_the_input_page_show_the_live_answer(
     tile = re.search(rf'data-testid="tile" data-item-id="{item.id}" data-probability="([0-9.]+)"',
                      grid)  # fmt: skip
     assert tile and abs(float(tile.group(1)) - top["probability"]) < 1e-6
+
+
+def test_a_look_at_the_queue_leaves_the_card_another_curator_holds_as_they_see_it(
+    client, tiny_taxonomy, curator, other_curator
+):
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=[CARD_TEXT], source="api")
+    held = review_item_claim(user=other_curator)
+    assert held.id == item.id
+    judge_all(tiny_taxonomy, curator)  # the answer moves under them
+    client.force_login(curator)
+    client.get("/review/queue/")
+    client.get(f"/inputs/{item.input_id}/")
+    item.refresh_from_db()
+    assert item.prediction_id == held.prediction_id  # their verdict is not made stale

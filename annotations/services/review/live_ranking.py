@@ -34,18 +34,20 @@ STALE_NOTE = (
 _SHOWN = (*ReviewItem.OPEN_STATUSES, ReviewItem.Status.SKIPPED)
 
 
-def review_item_rerank(item: ReviewItem) -> tuple[ReviewItem, str]:
+def review_item_rerank(item: ReviewItem, *, user=None) -> tuple[ReviewItem, str]:
     """``item`` with the live ranking of its text (``review_items_rerank``), and a note for
     the card when the live model cannot answer: the stored ranking stays."""
-    return review_items_rerank([item])[0], _note_of([item])
+    return review_items_rerank([item], user=user)[0], _note_of([item])
 
 
-def review_items_rerank(items: Sequence[ReviewItem]) -> list[ReviewItem]:
+def review_items_rerank(items: Sequence[ReviewItem], *, user=None) -> list[ReviewItem]:
     """The items (with ``input`` and ``prediction`` loaded), each open one without verdicts
     pointing at the live ranking of its text, stored where it changed; in the order given.
     Where the live model cannot answer, the items keep their stored ranking and carry the
-    reason as ``ranking_error``."""
+    reason as ``ranking_error``. A card another curator holds keeps the ranking they see
+    (``user``: who is looking), so a look at the queue never turns their verdict stale."""
     items = list(items)
+    now = timezone.now()
     judged = set(
         Judgement.objects.live()
         .filter(review_item_id__in=[item.id for item in items])
@@ -54,7 +56,13 @@ def review_items_rerank(items: Sequence[ReviewItem]) -> list[ReviewItem]:
     due: dict[int, list[ReviewItem]] = {}
     for item in items:
         item.ranking_error = ""
-        if item.status in _SHOWN and item.id not in judged:
+        held_by_another = (
+            item.leased_by_id is not None
+            and item.lease_expires_at is not None
+            and item.lease_expires_at > now
+            and (user is None or item.leased_by_id != user.id)
+        )
+        if item.status in _SHOWN and item.id not in judged and not held_by_another:
             due.setdefault(item.taxonomy_id, []).append(item)
     for group in due.values():
         taxonomy = group[0].input.taxonomy
