@@ -246,8 +246,9 @@ class AutoCodingPolicy(models.Model):
     target_precision = models.FloatField(null=True, blank=True)
     audit_share = models.FloatField(default=0.05)
     version = models.PositiveIntegerField(default=0)
-    # Paused by its own audit (the audited precision's lower bound fell below the target):
-    # nothing is auto-coded until an admin sets the policy again.
+    # Paused by its own audit (it showed the precision below the target: the audited
+    # precision's one-sided upper bound fell below it): nothing is auto-coded until an admin
+    # sets the policy again.
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_reason = models.TextField(blank=True)
     updated_by = models.ForeignKey(

@@ -43,6 +43,7 @@ from annotations.services.taxonomy_upload import (
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
+from models_app.siamese.artifacts import ArtifactError
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.web.decorators import admin_required
 
@@ -175,12 +176,15 @@ def _detail_page(
         guidelines_html=markdown_html(taxonomy.guidelines),
         guidelines_error=guidelines_error,
         guidelines_max=GUIDELINES_MAX_CHARS,
-        vouching=vouching_reports(taxonomy, targets=SUGGESTED_TARGETS),
         vouching_days=RECENT_DAYS,
         auto_coding=auto_coding_state(taxonomy),
         auto_coding_days=auto_coding_days(taxonomy),
         auto_coding_error=auto_coding_error,
     )
+    try:
+        context["vouching"] = vouching_reports(taxonomy, targets=SUGGESTED_TARGETS)
+    except ArtifactError as exc:
+        context["vouching"], context["vouching_error"] = None, str(exc)
     return render(request, "taxonomy/detail.html", context, status=status)
 
 

@@ -117,6 +117,8 @@ class Deployment(models.Model):
     # newer verdict is stored, and the Models page says how many more are needed.
     ranker_refused_until = models.BigIntegerField(null=True, blank=True)
     ranker_refused_usable = models.PositiveIntegerField(null=True, blank=True)
+    # The model version that fit was for: another model's candidates start afresh.
+    ranker_refused_model_version_id = models.BigIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -213,7 +213,9 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
         # Logged once: beat tries again only when a newer verdict is stored.
         usable = sum(1 for e in examples if len(e.candidates) and e.target >= 0)
         Deployment.objects.filter(taxonomy=taxonomy).update(
-            ranker_refused_until=max(j.last_id for j in judged), ranker_refused_usable=usable
+            ranker_refused_until=max(j.last_id for j in judged),
+            ranker_refused_usable=usable,
+            ranker_refused_model_version_id=engine.model_version_id,
         )
         logger.info("no ranker for %s yet: %s", taxonomy.slug, exc)
         return None
@@ -341,7 +343,8 @@ def rankers_due() -> list[Taxonomy]:
             # No ranker of this model and of today's features: one is due as soon as there
             # are verdicts enough to fit on, and after a refusal, once a newer one is stored.
             refused = deployment.ranker_refused_until
-            if refused is not None and not verdicts.filter(id__gt=refused).exists():
+            same_model = deployment.ranker_refused_model_version_id == model_version_id
+            if refused is not None and same_model and not verdicts.filter(id__gt=refused).exists():
                 continue
             if verdicts.exclude(group=None).count() >= MIN_EXAMPLES:
                 due.append(deployment.taxonomy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 import pytest
@@ -16,6 +17,7 @@ from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
 from annotations.selectors.auto_coding import auto_coding_days
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
+from annotations.services.taxonomy_edit.groups import group_merge
 from models_app.bulk import bulk_job_create
 from models_app.bulk_run import bulk_job_execute
 from models_app.models import BulkJob
@@ -37,8 +39,8 @@ def top_probability(item: ReviewItem) -> float:
     return item.prediction.ranked_groups[0]["probability"]
 
 
-def test_off_by_default_and_every_answer_waits_for_review(tiny_taxonomy, api_client):
-    found = api_client.get(URL).json()
+def test_off_by_default_and_every_answer_waits_for_review(tiny_taxonomy, admin_api):
+    found = admin_api.get(URL).json()
     assert (found["target_precision"], found["version"], found["active"]) == (None, 0, False)
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
     assert {item.status for item in items} == {ReviewItem.Status.PENDING}
@@ -72,31 +74,37 @@ def test_answers_reaching_the_threshold_are_coded_and_leave_the_queue(
     assert shown["auto_coding"] == {"threshold": threshold, "policy_version": 1}
     queue = api_client.get("/api/v1/review-items").json()["results"]
     assert {row["id"] for row in queue} == {item.id for item in waiting}
-    assert api_client.get(URL).json()["coded"] == len(coded)
+    assert admin_api.get(URL).json()["coded"] == len(coded)
 
 
 def test_audits_are_blind_and_a_drop_in_precision_pauses_auto_coding(
-    tiny_taxonomy, admin_api, api_client, curator
+    client, tiny_taxonomy, admin_api, api_client, curator, settings
 ):
+    settings.SIAMWEB_DOUBLE_REVIEW_PERCENT = 0
     admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
     audits = [item for item in items if item.audit]
     others = [item for item in items if not item.audit]
     assert len(audits) >= 3 and others
-    # An audit card is a card like any other: same fields, same values where they could tell.
+    # An audit card is a card like any other: nothing in the API or the page says audit, its
+    # place in the queue is that of an answer of any probability (not last for being sure),
+    # and curators may not read the threshold or the audit's counts.
     audit_card = api_client.get(f"/api/v1/review-items/{audits[0].id}").json()
-    other_card = api_client.get(f"/api/v1/review-items/{others[0].id}").json()
-    assert audit_card.keys() == other_card.keys()
     assert (audit_card["status"], audit_card["auto_coded"], audit_card["auto_coding"]) == (
         "pending", False, None
     )  # fmt: skip
-    assert "audit" not in str(audit_card)
+    assert "audit" not in str(audit_card).replace("audit_", "")
+    assert all(0 <= item.priority <= 1 + math.log(item.input.occurrences) for item in audits)
+    assert api_client.get(URL).status_code == 403
+    client.force_login(curator)
+    claimed = client.get("/review/").content.decode()
+    assert "audit" not in claimed.lower().replace("auditing", "")
 
     # Curators find every audited answer wrong: the precision is shown below the target.
     for item in audits[:3]:
         other = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=item.vouched_group_id)
         judgement_create(review_item=item, user=curator, verdict="reassign", group=other.first())
-    policy = api_client.get(URL).json()
+    policy = admin_api.get(URL).json()
     assert (policy["active"], policy["audited"], policy["audited_right"]) == (False, 3, 0)
     assert policy["paused_at"] and "0 of 3 audited answers right" in policy["paused_reason"]
     assert policy["audited_interval"][1] < 0.5
@@ -224,3 +232,25 @@ def test_the_taxonomy_page_counts_each_day(client, tiny_taxonomy, admin_api, adm
     row = re.search(r'data-testid="auto-coding-day">(.*?)</tr>', page, re.S).group(1)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
     assert cells[1:] == [str(len(TEXTS)), "0", "3", "2", "1 (0.50)"]
+
+
+def test_an_audit_counts_once_settled_and_follows_a_merged_group(
+    tiny_taxonomy, admin_api, admin_user, curator, other_curator, settings
+):
+    settings.SIAMWEB_DOUBLE_REVIEW_PERCENT = 100  # every input judged by two curators
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    audit = next(item for item in items if item.audit)
+    judgement_create(review_item=audit, user=curator, verdict="confirm")
+    assert admin_api.get(URL).json()["audited"] == 0  # waits for the second curator
+    audit.refresh_from_db()
+    judgement_create(review_item=audit, user=other_curator, verdict="confirm")
+    found = admin_api.get(URL).json()
+    assert (found["audited"], found["audited_right"]) == (1, 1)
+    # The group it was vouched for merged into another: the audit still counts it right.
+    source = Group.objects.get(id=audit.vouched_group_id)
+    target = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=source.id).first()
+    group_merge(source=source, target=target, user=admin_user)
+    audit.refresh_from_db()
+    assert audit.vouched_group_id == target.id == audit.top_group_id
+    assert admin_api.get(URL).json()["audited_right"] == 1

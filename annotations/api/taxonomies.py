@@ -3,6 +3,8 @@ taxonomy edit services."""
 
 from __future__ import annotations
 
+import contextlib
+
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -187,9 +189,10 @@ class TaxonomyDetailApi(CuratorApi):
 
 class VouchingEvidenceSerializer(serializers.Serializer):
     source = serializers.ChoiceField(
-        ["verdicts", "starter"],
-        help_text="verdicts: the live ranker's own (each verdict's top answer by weights fitted "
-        "without it); starter: the starter ranker's answers on real titles, before enough verdicts",
+        ["starter", "verdicts", "none"],
+        help_text="starter: the starter ranker's answers on real titles, while it ranks; "
+        "verdicts: the taxonomy's own ranker's (each verdict's top answer by weights fitted "
+        "without it), from 200 verdicts; none: its own ranker ranks on fewer",
     )
     description = serializers.CharField()
     answers = serializers.IntegerField(help_text="Answers in the evidence")
@@ -197,7 +200,9 @@ class VouchingEvidenceSerializer(serializers.Serializer):
     right = serializers.IntegerField(help_text="Of those at or above the threshold")
 
 
-class TaxonomyVouchingApi(CuratorApi):
+class TaxonomyVouchingApi(AdminApi):
+    # Admins only: a curator who knew the threshold could tell an audited card (its answer at
+    # or above it) from the others.
     class FilterSerializer(serializers.Serializer):
         target = serializers.FloatField(
             required=False, default=SUGGESTED_TARGETS[0],
@@ -233,12 +238,13 @@ class TaxonomyVouchingApi(CuratorApi):
         )
 
     @extend_schema(
-        summary="What the product can vouch for: the probability above which answers meet a "
-        "target precision, and the share of recent inputs it would code by itself",
+        summary="What the product can vouch for (admins): the probability above which answers "
+        "meet a target precision, and the share of recent inputs it would code by itself",
         parameters=[FilterSerializer],
         responses={
             200: OutputSerializer,
             400: BAD_REQUEST,
+            403: FORBIDDEN,
             404: NOT_FOUND,
             409: OpenApiResponse(
                 description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
@@ -258,7 +264,9 @@ class TaxonomyVouchingApi(CuratorApi):
         return Response(self.OutputSerializer(report.as_dict()).data)
 
 
-class AutoCodingApi(CuratorReadsAdminWritesApi):
+class AutoCodingApi(AdminApi):
+    # Admins only, reads too: the threshold and the audit's counts would let a curator tell
+    # an audited card from the others.
     class OutputSerializer(serializers.Serializer):
         target_precision = serializers.FloatField(
             allow_null=True, help_text="null: off (the default); every answer waits for review"
@@ -299,8 +307,8 @@ class AutoCodingApi(CuratorReadsAdminWritesApi):
         )  # fmt: skip
 
     @extend_schema(
-        summary="The taxonomy's auto-coding policy and what it has done",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
+        summary="The taxonomy's auto-coding policy and what it has done (admins)",
+        responses={200: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
     )
     def get(self, request: Request, slug: str) -> Response:
         taxonomy = taxonomy_or_404(slug)
@@ -327,7 +335,9 @@ def auto_coding_output(taxonomy: Taxonomy) -> dict:
     policy = state.policy
     threshold = None
     if policy is not None and policy.active:
-        threshold = vouching_threshold_now(taxonomy, policy.target_precision)
+        # Files that cannot be loaded leave the policy as set, with no threshold to show.
+        with contextlib.suppress(ArtifactError):
+            threshold = vouching_threshold_now(taxonomy, policy.target_precision)
     interval = state.audited_interval
     return {
         "target_precision": policy.target_precision if policy else None,

@@ -37,27 +37,20 @@ class AutoCodingState:
 
 
 def audited_answers(policy: AutoCodingPolicy) -> tuple[int, int]:
-    """(audited answers a curator gave a final verdict, how many of them were right) under the
-    policy's current version: right when the final answer is the group the product vouched
-    for."""
-    vouched = dict(
-        ReviewItem.objects.filter(
-            taxonomy_id=policy.taxonomy_id, audit=True, vouched_policy_version=policy.version
-        ).values_list("id", "vouched_group_id")
-    )
-    if not vouched:
-        return 0, 0
-    final: dict[int, int | None] = {}
-    rows = (
-        Judgement.objects.live()
-        .filter(review_item_id__in=list(vouched), verdict__in=Judgement.FINAL_VERDICTS)
-        .order_by("created_at", "id")
-        .values_list("review_item_id", "group_id")
-    )
-    for item_id, group_id in rows:
-        final[item_id] = group_id  # the latest final verdict decides
-    right = sum(group_id == vouched[item_id] for item_id, group_id in final.items())
-    return len(final), right
+    """(audited answers the curators settled, how many of them were right) under the policy's
+    current version: an audit counts once its item is done and not in conflict (a double
+    review waits for its second curator), right when the curators' answer is the group the
+    product vouched for."""
+    rows = ReviewItem.objects.filter(
+        taxonomy_id=policy.taxonomy_id,
+        audit=True,
+        vouched_policy_version=policy.version,
+        status=ReviewItem.Status.DONE,
+        conflict=False,
+    ).values_list("top_group_id", "vouched_group_id")
+    settled = list(rows)
+    right = sum(1 for answer, vouched in settled if answer is not None and answer == vouched)
+    return len(settled), right
 
 
 def auto_coding_state(taxonomy: Taxonomy) -> AutoCodingState:

@@ -169,7 +169,11 @@ def live_ranker_get(*, taxonomy: Taxonomy) -> LiveRanker:
 def _waiting_for(taxonomy: Taxonomy, deployment: Deployment | None) -> str:
     """What the taxonomy's first ranker fit waits for (README, "How it learns")."""
     rule = f"the first fit needs {MIN_EXAMPLES} verdicts whose group was among the candidates"
-    if deployment is not None and deployment.ranker_refused_usable is not None:
+    if (
+        deployment is not None
+        and deployment.ranker_refused_usable is not None
+        and deployment.ranker_refused_model_version_id == deployment.index_build.model_version_id
+    ):
         usable = deployment.ranker_refused_usable
         return (
             f"{rule}: {usable} at the last try, {MIN_EXAMPLES - usable} more needed (a "

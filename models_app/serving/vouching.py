@@ -2,9 +2,10 @@
 target precision (``siamese.vouching``, a one-sided lower bound on evidence), and the share of
 the last 30 days' inputs whose answer reaches it.
 
-The evidence is the live ranker's own once it has enough: each verdict's top answer by weights
-that never saw it (the fit's folds). Before that, the starter's: its answers on real vacancy
-titles whose labels agree with themselves (``bench/starter_ranker.py``). Both travel inside the
+While the starter ranks, the evidence is the starter's: its answers on real vacancy titles whose
+labels agree with themselves (``bench/starter_ranker.py``). Once the taxonomy's own ranker
+ranks, only its own speaks for its probabilities: each verdict's top answer by weights that
+never saw it (the fit's folds), from ``MIN_OWN_EVIDENCE`` verdicts on. Both travel inside the
 ranker's file, numbers only.
 """
 
@@ -20,8 +21,8 @@ from models_app.serving.rankers import serving_ranker
 from models_app.siamese.ranker.files import cold_start_ranker
 from models_app.siamese.vouching import VouchingThreshold, vouching_threshold
 
-# The taxonomy's own verdicts become the evidence once the live ranker was fitted on this many:
-# fewer say less than the starter's 523 answers on real titles.
+# The taxonomy's own ranker vouches once it was fitted on this many verdicts: fewer say less
+# than the starter's 523 answers on real titles.
 MIN_OWN_EVIDENCE = 200
 RECENT_DAYS = 30
 # Targets an admin may ask for: below 0.5 an answer is more likely wrong than right; at 1 no
@@ -35,7 +36,7 @@ class VouchingReport:
     target: float
     found: VouchingThreshold
     evidence: str  # what the evidence is, in words
-    own_evidence: bool
+    source: str  # "starter", "verdicts" (the live ranker's own), or "none" (too few of them)
     recent_inputs: int  # inputs of the last RECENT_DAYS answered by the model
     recent_vouched: int  # of them, answers at or above the threshold
     verdicts_needed: int | None  # without a threshold: verdicts more that could show one
@@ -51,7 +52,7 @@ class VouchingReport:
             "threshold": found.threshold,
             "lower_bound": round(found.lower_bound, 4) if found.threshold is not None else None,
             "evidence": {
-                "source": "verdicts" if self.own_evidence else "starter",
+                "source": self.source,
                 "description": self.evidence,
                 "answers": found.evidence,
                 "at_or_above_threshold": found.answers,
@@ -83,6 +84,7 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
     if evidence is None:
         return None
     own_count, own_enough, described = evidence.own_count, evidence.own_enough, evidence.described
+    source = "verdicts" if own_enough else ("none" if evidence.own_ranker else "starter")
     recent = _recent_top_probabilities(taxonomy)
     reports = []
     for target in targets:
@@ -91,7 +93,7 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
         needed = None
         if found.threshold is None:
             needed = found.more_needed if own_enough else MIN_OWN_EVIDENCE - own_count
-        reports.append(VouchingReport(target, found, described, own_enough, len(recent),
+        reports.append(VouchingReport(target, found, described, source, len(recent),
                                       vouched, needed))  # fmt: skip
     return reports
 
@@ -103,27 +105,37 @@ class _Evidence:
     described: str
     own_count: int  # verdicts the live ranker's own evidence holds
     own_enough: bool  # and whether it is the evidence
+    own_ranker: bool = False  # the taxonomy's own ranker serves (not the starter)
 
     def threshold(self, target: float) -> VouchingThreshold:
         return vouching_threshold(self.probabilities, self.right, target=target)
 
 
 def _evidence(taxonomy: Taxonomy) -> _Evidence | None:
-    """The evidence the live ranker vouches with: its own verdicts' out-of-fold answers once
-    there are ``MIN_OWN_EVIDENCE``, else the starter's; None without a live model."""
+    """The evidence the live ranker vouches with: the starter's while the starter serves; once
+    the taxonomy's own ranker serves, its verdicts' out-of-fold answers, and none until there
+    are ``MIN_OWN_EVIDENCE``; None without a live model."""
     engine, ranker_id = live_engine_and_ranker(taxonomy)
     if engine is None:
         return None
     serving = serving_ranker(engine, ranker_id)
-    own = (serving.ranker.metrics or {}).get("evidence") if serving.version_id else None
-    own_count = len(own["right"]) if own else 0
-    if own_count >= MIN_OWN_EVIDENCE:
+    if serving.version_id is not None:
+        # The taxonomy's own ranker serves: only its own evidence speaks for its probabilities.
+        own = (serving.ranker.metrics or {}).get("evidence") or {"probabilities": [], "right": []}
+        own_count = len(own["right"])
+        if own_count >= MIN_OWN_EVIDENCE:
+            described = (
+                f"the top answers of the live ranker's {own_count:,} verdicts, each by weights "
+                "fitted without it"
+            )
+            return _Evidence(tuple(own["probabilities"]), tuple(own["right"]), described,
+                             own_count, True, True)  # fmt: skip
         described = (
-            f"the top answers of the live ranker's {own_count:,} verdicts, each by weights "
-            "fitted without it"
+            f"the live ranker's own {own_count:,} verdicts, too few to vouch with (it takes "
+            f"{MIN_OWN_EVIDENCE}); the starter's evidence measured the starter's probabilities, "
+            "not this ranker's"
         )
-        return _Evidence(tuple(own["probabilities"]), tuple(own["right"]), described,
-                         own_count, True)  # fmt: skip
+        return _Evidence((), (), described, own_count, False, True)
     starter = (cold_start_ranker().metrics or {}).get("evidence") or {
         "probabilities": [], "right": []
     }  # fmt: skip
@@ -131,8 +143,7 @@ def _evidence(taxonomy: Taxonomy) -> _Evidence | None:
         f"the starter ranker's top answers on {len(starter['right']):,} real vacancy titles "
         "whose labels agree with themselves"
     )
-    return _Evidence(tuple(starter["probabilities"]), tuple(starter["right"]), described,
-                     own_count, False)  # fmt: skip
+    return _Evidence(tuple(starter["probabilities"]), tuple(starter["right"]), described, 0, False)
 
 
 def vouching_threshold_now(taxonomy: Taxonomy, target: float) -> float | None:
@@ -143,8 +154,9 @@ def vouching_threshold_now(taxonomy: Taxonomy, target: float) -> float | None:
 
 
 def _recent_top_probabilities(taxonomy: Taxonomy) -> list[float]:
-    """The top answer's probability of each input of the last ``RECENT_DAYS`` days, as it was
-    predicted (answers curators gave, and answers without a probability, are left out)."""
+    """The top answer's probability of each input of the last ``RECENT_DAYS`` days, as its
+    item last stored it (when it arrived, or when it was shown since; answers curators gave,
+    and answers without a probability, are left out)."""
     since = timezone.now() - timezone.timedelta(days=RECENT_DAYS)
     rows = ReviewItem.objects.filter(taxonomy=taxonomy, input__created_at__gte=since).values_list(
         "prediction__ranked_groups", flat=True

@@ -15,7 +15,7 @@ from tests.test_match_probability import RIGHT, WRONG
 
 
 def test_the_page_shows_the_api_figures_for_each_suggested_target(
-    client, tiny_taxonomy, admin_user, api_client
+    client, tiny_taxonomy, admin_user
 ):
     inputs_submit(taxonomy=tiny_taxonomy, texts=RIGHT + list(WRONG), source="api")
     client.force_login(admin_user)
@@ -24,7 +24,7 @@ def test_the_page_shows_the_api_figures_for_each_suggested_target(
     assert len(rows) == 2
     assert "starter ranker" in page and "Off: every answer waits for review." in page
     for row, target in zip(rows, (0.95, 0.9), strict=True):
-        found = api_client.get("/api/v1/taxonomies/jobs/vouching", {"target": target}).json()
+        found = client.get("/api/v1/taxonomies/jobs/vouching", {"target": target}).json()
         assert f"{round(target * 100)}%" in row
         if found["threshold"] is None:
             assert "Not shown by the evidence" in row
@@ -73,3 +73,18 @@ def test_a_paused_policy_is_shown_with_its_reason(client, tiny_taxonomy, admin_u
     page = client.get("/taxonomies/jobs/").content.decode()
     assert 'data-testid="auto-coding-paused"' in page
     assert "the audit found 1 of 9 audited answers right" in page and "Paused (version 3)" in page
+
+
+def test_a_live_model_that_cannot_load_is_named_not_a_500(client, tiny_taxonomy, admin_user):
+    from models_app.serving.engines import forget_loaded_engines
+    from tests.test_serving_broken_files import DAMAGES, new_build_folder, one_file
+
+    pattern, damage, said = DAMAGES[0]
+    damaged = one_file(new_build_folder(tiny_taxonomy), pattern)
+    forget_loaded_engines()
+    damage(damaged)
+    client.force_login(admin_user)
+    response = client.get("/taxonomies/jobs/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'data-testid="vouching-error"' in page and said in page

@@ -16,6 +16,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
 from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
+from models_app.siamese.ranker.active import verdict_worth
 from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,13 @@ class Vouched:
     threshold: float
     policy_version: int
     audit: bool
+
+
+def audit_priority(occurrences: int) -> float:
+    """The queue priority of an audited answer: what a verdict on an answer of a probability
+    drawn at random would be worth, so audits spread through the queue like other cards."""
+    worth = verdict_worth(np.array([_draw.random()]), np.array([occurrences]))
+    return float(worth[0])
 
 
 def auto_coding_set(

@@ -20,7 +20,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.services.review.auto_coding import Vouched, vouched_answers
+from annotations.services.review.auto_coding import Vouched, audit_priority, vouched_answers
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.ranker.active import verdict_worth
 from models_app.siamese.text import comparison_key
@@ -200,6 +200,11 @@ def _inputs_store(
         )
         if item is None:
             found = vouched.get(key)
+            if found is not None and found.audit:
+                # An audit's answer is sure, so its worth would sink it to the bottom of the
+                # queue, unjudged and told apart by its place: it takes the worth of an answer
+                # of any probability instead.
+                priority = audit_priority(input_row.occurrences)
             new_items.append(
                 ReviewItem(
                     input=input_row,

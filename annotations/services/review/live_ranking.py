@@ -48,9 +48,11 @@ def review_items_rerank(items: Sequence[ReviewItem], *, user=None) -> list[Revie
     (``user``: who is looking), so a look at the queue never turns their verdict stale."""
     items = list(items)
     now = timezone.now()
+    # A skip judges nothing: a skipped card shows the live answer when it comes back.
     judged = set(
         Judgement.objects.live()
         .filter(review_item_id__in=[item.id for item in items])
+        .exclude(verdict=Judgement.Verdict.SKIP)
         .values_list("review_item_id", flat=True)
     )
     due: dict[int, list[ReviewItem]] = {}

@@ -17,6 +17,7 @@ from annotations.models import (
 )
 from annotations.selectors.history import action_verdicts
 from annotations.services.audit import audit_record
+from annotations.services.review.auto_coding import auto_coding_audit_check
 from annotations.services.review.leases import lease_expiry
 from annotations.services.review.verdict_rules import VerdictError, final_outcomes
 from annotations.services.review.verdicts import (
@@ -182,4 +183,7 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         before={"undone_judgements": [j.id for j in losing]},
         after={"group": group.id if group else None},
     )
+    if item.audit:
+        # A settled audit counts now: the audit may show the precision below the target.
+        auto_coding_audit_check(taxonomy=item.taxonomy)
     return item

@@ -118,6 +118,8 @@ def group_merge(*, source: Group, target: Group, user) -> Group:
     members_moved = Member.objects.filter(group=source).update(group=target)
 
     review_items = ReviewItem.objects.filter(top_group=source).update(top_group=target)
+    # The group an answer was vouched for moves too: an audit must not count it wrong.
+    ReviewItem.objects.filter(vouched_group=source).update(vouched_group=target)
     Prediction.objects.filter(top_group=source).update(top_group=target)
     predictions_rewritten = _rewrite_open_predictions(taxonomy, source, target)
 

@@ -292,7 +292,8 @@ def top_answer_evidence(
 ) -> dict[str, list]:
     """Each text's top answer as evidence of what the probability is worth: its probability
     and whether it was right, from (scores, the right row or -1, best similarity). A fit's
-    evidence is scored by its folds' weights, which never saw the text."""
+    evidence is scored by its folds' weights, which never saw the text; its calibration (four
+    numbers) was fitted on these same scores, which flatters the evidence a little."""
     probabilities, right = [], []
     for scores, target, similarity in scored:
         top = int(np.argmax(scores))
