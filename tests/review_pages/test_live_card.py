@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from annotations.models import Prediction, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
@@ -125,3 +128,19 @@ def test_a_look_at_the_queue_leaves_the_card_another_curator_holds_as_they_see_i
     client.get(f"/inputs/{item.input_id}/")
     item.refresh_from_db()
     assert item.prediction_id == held.prediction_id  # their verdict is not made stale
+
+
+def test_a_queue_page_of_moved_answers_reads_nothing_a_row(client, tiny_taxonomy, curator):
+    texts = [f"Senior Tax Accountant Remote {n}" for n in range(12)]
+    inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api")
+    judge_all(tiny_taxonomy, curator)  # every open answer moves
+    client.force_login(curator)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/review/queue/").content.decode()
+    assert page.count('data-testid="queue-row"') == len(texts)
+    statements = [query["sql"].split()[0] for query in queries.captured_queries]
+    # Each moved item is pointed at its new prediction only while it still shows the old one
+    # (one conditional update each); everything read, and the new predictions, go in bulk.
+    assert statements.count("UPDATE") == len(texts)
+    assert statements.count("INSERT") == 1
+    assert statements.count("SELECT") <= 12

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Judgement, Prediction, ReviewItem
+from annotations.models import Group, Judgement, Prediction, ReviewItem
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
@@ -96,6 +96,7 @@ def _store_changed(items: list[ReviewItem], answers: list[Normalization]) -> Non
             changed.append((item, answer, groups))
     if not changed:
         return
+    moved: list[ReviewItem] = []
     with transaction.atomic():
         predictions = Prediction.objects.bulk_create(
             [_prediction(item, answer, groups) for item, answer, groups in changed]
@@ -115,10 +116,11 @@ def _store_changed(items: list[ReviewItem], answers: list[Normalization]) -> Non
             if updated:
                 item.prediction = prediction
                 item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
-                # Read again where shown: the top group's name moved with the ranking.
-                field = ReviewItem.top_group.field
-                if field.is_cached(item):
-                    field.delete_cached_value(item)
+                moved.append(item)
+    # The top groups the pages name, read in one query rather than one a row.
+    groups = Group.objects.in_bulk({item.top_group_id for item in moved} - {None})
+    for item in moved:
+        item.top_group = groups.get(item.top_group_id)
 
 
 def _prediction(item: ReviewItem, answer: Normalization, groups: list[dict]) -> Prediction:
