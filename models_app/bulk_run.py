@@ -541,6 +541,9 @@ def _count(
                     texts=review,
                     source=Input.Source.UPLOAD,
                     queued_by=job.requested_by,
+                    # The job decided these need a person (under the policy it started with):
+                    # the live policy does not code them.
+                    auto_coding=False,
                 )
             last = current.chunks_done == current.chunks_total
             if last and enqueue:

@@ -254,3 +254,25 @@ def test_an_audit_counts_once_settled_and_follows_a_merged_group(
     audit.refresh_from_db()
     assert audit.vouched_group_id == target.id == audit.top_group_id
     assert admin_api.get(URL).json()["audited_right"] == 1
+
+
+def test_rows_a_bulk_job_sends_for_review_wait_for_a_person(tiny_taxonomy, admin_api, curator):
+    """Auto-coding turned on while a job runs: the rows it sends for review (all but exact
+    matches, here) are queued for a person, not coded by a policy the job did not start with."""
+    data = "title\n" + "\n".join(TEXTS) + "\n"
+    job = bulk_job_create(
+        taxonomy=tiny_taxonomy, upload=io.BytesIO(data.encode()), filename="t.txt",
+        review_below=1.0, user=curator, enqueue=False,
+    )  # fmt: skip
+    turned_on = []
+
+    def turn_on(_job) -> None:
+        if not turned_on:
+            turned_on.append(admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0},
+                                           format="json"))  # fmt: skip
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=5, after_chunk=turn_on)
+    assert turned_on[0].json()["active"] and done.auto_coding_threshold is None
+    queued = ReviewItem.objects.filter(taxonomy=tiny_taxonomy)
+    assert queued.count() == done.rows_queued > len(TEXTS) // 2
+    assert not queued.filter(auto_coded=True).exists() and not queued.filter(audit=True).exists()

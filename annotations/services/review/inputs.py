@@ -73,6 +73,7 @@ def inputs_submit(
     k: int = 5,
     count_occurrence: bool = True,
     queued_by=None,
+    auto_coding: bool = True,
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review; one
     item per distinct text, in the order given.
@@ -93,7 +94,8 @@ def inputs_submit(
     normalizations = dict(
         zip(unique, rank_taxonomy_groups(taxonomy, list(unique.values()), k=k), strict=True)
     )
-    vouched = vouched_answers(taxonomy, normalizations)
+    # ``auto_coding`` False: the caller decided these need a person (a bulk job's review rows).
+    vouched = vouched_answers(taxonomy, normalizations) if auto_coding else {}
     # The same new text sent by two requests at once: both find it unknown, one stores it and
     # the other's insert fails on the unique text. That one is tried again in its savepoint,
     # now finding the text known, so both callers get the one input and its item.
