@@ -73,3 +73,23 @@ def test_on_a_wide_screen_the_filters_stay_open(page, live_server, curator, tiny
     log_in(page, live_server, "carla", "carla-pass-123")
     expect(page.get_by_test_id("filters")).to_be_visible()
     expect(page.get_by_test_id("filters-toggle")).to_be_hidden()
+
+
+def test_on_a_phone_what_scrolls_sideways_shows_a_shadow_where_more_is_hidden(
+    page, live_server, admin_user, tiny_taxonomy
+):
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer"], source="api")
+    page.set_viewport_size({"width": 375, "height": 667})
+    log_in(page, live_server, "ada", "ada-pass-123")
+    page.goto(f"{live_server.url}/review/queue/")
+    for selector in (".topbar nav", "[data-testid=queue-table]"):
+        box = page.locator(selector)
+        # It overflows the phone's width and scrolls on its own, the page does not...
+        assert box.evaluate("el => el.scrollWidth > el.clientWidth")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        # ...and says so: shadows at its edges, uncovered where content is hidden.
+        style = box.evaluate("el => getComputedStyle(el).backgroundImage")
+        assert style.count("radial-gradient") == 2, style
+        assert box.evaluate("el => getComputedStyle(el).backgroundAttachment") == (
+            "local, local, scroll, scroll"
+        )
