@@ -93,3 +93,15 @@ def test_on_a_phone_what_scrolls_sideways_shows_a_shadow_where_more_is_hidden(
         assert box.evaluate("el => getComputedStyle(el).backgroundAttachment") == (
             "local, local, scroll, scroll"
         )
+
+
+def test_on_a_phone_the_batch_grid_and_the_models_page_keep_the_screens_width(
+    page, live_server, admin_user, tiny_taxonomy
+):
+    texts = [f"Python Developer {n}" for n in range(6)]
+    inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api")
+    page.set_viewport_size({"width": 375, "height": 667})
+    log_in(page, live_server, "ada", "ada-pass-123")
+    for url in ("/review/batch/jobs/15-1252/", "/models/"):
+        page.goto(f"{live_server.url}{url}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
