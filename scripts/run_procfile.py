@@ -5,12 +5,12 @@ child is killed under its master ("ForkPoolWorker-1 exited with signal 15"), and
 130 or 143, which make reports as an error. Here each process gets SIGTERM on its own and stops
 as it is built to (runserver exits, the Celery master finishes the task in hand and stops its
 pool: a warm shutdown); a normal stop exits 0, a process that dies by itself still fails the
-run with its status. A second Ctrl-C, or STOP_SECONDS without an exit, kills what is left.
+run with its status. A second Ctrl-C, or ``--stop-seconds`` without an exit, kills what is left.
 
 In a terminal this script also takes the terminal's foreground, as a shell does for a job, so
 that Ctrl-C reaches it alone and not `make` above it (make would die of the signal: status 130).
 
-    run_procfile.py [-f Procfile] [--ready NAME=TEXT ...] [--banner TEXT]
+    run_procfile.py [-f Procfile] [--ready NAME=TEXT ...] [--banner TEXT] [--stop-seconds N]
 
 ``--banner`` is printed once every ``--ready`` process has printed its TEXT: the URL, after
 Celery's start-up banner rather than above it.
@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-STOP_SECONDS = 20
+STOP_SECONDS = 20.0
 # How a process that stopped when asked ends: by itself, or by the signal it was sent.
 NORMAL_STOPS = {0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT}
 
@@ -79,13 +79,17 @@ def terminal_foreground():
 
 
 class Runner:
-    def __init__(self, processes, *, ready: dict[str, str], banner: str) -> None:
+    def __init__(
+        self, processes, *, ready: dict[str, str], banner: str, stop_seconds: float = STOP_SECONDS
+    ) -> None:
         self.processes = processes
         self.width = max(len(name) for name, _ in processes)
         self.ready, self.banner = dict(ready), banner
+        self.stop_seconds = stop_seconds
         self.lines: queue.Queue = queue.Queue()
         self.children: dict[str, subprocess.Popen] = {}
-        self.stopping = 0  # how many times a stop was asked for
+        self.stops_asked = 0  # how many times a stop was asked for (a signal handler counts up)
+        self.stopping = 0  # how many of those the run loop has acted on
 
     def say(self, name: str, text: str) -> None:
         self.write(f"{name.ljust(self.width)} | {text}\n")
@@ -98,7 +102,7 @@ class Runner:
             # Nobody reads the output any more (the terminal or pipe went away): stop the
             # processes rather than die here and leave them running.
             sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115 (for the rest of the run)
-            if not self.stopping:
+            if not self.stops_asked:
                 self.request_stop(None, None)
 
     def start(self) -> None:
@@ -123,12 +127,18 @@ class Runner:
             self.lines.put((name, line.rstrip("\n")))
 
     def request_stop(self, signum, _frame) -> None:
-        self.stopping += 1
-        if self.stopping == 1:
-            self.say("system", "stopping (Ctrl-C again to kill)")
-            self._signal_all(signal.SIGTERM, group=False)
-        else:
-            self._signal_all(signal.SIGKILL, group=True)
+        # Only counted here: a handler that wrote to stdout could land inside the run loop's own
+        # write and raise ("reentrant call"), leaving the processes running.
+        self.stops_asked += 1
+
+    def _act_on_stop_requests(self) -> None:
+        while self.stopping < self.stops_asked:
+            self.stopping += 1
+            if self.stopping == 1:
+                self.say("system", "stopping (Ctrl-C again to kill)")
+                self._signal_all(signal.SIGTERM, group=False)
+            else:
+                self._signal_all(signal.SIGKILL, group=True)
 
     def _signal_all(self, signum: int, *, group: bool) -> None:
         for child in self.children.values():
@@ -161,17 +171,18 @@ class Runner:
         while True:
             self._print_lines()
             for name, child in self.children.items():
-                if child.poll() is not None and not self.stopping:
+                if child.poll() is not None and not self.stops_asked:
                     # One process ended unasked: the product is not whole, stop the rest.
                     ended_by_itself = (name, child.returncode)
                     self.say("system", f"{name} exited with status {child.returncode}")
                     self.request_stop(None, None)
+            self._act_on_stop_requests()
             if self.stopping and stop_deadline is None:
-                stop_deadline = time.monotonic() + STOP_SECONDS
+                stop_deadline = time.monotonic() + self.stop_seconds
             if all(child.poll() is not None for child in self.children.values()):
                 break
             if stop_deadline is not None and time.monotonic() > stop_deadline:
-                self.say("system", f"still running after {STOP_SECONDS} s: killed")
+                self.say("system", f"still running after {self.stop_seconds:g} s: killed")
                 self._signal_all(signal.SIGKILL, group=True)
                 stop_deadline = float("inf")
         self._print_lines()
@@ -197,14 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-f", "--procfile", default="Procfile", type=Path)
     parser.add_argument("--ready", action="append", default=[], metavar="NAME=TEXT")
     parser.add_argument("--banner", default="")
+    parser.add_argument(
+        "--stop-seconds", type=float, default=STOP_SECONDS,
+        help="how long a process may take to stop when asked before it is killed",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.stop_seconds <= 0:
+        parser.error("--stop-seconds must be above 0")
     ready = {}
     for item in args.ready:
         name, sep, text = item.partition("=")
         if not sep or not text:
             parser.error(f"--ready expects NAME=TEXT, got {item!r}")
         ready[name] = text
-    runner = Runner(read_procfile(args.procfile), ready=ready, banner=args.banner)
+    runner = Runner(
+        read_procfile(args.procfile), ready=ready, banner=args.banner,
+        stop_seconds=args.stop_seconds,
+    )  # fmt: skip
     with terminal_foreground():
         # SIGHUP: the terminal closed.
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

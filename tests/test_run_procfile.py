@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent.parent / "scripts" / "run_procfile.py"
+# On a loaded machine a stand-in may take long to stop; the tests check how the runner stops
+# what stops, not its kill deadline.
+STOP_SECONDS = "600"
 
 # A server that says it is ready and stops cleanly on SIGTERM, as runserver and Celery do.
 SERVER = """
@@ -35,7 +38,7 @@ def procfile(tmp_path: Path, lines: list[str]) -> Path:
 def start(path: Path, *extra: str) -> subprocess.Popen:
     # A session of its own, as a terminal's job is: the signal below reaches the runner only.
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), "-f", str(path), *extra],
+        [sys.executable, str(RUNNER), "-f", str(path), "--stop-seconds", STOP_SECONDS, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -115,7 +118,8 @@ def test_ctrl_c_typed_at_a_terminal_under_make_ends_make_with_status_0(tmp_path)
     path = procfile(tmp_path, [server(tmp_path, "web")])
     makefile = tmp_path / "Makefile"
     makefile.write_text(
-        f"run:\n\t@{sys.executable} {RUNNER} -f {path} --ready web=ready --banner 'all up'\n"
+        f"run:\n\t@{sys.executable} {RUNNER} -f {path} --stop-seconds {STOP_SECONDS}"
+        " --ready web=ready --banner 'all up'\n"
     )
     pid, terminal = pty.fork()
     if pid == 0:  # the child: make, in the new terminal
@@ -137,3 +141,32 @@ def test_ctrl_c_typed_at_a_terminal_under_make_ends_make_with_status_0(tmp_path)
     assert os.waitstatus_to_exitcode(status) == 0, out
     assert "web stopping" in out and "system | stopped" in out
     assert "Error" not in out and "Interrupt" not in out
+
+
+def test_a_process_that_ignores_the_stop_is_killed_after_the_stop_seconds(tmp_path):
+    stubborn = tmp_path / "stubborn.py"
+    stubborn.write_text(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\ntime.sleep(3600)\n"
+    )
+    path = procfile(tmp_path, [f"stubborn: {sys.executable} {stubborn}"])
+    runner = subprocess.Popen(
+        [sys.executable, str(RUNNER), "-f", str(path), "--stop-seconds", "0.5",
+         "--ready", "stubborn=ready", "--banner", "up"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    read_until(runner, "up")
+    runner.send_signal(signal.SIGINT)
+    rest, _ = runner.communicate()
+    assert "still running after 0.5 s: killed" in rest
+    assert runner.returncode == 128 + signal.SIGKILL, rest
+
+
+def test_a_stop_deadline_that_is_not_above_0_is_refused(tmp_path):
+    runner = subprocess.run(
+        [sys.executable, str(RUNNER), "-f", str(procfile(tmp_path, ["web: true"])),
+         "--stop-seconds", "0"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert runner.returncode == 2
+    assert "--stop-seconds must be above 0" in runner.stderr
