@@ -235,6 +235,26 @@ class Served:
         """Per text its candidates; ``judged``: (texts, groups, vectors) of curators' members,
         indexed beside the taxonomy's as a reindex puts them; ``own``: per text the judged rows
         and verdict to leave out (training examples)."""
+        return [c for batch in self._batches(texts, vectors, judged, history, own, **options)
+                for c in batch]  # fmt: skip
+
+    def examples(self, texts, vectors, labels, judged=None, history=None, own=None):
+        """The texts as examples to fit on, as the product fits: each label's group added to
+        the candidates where no matcher proposed it (``candidates_of_texts``' ``required``)."""
+        labels = [int(g) for g in labels]
+        found = []
+        for start, batch in zip(
+            range(0, len(texts), 512),
+            self._batches(texts, vectors, judged, history, own, required=labels),
+            strict=True,
+        ):
+            found += [
+                RankingExample(c, labels[start + i], added=batch.added_for(i))
+                for i, c in enumerate(batch)
+            ]
+        return found
+
+    def _batches(self, texts, vectors, judged=None, history=None, own=None, **options):
         search, members = self.search, self.members
         base = len(self.taxonomy.members)
         if judged is not None and len(judged[0]):
@@ -252,7 +272,7 @@ class Served:
                     for j, (t, g) in enumerate(zip(judged[0], judged[1], strict=True))
                 }
             )
-        found = []
+        required = options.pop("required", None)
         for start in range(0, len(texts), 512):
             chunk = texts[start : start + 512]
             hits = search.search(chunk, vectors[start : start + 512], DEPTH + 20)
@@ -261,7 +281,7 @@ class Served:
                 if leave is not None:
                     skip = {base + j for j in leave[0]}
                     hits[offset] = [(m, s) for m, s in hits[offset] if m not in skip]
-            found += candidates_of_texts(
+            yield candidates_of_texts(
                 chunk,
                 vectors[start : start + 512],
                 [row[:DEPTH] for row in hits],
@@ -270,9 +290,9 @@ class Served:
                 history=history,
                 lexical=self.lexical,
                 own=[leave[1] if leave is not None else None for leave in leaves],
+                required=required[start : start + 512] if required is not None else None,
                 **options,
             )
-        return found
 
 
 def ranked_hits(candidates, ranker: LinearRanker, labels) -> tuple[np.ndarray, list]:
@@ -441,29 +461,12 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
             for c in stream_cold
         ]
     )
-    keys = [comparison_key(t) for t in stream_texts]
     for count in verdict_counts:
         count = min(count, len(stream_texts))
-        judged = (stream_texts[:count], stream_labels[:count], stream_vectors[:count])
-        history, rejected_rows = history_of(
-            stream_labels[:count], cold_top[:count], stream_vectors[:count], len(taxonomy.codes)
-        )
-        same: dict[str, list[int]] = {}
-        for j, key in enumerate(keys[:count]):
-            same.setdefault(key, []).append(j)
-        own = []
-        for j in range(count):
-            twins = same[keys[j]]
-            # The verdicts on this very text are left out: a text judged before is answered by
-            # the verdict, not ranked; its history counts and rejected rows too.
-            own.append(
-                (
-                    twins,
-                    OwnVerdict(
-                        int(stream_labels[j]), tuple(r for t in twins for r in rejected_rows[t])
-                    ),
-                )
-            )
+        judged, history, own = verdicts_so_far(
+            stream_texts[:count], stream_labels[:count], stream_vectors[:count], cold_top[:count],
+            len(taxonomy.codes),
+        )  # fmt: skip
         started = time.perf_counter()
         train = served.candidates(
             stream_texts[:count], stream_vectors[:count], judged, history, own
@@ -529,6 +532,25 @@ def run_taxonomy(taxonomy: Taxonomy, verdict_counts: list[int], report: dict) ->
         report[taxonomy.name]["fit_10000"] = fit_timing(
             served, taxonomy, stream_texts, stream_labels, stream_vectors, cold_top
         )
+
+
+def verdicts_so_far(texts, labels, vectors, cold_top, groups: int):
+    """The first texts of the stream judged in order: the curators' members they make
+    (texts, labels, vectors), the verdict history, and per text what to leave out when it is
+    a training example (its twins' rows and its own verdict)."""
+    keys = [comparison_key(t) for t in texts]
+    history, rejected_rows = history_of(labels, cold_top, vectors, groups)
+    same: dict[str, list[int]] = {}
+    for j, key in enumerate(keys):
+        same.setdefault(key, []).append(j)
+    own = []
+    for j in range(len(texts)):
+        twins = same[keys[j]]
+        # The verdicts on this very text are left out: a text judged before is answered by the
+        # verdict, not ranked; its history counts and rejected rows too.
+        rejected = tuple(r for t in twins for r in rejected_rows[t])
+        own.append((twins, OwnVerdict(int(labels[j]), rejected)))
+    return (texts, labels, vectors), history, own
 
 
 def history_of(labels, cold_top, vectors, groups: int):

@@ -112,8 +112,8 @@ class Deployment(models.Model):
     )
     # When beat last queued a ranker fit that has not ended: one fit a taxonomy at a time.
     ranker_fit_queued_at = models.DateTimeField(null=True, blank=True)
-    # The last first fit refused for too few verdicts whose group was among the candidates: the
-    # newest verdict it saw, and how many of them were usable. Beat tries again only once a
+    # The last first fit refused for too few judged texts with a group to fit on: the newest
+    # verdict it saw, and how many texts were usable. Beat tries again only once a
     # newer verdict is stored, and the Models page says how many more are needed.
     ranker_refused_until = models.BigIntegerField(null=True, blank=True)
     ranker_refused_usable = models.PositiveIntegerField(null=True, blank=True)

@@ -145,10 +145,20 @@ def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tu
 
 
 def _examples(
-    prepared, rows, *, groups, history, rows_of, lexical, hidden: frozenset[str] = frozenset()
+    prepared,
+    rows,
+    *,
+    groups,
+    history,
+    rows_of,
+    lexical,
+    hidden: frozenset[str] = frozenset(),
+    to_fit: bool = False,
 ) -> list[RankingExample]:
     """The judged texts at ``rows`` as ranking examples, each without its own verdict, and
-    without the curator members of the texts in ``hidden``."""
+    without the curator members of the texts in ``hidden``. ``to_fit``: examples to fit on,
+    each verdict's group added to its candidates where no matcher proposed it (a reassignment
+    to a group found by search teaches too); to measure a ranker, what it would serve."""
     depth = settings.SIAMWEB_RANKER_DEPTH
     rows = list(rows)
     hits, owns = [], []
@@ -166,10 +176,11 @@ def _examples(
     candidates = candidates_of_texts(
         [prepared.judged[row].text for row in rows], prepared.vectors[rows], hits,
         prepared.members, groups=groups, history=history, own=owns, lexical=lexical,
+        required=[prepared.judged[row].group_id for row in rows] if to_fit else None,
     )  # fmt: skip
     return [
-        RankingExample(found, prepared.judged[row].group_id)
-        for row, found in zip(rows, candidates, strict=True)
+        RankingExample(found, prepared.judged[row].group_id, added=candidates.added_for(i))
+        for i, (row, found) in enumerate(zip(rows, candidates, strict=True))
     ]
 
 
@@ -194,7 +205,12 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
         return None
     current = serving_ranker(engine, ranker_id)
     judged = judged_texts(taxonomy)
-    if sum(j.group_id is not None for j in judged) < MIN_EXAMPLES:
+    with_group = sum(j.group_id is not None for j in judged)
+    if with_group < MIN_EXAMPLES:
+        # Verdicts enough, judged texts not (two curators' verdicts on a text are one example).
+        if judged:
+            reason = f"needs {MIN_EXAMPLES} judged texts with a group, got {with_group}"
+            _refused(taxonomy, engine, judged, with_group, reason)
         return None
     group_count = Group.objects.filter(taxonomy=taxonomy).count()
     groups = engine_group_facts(engine, taxonomy.slug)
@@ -206,21 +222,25 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
                  lexical=engine.lexical)  # fmt: skip
     history, rows_of = _history(prepared, everyone, group_count)
     examples = _examples(prepared, everyone, groups=groups, history=history, rows_of=rows_of,
-                         lexical=engine.lexical)  # fmt: skip
+                         lexical=engine.lexical, to_fit=True)  # fmt: skip
     try:
         ranker = fit_ranker(examples, prior=prior)
     except ConfigError as exc:
-        # Logged once: beat tries again only when a newer verdict is stored.
         usable = sum(1 for e in examples if len(e.candidates) and e.target >= 0)
-        Deployment.objects.filter(taxonomy=taxonomy).update(
-            ranker_refused_until=max(j.last_id for j in judged),
-            ranker_refused_usable=usable,
-            ranker_refused_model_version_id=engine.model_version_id,
-        )
-        logger.info("no ranker for %s yet: %s", taxonomy.slug, exc)
+        _refused(taxonomy, engine, judged, usable, str(exc))
         return None
     ranker.metrics = {**ranker.metrics, "examples": len(examples), "gate": gate.get("summary", "")}
     return _store(taxonomy, engine, ranker, history, judged, gate)
+
+
+def _refused(taxonomy, engine, judged: list[JudgedText], usable: int, reason: str) -> None:
+    """Logged once: beat tries again only when a newer verdict is stored."""
+    Deployment.objects.filter(taxonomy=taxonomy).update(
+        ranker_refused_until=max(j.last_id for j in judged),
+        ranker_refused_usable=usable,
+        ranker_refused_model_version_id=engine.model_version_id,
+    )
+    logger.info("no ranker for %s yet: %s", taxonomy.slug, reason)
 
 
 def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexical) -> dict:
@@ -246,7 +266,7 @@ def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexic
     try:
         candidate = fit_ranker(
             _examples(prepared, rest, groups=groups, history=history, rows_of=rows_of,
-                      lexical=lexical, hidden=hidden),
+                      lexical=lexical, hidden=hidden, to_fit=True),
             prior=prior,
         )  # fmt: skip
     except ConfigError:

@@ -17,6 +17,7 @@ from models_app.siamese.ranker.candidates import (
     OwnVerdict,
     VerdictHistory,
     candidate_features,
+    candidates_of_texts,
 )
 from models_app.siamese.ranker.files import load_ranker, save_ranker
 from models_app.siamese.ranker.model import (
@@ -89,6 +90,51 @@ def test_excluded_groups_are_never_candidates_by_any_matcher():
     )
     assert 20 not in found.groups.tolist()
     assert 30 in found.groups.tolist()
+
+
+def test_a_required_group_no_matcher_proposed_is_added_last_and_marked():
+    """A training example's verdict group joins its candidates where no matcher proposed it:
+    last, flagged, with the features any group outside the hits has; a proposed or ruled-out
+    group is not added again."""
+    hits = [[(1, 0.9), (3, 0.5)], [(1, 0.9), (3, 0.5)], [(1, 0.9), (3, 0.5)], [(3, 0.6)]]
+    vectors = np.stack([unit(1, 0)] * 4)
+    batch = candidates_of_texts(
+        ["java dev", "java dev", "java dev", "coffee"], vectors, hits, MEMBERS,
+        groups=facts({}), excluded=[frozenset(), frozenset(), frozenset({30}), frozenset()],
+        required=[30, 20, 30, None],
+    )  # fmt: skip
+    assert [batch.added_for(i) for i in range(4)] == [True, False, False, False]
+    added = batch[0]
+    assert added.groups.tolist() == [10, 20, 30]
+    assert added.similarity[-1] == 0.0 and added.members[-1] == -1
+    assert added.features[-1, COLUMN["member_missing"]] == 1.0
+    assert batch[1].groups.tolist() == [10, 20]  # proposed already
+    assert batch[2].groups.tolist() == [10, 20]  # rejected for this very text
+    assert batch[3].groups.tolist() == [20]
+    # Without ``required`` nothing is marked.
+    plain = candidates_of_texts(["java dev"], vectors[:1], hits[:1], MEMBERS, groups=facts({}))
+    assert plain[0].groups.tolist() == [10, 20] and not plain.added_for(0)
+
+
+def test_an_added_group_teaches_the_fit_but_its_evidence_is_a_miss():
+    """Examples whose right group the fit added count towards the fit; out of fold they are
+    scored as served, without it: a miss, never evidence that the top answer was right."""
+    examples = synthetic_examples(MIN_EXAMPLES - 5, seed=11)
+    outside = []
+    for example in synthetic_examples(5, seed=12):
+        c = example.candidates
+        extra = np.zeros((1, len(FEATURES)), np.float32)
+        outside.append(RankingExample(Candidates(
+            np.append(c.groups, 400), np.vstack([c.features, extra]),
+            np.append(c.similarity, 0.0), np.append(c.members, -1),
+        ), 400, added=True))  # fmt: skip
+    with pytest.raises(ConfigError):
+        fit_ranker(examples, prior=hand_prior())
+    ranker = fit_ranker(examples + outside, prior=hand_prior())
+    evidence = ranker.metrics["evidence"]
+    assert len(evidence["right"]) == MIN_EXAMPLES
+    assert evidence["right"].count(False) >= len(outside)
+    assert ranker.fitted_on == MIN_EXAMPLES
 
 
 def test_an_exact_member_and_shared_words_are_evidence():

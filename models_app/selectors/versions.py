@@ -168,7 +168,7 @@ def live_ranker_get(*, taxonomy: Taxonomy) -> LiveRanker:
 
 def _waiting_for(taxonomy: Taxonomy, deployment: Deployment | None) -> str:
     """What the taxonomy's first ranker fit waits for (README, "How it learns")."""
-    rule = f"the first fit needs {MIN_EXAMPLES} verdicts whose group was among the candidates"
+    rule = f"the first fit needs {MIN_EXAMPLES} judged texts with a group"
     if (
         deployment is not None
         and deployment.ranker_refused_usable is not None
@@ -176,8 +176,8 @@ def _waiting_for(taxonomy: Taxonomy, deployment: Deployment | None) -> str:
     ):
         usable = deployment.ranker_refused_usable
         return (
-            f"{rule}: {usable} at the last try, {MIN_EXAMPLES - usable} more needed (a "
-            "reassignment to a group found by search outside them does not count)"
+            f"{rule}: {usable} at the last try, {MIN_EXAMPLES - usable} more needed (a text "
+            "judged by two curators counts once)"
         )
     given = (
         Judgement.objects.live()

@@ -204,6 +204,10 @@ class Candidates:
     def __len__(self) -> int:
         return len(self.groups)
 
+    def without_last(self) -> Candidates:
+        return Candidates(self.groups[:-1], self.features[:-1], self.similarity[:-1],
+                          self.members[:-1])  # fmt: skip
+
 
 @dataclass
 class CandidateBatch(Sequence[Candidates]):
@@ -217,9 +221,15 @@ class CandidateBatch(Sequence[Candidates]):
     features: np.ndarray
     similarity: np.ndarray
     members: np.ndarray
+    # Per text: whether its last row is a ``required`` group no matcher proposed (fitting only).
+    added: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.starts) - 1
+
+    def added_for(self, index: int) -> bool:
+        """Whether text ``index``'s last candidate was added only because it was required."""
+        return bool(self.added is not None and self.added[index])
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -515,6 +525,7 @@ def candidates_of_texts(
     by_description: int = 5,
     own: Sequence[OwnVerdict | None] | None = None,
     lexical: LexicalCache | None = None,
+    required: Sequence[int | None] | None = None,
 ) -> CandidateBatch:
     """The candidates of each text and their features, for a batch of texts at once.
 
@@ -525,7 +536,9 @@ def candidates_of_texts(
     per training example its own verdict, left out of ``history``. A text's candidates are its
     ``per_matcher`` best groups by taxonomy members and by curators' members, then its
     ``by_description`` nearest descriptions, in that order (descriptions' cosines equal to the
-    millionth by group row).
+    millionth by group row). ``required``: per training example the group its verdict chose,
+    added as its last candidate where no matcher proposed it (``CandidateBatch.added``), so a
+    reassignment to a group found by search teaches the fit too.
     """
     texts = list(texts)
     count = len(texts)
@@ -586,6 +599,11 @@ def candidates_of_texts(
         finite = np.isfinite(values[each, best])
         text_of, place = np.nonzero(finite)
         proposals.append((text_of * width + groups.ids[nearest[text_of, place]], place))
+    added = None
+    if required is not None:
+        added, proposal = _required(required, proposals, width, per_matcher, ruled_out_text,
+                                    ruled_out_group)  # fmt: skip
+        proposals.append(proposal)
     pq, pg = _chosen(proposals, per_matcher, width)
     sizes = np.bincount(pq, minlength=count)
     keys = pq * width + pg
@@ -642,7 +660,25 @@ def candidates_of_texts(
         features=features.reshape(len(keys), len(FEATURES)),
         similarity=np.maximum(columns["best"], 0.0).astype(np.float32),
         members=chosen.astype(np.int64),
+        added=added,
     )
+
+
+def _required(required, proposals, width: int, per_matcher: int, ruled_out_text,
+              ruled_out_group) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Per text whether its required group is added (no matcher proposed it, and it is not
+    ruled out for the text), and those groups as one more proposal, ranked after every other."""
+    text = np.array([i for i, g in enumerate(required) if g is not None], np.int64)
+    group = np.array([g for g in required if g is not None], np.int64)
+    key = text * width + group
+    proposed = np.concatenate([k for k, _ in proposals]) if proposals else np.zeros(0, np.int64)
+    new = ~np.isin(key, proposed)
+    if len(ruled_out_text):
+        new &= ~np.isin(key, ruled_out_text * width + ruled_out_group)
+    added = np.zeros(len(required), bool)
+    added[text[new]] = True
+    # Ranked after every matcher's proposals (ranks below per_matcher each, up to 3 of them).
+    return added, (key[new], np.full(int(new.sum()), per_matcher, np.int64))
 
 
 def _firsts(values: np.ndarray) -> np.ndarray:

@@ -27,10 +27,13 @@ _CLIP = 8.0
 @dataclass(frozen=True)
 class RankingExample:
     """A verdict as a labelled ranking: the candidates the text had, and where it belongs
-    (None: "none of these", the right group is not among the groups offered)."""
+    (None: "none of these", the right group is not among the groups offered). ``added``: the
+    right group is the last candidate only because the fit added it (no matcher proposed it):
+    the weights learn from it, but what it says of the served ranking is a miss."""
 
     candidates: Candidates
     group_id: int | None
+    added: bool = False
 
     @property
     def target(self) -> int:
@@ -208,7 +211,7 @@ def _softmax_with_miss(logits: np.ndarray, miss: float) -> np.ndarray:
 
 
 MOST_LIKELY = 0.999
-MIN_EXAMPLES = 20  # verdicts with the right group among the candidates, to fit weights on
+MIN_EXAMPLES = 20  # verdicts with a group (among the candidates, or added to them), to fit on
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,7 @@ def fit_ranker(
 ) -> LinearRanker:
     """Weights fitted on the examples, pulled toward ``prior``'s; the probability calibrated on
     out-of-fold scores. Raises ``ConfigError`` when too few examples have their right group among
-    the candidates (the prior then stands).
+    the candidates, proposed or added (the prior then stands).
 
     A calibrated ``prior`` (the starter ranker, fitted on real labelled titles) is a starting
     point the verdicts move away from as they add up: its standardisation is kept, the weights
@@ -236,8 +239,8 @@ def fit_ranker(
     usable = [e for e in examples if len(e.candidates) and e.target >= 0]
     if len(usable) < MIN_EXAMPLES:
         raise ConfigError(
-            f"a ranker needs at least {MIN_EXAMPLES} verdicts whose group was among the "
-            f"candidates, got {len(usable)}"
+            f"a ranker needs at least {MIN_EXAMPLES} verdicts whose group is among (or was "
+            f"added to) the candidates, got {len(usable)}"
         )
     if prior.calibrated:
         mean, scale, anchor = prior.mean.copy(), prior.scale.copy(), prior.weights.copy()
@@ -268,10 +271,12 @@ def fit_ranker(
             continue
         weights = fit(train)
         for example in held:
-            if len(example.candidates):
-                scores = base._standardize(example.candidates.features) @ weights
-                similarity = float(example.candidates.similarity.max())
-                out_of_fold.append((scores, example.target, similarity))
+            served, target = example.candidates, example.target
+            if example.added:  # as served: without the group the fit added, so a miss
+                served, target = served.without_last(), -1
+            if len(served):
+                scores = base._standardize(served.features) @ weights
+                out_of_fold.append((scores, target, float(served.similarity.max())))
     weights = fit(usable)
     temperature, temperature_slope, miss, slope = _fit_calibration(
         out_of_fold,
