@@ -49,6 +49,8 @@ class ReviewFiltersForm(BlindModeForm):
     score_min = forms.FloatField(required=False, min_value=0, max_value=1)
     score_max = forms.FloatField(required=False, min_value=0, max_value=1)
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
+    # A bulk job's id: the rows it sent for review (its "review them" link).
+    job = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def clean_taxonomy(self) -> Taxonomy | None:
         slug = self.cleaned_data["taxonomy"]
@@ -85,6 +87,7 @@ class ReviewFiltersForm(BlindModeForm):
             score_min=data["score_min"],
             score_max=data["score_max"],
             status=data["status"] or None,
+            bulk_job_id=data["job"],
         )
 
     def query_string(self) -> str:
@@ -98,6 +101,7 @@ class ReviewFiltersForm(BlindModeForm):
             "score_min": "" if data["score_min"] is None else repr(data["score_min"]),
             "score_max": "" if data["score_max"] is None else repr(data["score_max"]),
             "status": data["status"],
+            "job": "" if data["job"] is None else str(data["job"]),
             "blind": "1" if data["blind"] else "",
         }
         return urlencode({name: value for name, value in params.items() if value})

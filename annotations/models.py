@@ -207,12 +207,20 @@ class ReviewItem(models.Model):
     queued_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The bulk job that last sent the item for review (a models_app BulkJob's id, not a key:
+    # curation does not depend on bulk), so its "review them" link opens exactly its rows.
+    bulk_job_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-priority", "id"]
         indexes = [
+            models.Index(
+                fields=["bulk_job_id", "status", "-priority", "id"],
+                condition=Q(bulk_job_id__isnull=False),
+                name="review_queue_by_bulk_job",
+            ),
             models.Index(
                 fields=["queued_by"],
                 condition=Q(status__in=["pending", "awaiting_group"]),

@@ -544,6 +544,7 @@ def _count(
                     # The job decided these need a person (under the policy it started with):
                     # the live policy does not code them.
                     auto_coding=False,
+                    bulk_job_id=job.id,
                 )
             last = current.chunks_done == current.chunks_total
             if last and enqueue:

@@ -7,6 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
+from annotations.services.review.inputs import inputs_submit
 from models_app.bulk import stale_seconds
 from models_app.bulk_run import bulk_job_execute
 from models_app.models import BulkJob
@@ -43,19 +44,37 @@ def test_a_file_uploaded_on_the_page_is_followed_to_its_downloads(curator, tiny_
     assert lines[0].startswith("id,title,group_code,") and len(lines) == 3
 
 
-def test_rows_sent_for_review_are_linked_to_the_queue(curator, tiny_taxonomy):
+def test_rows_sent_for_review_are_linked_to_exactly_those_rows_in_the_queue(curator, tiny_taxonomy):
     client = logged_in(curator)
     quiet = start(client, review_below="0")  # no top score is below 0: nothing is sent
     bulk_job_execute(job_id=quiet.id)
     assert "job-review-link" not in client.get(f"/bulk/{quiet.id}/").content.decode()
     BulkJob.objects.all().delete()
+    # Work in the queue that no job sent.
+    inputs_submit(taxonomy=tiny_taxonomy, texts=["Truck Driver Night Shift"], source="api")
     every = start(client, review_margin_below="1")  # every margin is below 1: all are sent
     bulk_job_execute(job_id=every.id)
     page = client.get(f"/bulk/{every.id}/").content.decode()
-    link = '<a href="/review/queue/?taxonomy=jobs" data-testid="job-review-link">review them</a>'
+    href = f"/review/queue/?taxonomy=jobs&amp;job={every.id}"
+    link = f'<a href="{href}" data-testid="job-review-link">review them</a>'
     assert BulkJob.objects.get(id=every.id).rows_queued == 2 and link in page
-    queue = client.get("/review/queue/?taxonomy=jobs").content.decode()
+    queue = client.get(f"/review/queue/?taxonomy=jobs&job={every.id}").content.decode()
     assert "icu nurse" in queue and "Senior Java Engineer" in queue
+    assert "Truck Driver Night Shift" not in queue
+    assert f'name="job" value="{every.id}"' in queue  # the filter stays on, and can be cleared
+    # The card takes the job's rows only, and keeps the filter in its links.
+    card = client.get(f"/review/?taxonomy=jobs&job={every.id}").content.decode()
+    assert "Truck Driver Night Shift" not in card
+    assert "icu nurse" in card or "Senior Java Engineer" in card
+    assert f"job={every.id}" in card
+    everything = client.get("/review/queue/?taxonomy=jobs").content.decode()
+    assert "Truck Driver Night Shift" in everything and "icu nurse" in everything
+
+
+def test_a_job_filter_that_is_not_an_id_is_refused_by_name(curator, tiny_taxonomy):
+    response = logged_in(curator).get("/review/queue/?job=seven")
+    assert response.status_code == 400
+    assert "job" in response.content.decode()
 
 
 def test_a_running_job_cancelled_on_its_page_shows_it_is_stopping(curator, tiny_taxonomy):

@@ -33,6 +33,7 @@ class QueueFilters:
     score_max: float | None = None
     status: str | None = None
     include_skipped: bool = True
+    bulk_job_id: int | None = None  # the items that bulk job sent for review
 
     def statuses_in_order(self) -> list[str]:
         """One status per pass, so each pass is an index scan in priority order. Items left
@@ -55,6 +56,8 @@ def review_queue(
         items = items.filter(taxonomy=taxonomy)
     if filters.group is not None:
         items = items.filter(top_group=filters.group)
+    if filters.bulk_job_id is not None:
+        items = items.filter(bulk_job_id=filters.bulk_job_id)
     if filters.score_min is not None:
         items = items.filter(top_score__gte=filters.score_min)
     if filters.score_max is not None:

@@ -29,6 +29,8 @@ def review_counts(*, filters: QueueFilters | None = None) -> dict[str, int]:
         items = items.filter(taxonomy=taxonomy)
     if filters.group is not None:
         items = items.filter(top_group=filters.group)
+    if filters.bulk_job_id is not None:
+        items = items.filter(bulk_job_id=filters.bulk_job_id)
     by_status = dict(
         items.order_by().values_list("status").annotate(n=Count("id")).values_list("status", "n")
     )

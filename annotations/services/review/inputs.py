@@ -74,6 +74,7 @@ def inputs_submit(
     count_occurrence: bool = True,
     queued_by=None,
     auto_coding: bool = True,
+    bulk_job_id: int | None = None,
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review; one
     item per distinct text, in the order given.
@@ -84,7 +85,8 @@ def inputs_submit(
 
     ``queued_by``, the user whose send this is, may have at most
     ``SIAMWEB_REVIEW_PENDING_PER_USER`` new items waiting: past it ``ReviewQueueFull`` is raised
-    and nothing is stored. Items a user's send merely updates are not new.
+    and nothing is stored. Items a user's send merely updates are not new. ``bulk_job_id``:
+    the bulk job sending them for review; its open items are marked as its own.
     """
     unique: dict[str, str] = {}
     for text in texts:
@@ -110,6 +112,7 @@ def inputs_submit(
                     source=source,
                     count_occurrence=count_occurrence,
                     queued_by=queued_by,
+                    bulk_job_id=bulk_job_id,
                 )
         except IntegrityError:
             if attempt == STORE_ATTEMPTS - 1:
@@ -131,6 +134,7 @@ def _inputs_store(
     source: str,
     count_occurrence: bool,
     queued_by,
+    bulk_job_id: int | None,
 ) -> list[ReviewItem]:
     known = {
         row.normalized_text: row
@@ -217,6 +221,7 @@ def _inputs_store(
                     priority=priority,
                     reviews_required=_reviews_required(key),
                     queued_by=queued_by,
+                    bulk_job_id=bulk_job_id,
                     # An audit is queued as any other item; the rest are coded and done.
                     status=ReviewItem.Status.DONE
                     if found and not found.audit
@@ -235,12 +240,15 @@ def _inputs_store(
             item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
             item.priority = priority
             item.updated_at = timezone.now()
+            if bulk_job_id is not None:
+                item.bulk_job_id = bulk_job_id  # the latest job to send it opens it
             updated_items.append(item)
     ReviewItem.objects.bulk_create(new_items)
     ReviewItem.objects.bulk_update(
         updated_items,
-        ["prediction", "top_group", "top_score", "changed_from", "priority", "updated_at"],
-    )
+        ["prediction", "top_group", "top_score", "changed_from", "priority", "updated_at",
+         "bulk_job_id"],
+    )  # fmt: skip
     by_input = {item.input_id: item for item in [*new_items, *existing.values()]}
     return [by_input[inputs[key].id] for key in unique]
 
