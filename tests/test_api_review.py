@@ -181,6 +181,9 @@ def test_the_queue_filters_by_status_group_taxonomy_and_score(api_client, items,
         f"{API}/review-items", {"score_min": low, "score_max": high, "status": "open"}
     ).json()["results"]
     assert sorted(item["top_score"] for item in between) == [low, high]
+    ReviewItem.objects.filter(id=items[1].id).update(bulk_job_id=7)
+    sent = api_client.get(f"{API}/review-items", {"job": 7}).json()["results"]
+    assert [item["id"] for item in sent] == [items[1].id]
 
 
 @pytest.mark.parametrize(
@@ -194,6 +197,8 @@ def test_the_queue_filters_by_status_group_taxonomy_and_score(api_client, items,
         ({"group": "nurses"}, "group"),
         ({"group": "other", "taxonomy": "jobs"}, "group"),
         ({"taxonomy": "nope"}, "taxonomy"),
+        ({"job": "seven"}, "job"),
+        ({"job": 0}, "job"),
     ],
 )
 def test_bad_queue_filters_are_a_400_naming_the_field(api_client, items, params, field):

@@ -173,6 +173,10 @@ class QueueFilterSerializer(serializers.Serializer):
     score_min = serializers.FloatField(required=False)
     score_max = serializers.FloatField(required=False)
     status = QueueStatusField(required=False)
+    job = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1,
+        help_text="Items this bulk job sent for review (its id)",
+    )  # fmt: skip
 
     def validate(self, data: dict) -> dict:
         group, taxonomy = data.get("group"), data.get("taxonomy")
@@ -196,4 +200,5 @@ class QueueFilterSerializer(serializers.Serializer):
             score_max=data.get("score_max"),
             status=None if wanted in (None, QUEUE_OPEN) else wanted,
             include_skipped=wanted is None,
+            bulk_job_id=data.get("job"),
         )
