@@ -1,14 +1,16 @@
-"""A reassignment to a group no matcher proposed, as a fit example or not: the taxonomy's own
+"""A verdict for a group no matcher proposed, as a fit example or not: the taxonomy's own
 ranker fitted on the real stream's first verdicts both ways, paired on titles nobody judged.
 
-The product fits the way ``ranker_training`` does: each verdict's group joins its text's
-candidates where no matcher proposed it (``candidates_of_texts``' ``required``), so every
-verdict with a group teaches; before, such a verdict was dropped from the fit. Both fits start
-from the starter ranker (the product's prior), on the JobBERT stream judged in arrival order
-with its labels as the verdicts, and are served on the dev-unseen titles with the same
-curators' members and history. Per verdict count: acc@1 of each, the difference paired with a
-95% bootstrap interval and McNemar's p, the share of verdicts the old fit dropped, and the
-probability's ECE, share at p >= 0.9 and precision there.
+The product counts such a verdict towards the first fit, and it teaches through the verdict
+history and the curators' members, but the weights learn only from verdicts whose group was
+among the candidates ("proposed only"). The alternative measured here adds each verdict's group
+to its text's candidates where no matcher proposed it (``candidates_of_texts``' ``required``),
+with the features a group outside the hits has ("added to fit"). Both fits start from the
+starter ranker (the product's prior), on the JobBERT stream judged in arrival order with its
+labels as the verdicts, and are served on the dev-unseen titles with the same curators' members
+and history. Per verdict count: acc@1 of each, the difference paired with a 95% bootstrap
+interval and McNemar's p, how many verdicts had their group added, and the probability's ECE,
+share at p >= 0.9 and precision there.
 
     .venv/bin/python bench/ranker_added_groups.py [--taxonomies esco,onet] [--verdicts 100,500,2000]
 

@@ -145,20 +145,10 @@ def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tu
 
 
 def _examples(
-    prepared,
-    rows,
-    *,
-    groups,
-    history,
-    rows_of,
-    lexical,
-    hidden: frozenset[str] = frozenset(),
-    to_fit: bool = False,
+    prepared, rows, *, groups, history, rows_of, lexical, hidden: frozenset[str] = frozenset()
 ) -> list[RankingExample]:
     """The judged texts at ``rows`` as ranking examples, each without its own verdict, and
-    without the curator members of the texts in ``hidden``. ``to_fit``: examples to fit on,
-    each verdict's group added to its candidates where no matcher proposed it (a reassignment
-    to a group found by search teaches too); to measure a ranker, what it would serve."""
+    without the curator members of the texts in ``hidden``."""
     depth = settings.SIAMWEB_RANKER_DEPTH
     rows = list(rows)
     hits, owns = [], []
@@ -176,11 +166,10 @@ def _examples(
     candidates = candidates_of_texts(
         [prepared.judged[row].text for row in rows], prepared.vectors[rows], hits,
         prepared.members, groups=groups, history=history, own=owns, lexical=lexical,
-        required=[prepared.judged[row].group_id for row in rows] if to_fit else None,
     )  # fmt: skip
     return [
-        RankingExample(found, prepared.judged[row].group_id, added=candidates.added_for(i))
-        for i, (row, found) in enumerate(zip(rows, candidates, strict=True))
+        RankingExample(found, prepared.judged[row].group_id)
+        for row, found in zip(rows, candidates, strict=True)
     ]
 
 
@@ -222,11 +211,11 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
                  lexical=engine.lexical)  # fmt: skip
     history, rows_of = _history(prepared, everyone, group_count)
     examples = _examples(prepared, everyone, groups=groups, history=history, rows_of=rows_of,
-                         lexical=engine.lexical, to_fit=True)  # fmt: skip
+                         lexical=engine.lexical)  # fmt: skip
     try:
         ranker = fit_ranker(examples, prior=prior)
     except ConfigError as exc:
-        usable = sum(1 for e in examples if len(e.candidates) and e.target >= 0)
+        usable = sum(1 for e in examples if len(e.candidates) and e.group_id is not None)
         _refused(taxonomy, engine, judged, usable, str(exc))
         return None
     ranker.metrics = {**ranker.metrics, "examples": len(examples), "gate": gate.get("summary", "")}
@@ -266,7 +255,7 @@ def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexic
     try:
         candidate = fit_ranker(
             _examples(prepared, rest, groups=groups, history=history, rows_of=rows_of,
-                      lexical=lexical, hidden=hidden, to_fit=True),
+                      lexical=lexical, hidden=hidden),
             prior=prior,
         )  # fmt: skip
     except ConfigError:

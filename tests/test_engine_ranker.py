@@ -116,25 +116,52 @@ def test_a_required_group_no_matcher_proposed_is_added_last_and_marked():
     assert plain[0].groups.tolist() == [10, 20] and not plain.added_for(0)
 
 
-def test_an_added_group_teaches_the_fit_but_its_evidence_is_a_miss():
-    """Examples whose right group the fit added count towards the fit; out of fold they are
-    scored as served, without it: a miss, never evidence that the top answer was right."""
+def with_group_outside(example: RankingExample, group: int = 400) -> RankingExample:
+    """The example's text put in a group none of its candidates is."""
+    return RankingExample(example.candidates, group)
+
+
+def added_outside(example: RankingExample, group: int = 400) -> RankingExample:
+    """As ``with_group_outside``, the group added to the candidates as a required one is."""
+    c = example.candidates
+    extra = np.zeros((1, len(FEATURES)), np.float32)
+    return RankingExample(Candidates(
+        np.append(c.groups, group), np.vstack([c.features, extra]),
+        np.append(c.similarity, 0.0), np.append(c.members, -1),
+    ), group, added=True)  # fmt: skip
+
+
+def test_verdicts_for_groups_outside_the_candidates_count_but_the_weights_skip_them():
+    """Every verdict with a group counts towards the first fit; the weights are those of the
+    verdicts whose group was among the candidates, and the others are misses out of fold."""
     examples = synthetic_examples(MIN_EXAMPLES - 5, seed=11)
-    outside = []
-    for example in synthetic_examples(5, seed=12):
-        c = example.candidates
-        extra = np.zeros((1, len(FEATURES)), np.float32)
-        outside.append(RankingExample(Candidates(
-            np.append(c.groups, 400), np.vstack([c.features, extra]),
-            np.append(c.similarity, 0.0), np.append(c.members, -1),
-        ), 400, added=True))  # fmt: skip
-    with pytest.raises(ConfigError):
+    outside = [with_group_outside(e) for e in synthetic_examples(5, seed=12)]
+    with pytest.raises(ConfigError, match="at least 20 verdicts with a group, got 15"):
         fit_ranker(examples, prior=hand_prior())
     ranker = fit_ranker(examples + outside, prior=hand_prior())
+    assert ranker.fitted_on == MIN_EXAMPLES
     evidence = ranker.metrics["evidence"]
     assert len(evidence["right"]) == MIN_EXAMPLES
     assert evidence["right"].count(False) >= len(outside)
-    assert ranker.fitted_on == MIN_EXAMPLES
+    # Only "none of these" and groups outside: the prior's weights stand, calibrated.
+    lone = fit_ranker([with_group_outside(e) for e in synthetic_examples(20, seed=13)],
+                      prior=hand_prior())  # fmt: skip
+    assert lone.calibrated
+    assert np.allclose(lone.weights, hand_prior().weights / hand_prior().scale * lone.scale)
+
+
+def test_an_added_group_teaches_the_fit_but_its_evidence_is_a_miss():
+    """Examples whose right group was added (``required``) fit the weights; out of fold they
+    are scored as served, without it: a miss, never evidence that the top answer was right."""
+    examples = synthetic_examples(MIN_EXAMPLES - 5, seed=11)
+    outside = [added_outside(e) for e in synthetic_examples(5, seed=12)]
+    ranker = fit_ranker(examples + outside, prior=hand_prior())
+    skipped = fit_ranker(examples + [with_group_outside(e) for e in synthetic_examples(5, seed=12)],
+                         prior=hand_prior())  # fmt: skip
+    assert not np.allclose(ranker.weights, skipped.weights)
+    evidence = ranker.metrics["evidence"]
+    assert len(evidence["right"]) == MIN_EXAMPLES
+    assert evidence["right"].count(False) >= len(outside)
 
 
 def test_an_exact_member_and_shared_words_are_evidence():

@@ -1,7 +1,7 @@
 """The first ranker fit waits for 20 judged texts with a group, wherever the group was found: a
-reassignment to a group outside the text's candidates teaches the fit too. A fit that cannot run
-yet is logged once with its reason and tried again only after a newer verdict, and the Models
-page says how many more it needs."""
+reassignment to a group outside the text's candidates counts too. A fit that cannot run yet is
+logged once with its reason and tried again only after a newer verdict, and the Models page
+says how many more it needs."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def test_reassignments_outside_the_candidates_count_towards_the_first_fit(undesc
     assert rankers_due() == [undescribed]
     version = ranker_fit(taxonomy=undescribed)
     assert version is not None and version.verdicts == len(confirmed) + len(ODD)
-    # What it would serve is measured without the added groups: for the six texts whose group
-    # no matcher proposed, the fit's out-of-fold evidence holds a miss.
+    # For the six texts whose group no matcher proposed, the fit's out-of-fold evidence holds a
+    # miss: what it serves could not have been right.
     evidence = version.metrics["evidence"]
     assert len(evidence["right"]) == len(confirmed) + len(ODD)
     assert evidence["right"].count(False) >= len(ODD)
