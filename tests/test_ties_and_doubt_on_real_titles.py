@@ -1,8 +1,8 @@
 """Doubt said plainly, on real vacancy titles against O*NET with the shipped model and the
 starter ranker: an answer is tied where its top two probabilities are too close to tell apart
-(``TIE_GAP``, chosen on titles nobody judged: bench/starter_ranker.py), not only where they are
-equal to the last bit; low confidence where the top group is less likely right than not; the
-API, bulk output and the review card say the same."""
+as shown (``TIE_GAP``, chosen on titles nobody judged: bench/starter_ranker.py), not only where
+they are equal to the last bit; low confidence where the top group is less likely right than
+not; the API, bulk output and the review card say the same."""
 
 from __future__ import annotations
 
@@ -22,7 +22,12 @@ from models_app.bulk_run import bulk_job_execute
 from models_app.selectors.bulk import bulk_job_result
 from models_app.services.builds import model_version_import
 from models_app.services.indexes import deployment_activate, index_build_create
-from models_app.serving.normalize import LOW_CONFIDENCE, TIE_GAP, rank_taxonomy_groups
+from models_app.serving.normalize import (
+    LOW_CONFIDENCE,
+    TIE_GAP,
+    rank_taxonomy_groups,
+    tied_as_shown,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLES = 300
@@ -55,11 +60,13 @@ def test_ties_and_low_confidence_are_set_by_the_probabilities(onet, titles):
     for answer in answers:
         first, second = answer.groups[0], answer.groups[1]
         gap = first.probability - second.probability
-        assert answer.tied == (gap < TIE_GAP) == second.tied
+        assert answer.tied == tied_as_shown(first.probability, second.probability) == second.tied
         assert answer.low_confidence == (answer.probability < LOW_CONFIDENCE)
-        # Every group tied with the first is within the gap of it, and none further down is.
+        # Every group tied with the first is within the gap of it as shown (so less than the gap
+        # apart in full), and none further down is.
         for group in answer.groups[1:]:
-            assert group.tied == (first.probability - group.probability < TIE_GAP)
+            assert group.tied == tied_as_shown(first.probability, group.probability)
+            assert not group.tied or first.probability - group.probability < TIE_GAP
         close_not_equal += answer.tied and gap > 0
     tied = sum(answer.tied for answer in answers)
     low = sum(answer.low_confidence for answer in answers)

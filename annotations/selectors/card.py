@@ -24,7 +24,7 @@ from annotations.models import (
     ReviewItem,
 )
 from annotations.services.review.verdict_rules import LiveVerdict, rejected_group_ids
-from models_app.serving.normalize import TIE_GAP
+from models_app.serving.normalize import tied_as_shown
 from models_app.siamese.text_match import nearest
 
 
@@ -51,16 +51,16 @@ def rejected_group_names(item: ReviewItem, *, user=None) -> list[str]:
 
 def review_card_groups(item: ReviewItem, *, user=None) -> list[dict]:
     """The prediction's ranked groups, less those already rejected for this input; a group is
-    tied with the first one left when their probabilities, as the card shows them (two
-    places), are less than ``TIE_GAP`` apart (a partner rejected leaves no tie behind)."""
+    tied with the first one left when their probabilities, as the card shows them, are too
+    close to tell apart (``tied_as_shown``; a partner rejected leaves no tie behind)."""
     rejected = rejected_groups_for(item, user=user)
     groups = [dict(g) for g in item.prediction.ranked_groups if g["group_id"] not in rejected]
     if not rejected or not groups or groups[0].get("probability") is None:
         return groups
-    top = round(groups[0]["probability"], 2)
+    top = groups[0]["probability"]
     for group in groups:
         probability = group.get("probability")
-        group["tied"] = probability is not None and top - round(probability, 2) < TIE_GAP - 1e-9
+        group["tied"] = probability is not None and bool(tied_as_shown(top, probability))
     groups[0]["tied"] = len(groups) > 1 and groups[1]["tied"]
     return groups
 

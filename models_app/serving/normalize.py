@@ -38,6 +38,23 @@ LOW_CONFIDENCE = 0.5
 TIE_GAP = 0.02
 # Without a probability (no calibrated ranker can be read), ranker scores this close are tied.
 TIE = 1e-6
+
+
+def probability_as_shown(probability):
+    """A probability (or an array of them) as pages show it: stored to four places, then two,
+    half up as Django's ``floatformat`` does. Ties are decided on these figures, so two groups
+    showing 0.15 and 0.14 are tied and 0.16 and 0.14 are not, whatever the digits behind."""
+    stored = np.round(np.asarray(probability, np.float64), 4)
+    # The nudge keeps a stored half (0.145 is 14.4999... hundredths in binary) rounding up.
+    return np.floor(stored * 100 + 0.5 + 1e-7) / 100
+
+
+def tied_as_shown(top, probability):
+    """Whether ``probability`` is within ``TIE_GAP`` of ``top`` as both are shown (a numpy
+    bool, or an array of them)."""
+    return probability_as_shown(top) - probability_as_shown(probability) < TIE_GAP - 1e-9
+
+
 # Groups each matcher proposes for a text (more when more are asked for): the ranker's fit saw
 # as many.
 CANDIDATES_PER_MATCHER = 15
@@ -57,7 +74,8 @@ class RankedGroup:
     # The chance this group is right, from the taxonomy's calibrated ranker (the starter
     # ranker before the taxonomy's own verdicts); None for a curator's answer.
     probability: float | None = None
-    # Tied with the top group: their probabilities are too close to tell apart (``TIE_GAP``).
+    # Tied with the top group: their probabilities, as shown, are too close to tell apart
+    # (``tied_as_shown``).
     tied: bool = False
 
     def as_dict(self) -> dict:
@@ -238,10 +256,11 @@ def _answers(confirmed, candidates: CandidateBatch, scores, ranker: ServingRanke
     order = np.lexsort((-scores, text))
     text = text[order]
     if probabilities is not None:
-        closeness, gap = probabilities[order], TIE_GAP
+        shown = probabilities[order]
+        tied = tied_as_shown(shown[starts[text]], shown)
     else:
-        closeness, gap = scores[order], TIE
-    tied = closeness[starts[text]] - closeness < gap
+        closeness = scores[order]
+        tied = closeness[starts[text]] - closeness < TIE
     # A top group is tied when its runner-up is.
     tied[firsts] = (sizes[filled] > 1) & tied[np.minimum(firsts + 1, len(tied) - 1)]
     said = np.fromiter(map(len, confirmed), np.int64, count)
