@@ -325,7 +325,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             anchor=live_encoder,
             checkpoint_dir=checkpoints / "catch_up",
             discard_stale_checkpoint=True,
-            progress=clock.phase("catch_up"),
+            progress=_as_stage(CATCH_UP_STAGE, clock.phase("catch_up")),
         )
         del learnt  # phase 1's two models, blended and as trained, are not needed any more
         laps.lap("catch_up")
@@ -390,6 +390,17 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         "flip_report": flips,
         "gate_report": {**report, "stage_seconds": laps.seconds},
     }
+
+
+# The stage a fine-tune's second training shows: not "train" again after "evaluate", which
+# read as a run that went back (run panel, STAGE_MEANINGS).
+CATCH_UP_STAGE = "catch up"
+
+
+def _as_stage(stage: str, progress: Progress) -> Progress:
+    """``progress`` with every report made as ``stage`` (a phase's training and its periodic
+    validation show as one stage)."""
+    return lambda _stage, fraction, eta=None: progress(stage, fraction, eta)
 
 
 def _finetune_clock(

@@ -115,16 +115,18 @@ def test_a_stage_maps_into_its_share_of_the_run():
     assert run_progress_overall("index", 1.0) == pytest.approx(0.95)
     assert run_progress_overall("done", 1.0) == 1.0
     assert run_progress_overall("something new", 0.3) == 0.3
+    # A fine-tune's second training moves the bar on from where its first ended.
+    assert run_progress_overall("catch up", 0.5) > run_progress_overall("train", 1.0)
 
 
 def test_a_runs_progress_never_goes_back(tiny_taxonomy):
     """A fine-tune's stages as they come: training stopped at 2 % by its time budget, the
-    held-out check, training again from 0 %, the index, the gate."""
+    held-out check, the catch-up training from 0 %, the index, the gate."""
     run = make_run(tiny_taxonomy, stage="start", progress=0.0)
     progress = training_run_progress_writer(run_id=run.id)
     seen = []
     for stage, fraction in [
-        ("pairs", 0.0), ("train", 0.02), ("evaluate", 0.0), ("train", 0.0), ("train", 0.5),
+        ("pairs", 0.0), ("train", 0.02), ("evaluate", 0.0), ("catch up", 0.0), ("catch up", 0.5),
         ("encode", 0.0), ("index", 0.5), ("index", 1.0), ("evaluate", 0.5), ("promote", 0.0),
     ]:  # fmt: skip
         progress(stage, fraction, None)

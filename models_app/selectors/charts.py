@@ -82,9 +82,10 @@ def run_validations(run: TrainingRun) -> list[tuple[float, float]]:
 
 def run_training_chart(run: TrainingRun) -> Chart | None:
     """The training curve its model stored (validation accuracy by step); None with fewer than
-    two validations, which make no curve (the page says the one figure instead)."""
+    three validations: one is a dot and two a straight line, neither a curve (the page says the
+    figures instead)."""
     points = run_validations(run)
-    if len(points) < 2:
+    if len(points) < 3:
         return None
     return Chart(
         title=f"{run.model_version.label}: validation accuracy by training step",

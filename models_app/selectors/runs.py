@@ -24,6 +24,27 @@ def _runs() -> QuerySet[TrainingRun]:
     )
 
 
+# What each stage a run reports is doing, as its page says it beside the stage: a fine-tune
+# trains, measures and trains again, and each step reads as progress, not as a run going back.
+STAGE_MEANINGS = {
+    "start": "starting",
+    "pairs": "gathering the pairs to learn from: the taxonomy's strings and the curators' verdicts",
+    "teacher": "encoding the taxonomy with the teacher the student learns from",
+    "train": "training the encoder",
+    "distil": "training the student to answer as its teacher does",
+    "evaluate": "measuring: the model on pairs it does not learn from, every so many steps of "
+    "training; then, for a fine-tune, the candidate against the live model on verdicts held "
+    "out of its training and on the frozen test suites (the gate)",
+    "catch up": "training again on every verdict, the held-out ones the gate's check just used "
+    "included, so the candidate learns them now rather than in the next fine-tune",
+    "encode": "encoding every member with the new model",
+    "index": "building the new model's search index",
+    "promote": "making the new model live",
+    "repredict": "answering the open review items again with the live model",
+    "done": "finished",
+}
+
+
 @dataclass(frozen=True)
 class RunRow:
     """A run with what the page shows of its progress."""
@@ -41,6 +62,10 @@ class RunRow:
     @property
     def eta(self) -> str:
         return duration_text(self.run.eta_seconds) if self.active else ""
+
+    @property
+    def stage_meaning(self) -> str:
+        return STAGE_MEANINGS.get(self.run.stage, "") if self.active else ""
 
 
 def training_runs_recent(*, taxonomy: Taxonomy, limit: int = RECENT_RUNS) -> list[RunRow]:

@@ -114,7 +114,8 @@ def test_a_curators_pages_run_under_the_policy_and_still_work(
     )
     run = TrainingRun.objects.get(status=TrainingRun.Status.REJECTED)
     candidate = run.model_version
-    history = [{"step": 100, "validation_accuracy": 0.6}, {"step": 200, "validation_accuracy": 0.7}]
+    history = [{"step": step, "validation_accuracy": accuracy}
+               for step, accuracy in ((100, 0.6), (200, 0.7), (300, 0.72))]  # fmt: skip
     candidate.metrics = {**candidate.metrics, "history": history}
     candidate.save(update_fields=["metrics"])
     job = bulk_job_create(

@@ -18,6 +18,17 @@ def test_a_run_page_shows_status_stage_progress_and_eta(client, curator, tiny_ta
     assert 'data-testid="run-stage">train<' in page
     assert '<progress max="100" value="42"' in page
     assert "about 3 min" in page
+    assert 'data-testid="run-stage-meaning">(training the encoder)<' in page
+
+
+def test_a_fine_tunes_second_training_says_what_it_is(client, curator, tiny_taxonomy):
+    run = make_run(tiny_taxonomy, stage="catch up", progress=0.81, eta_seconds=20)
+    client.force_login(curator)
+    page = client.get(f"/models/runs/{run.id}/").content.decode()
+    assert 'data-testid="run-stage">catch up<' in page
+    assert "training again on every verdict, the held-out ones the gate" in page
+    # Its band is after training's: the bar moves while it runs.
+    assert '<progress max="100" value="81"' in page
 
 
 def test_a_failed_run_shows_its_error_and_a_retry_button_for_admins_only(
@@ -139,6 +150,13 @@ def test_a_run_validated_once_says_its_figure_instead_of_drawing_a_dot(
     page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
     assert 'data-testid="training-curve"' not in page
     assert "Validated once, at step 40: 0.875 of the held-out strings" in page
+    # Two are a straight line, not a curve: the figures are said too.
+    two = [{"step": 40, "validation_accuracy": 0.875}, {"step": 80, "validation_accuracy": 0.9}]
+    version.metrics = {**version.metrics, "history": two}
+    version.save()
+    page = client.get(f"/models/runs/{rejected_finetune.id}/").content.decode()
+    assert 'data-testid="training-curve"' not in page
+    assert "Validated 2 times: at step 40 0.875, at step 80 0.900 of the held-out" in page
 
 
 def test_the_header_gives_the_figure_the_versions_table_gives(client, curator, rejected_finetune):

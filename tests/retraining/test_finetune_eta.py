@@ -35,8 +35,12 @@ def test_a_fine_tunes_time_left_covers_the_stages_after_its_training(taxonomy, c
     expected = eta["expected_seconds"]
     after_training = expected["index"] + expected["gate"] + expected["promote"]
     assert expected["index"] > 0 and expected["gate"] > 0 and expected["held_out"] > 0
-    training = [left for stage, _, left in reports if stage == "train"]
+    training = [left for stage, _, left in reports if stage in ("train", "catch up")]
     assert training and None not in training
+    # The second training shows as its own stage, after the held-out check, never as "train".
+    stages = [stage for stage, _, _ in reports]
+    assert "catch up" in stages
+    assert "train" not in stages[stages.index("catch up") :]
     # The report stores each stage's time to the millionth of a second (RunClock.report); the
     # time left while running is unrounded, so each comparison allows that rounding.
     rounding = 1e-6
