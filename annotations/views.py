@@ -33,7 +33,7 @@ from annotations.selectors.card import (
 from annotations.selectors.history import latest_of, recent_verdicts_and_skips
 from annotations.selectors.queue import QueueFilters
 from annotations.selectors.search import reassign_group_search
-from annotations.selectors.stats import judgements_today_count, review_counts
+from annotations.selectors.stats import inputs_judged_today_count, review_counts
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.live_ranking import review_item_rerank
@@ -146,7 +146,7 @@ def _card_context(
 
 
 def _progress(request: HttpRequest, filters: QueueFilters) -> dict:
-    today = judgements_today_count(user=request.user)
+    today = inputs_judged_today_count(user=request.user)
     goal = settings.SIAMWEB_DAILY_GOAL
     return {
         "counts": review_counts(filters=filters),

@@ -103,7 +103,14 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
     ]
 
 
-def judgements_today_count(*, user) -> int:
-    """The curator's verdicts since local midnight that still count."""
+def inputs_judged_today_count(*, user) -> int:
+    """The inputs the curator put somewhere since local midnight, by verdicts that still stand:
+    a false match and the group picked after it are one input, a skip is none."""
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-    return Judgement.objects.live().filter(user=user, created_at__gte=midnight).count()
+    return (
+        Judgement.objects.live()
+        .filter(user=user, created_at__gte=midnight, verdict__in=Judgement.FINAL_VERDICTS)
+        .values("review_item")
+        .distinct()
+        .count()
+    )

@@ -37,10 +37,9 @@ def test_after_a_false_match_the_card_says_what_next_and_a_or_x_answer_with_a_me
     (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Engineer"], source="demo")
     log_in(page, live_server, "carla", "carla-pass-123")
     page.keyboard.press("x")
-    verdicts_today(page, 1)
-
     next_step = page.get_by_test_id("next-step")
     expect(next_step).to_contain_text("False match recorded: not Software Developers")
+    verdicts_today(page, 0)  # half done: the input is not put anywhere yet
     expect(next_step).to_contain_text("pick the right group")
     hint = page.get_by_test_id("key-hint")
     expect(hint).to_be_hidden()
@@ -75,7 +74,7 @@ def test_a_group_rejected_meanwhile_is_refused_in_words(
         expect(searching.get_by_test_id("group-results").get_by_role("button")).to_have_count(1)
         # Meanwhile, in the other tab, the same curator marks that group a false match.
         rejecting.keyboard.press("x")
-        verdicts_today(rejecting, 1)
+        expect(rejecting.get_by_test_id("next-step")).to_contain_text("False match recorded")
 
         searching.keyboard.press("Enter")
         error = searching.get_by_test_id("error")

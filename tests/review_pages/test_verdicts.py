@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from annotations.models import Judgement, ReviewItem
+from annotations.models import Group, Judgement, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdicts import judgement_create
@@ -49,12 +49,26 @@ def test_the_progress_counts_within_the_filters_and_only_live_verdicts_of_today(
     client.force_login(curator)
     client.post(f"/review/judgements/{undone.id}/undo", **HTMX)
     page = client.get("/review/progress/?taxonomy=jobs&group=29-1141").content.decode()
-    assert "0 open · 1 done · 1 yours today" in page
+    assert "0 open · 1 done · 0 yours today" in page
     page = client.get("/review/progress/").content.decode()
-    assert "0 open · 1 done · 1 yours today" in page  # the skipped item is neither
+    assert "0 open · 1 done · 0 yours today" in page  # a skip puts nothing anywhere
     response = client.get("/review/progress/?score_min=x")
     assert response.status_code == 400
     assert "score_min: Enter a number." in response.content.decode()
+
+
+def test_yours_today_counts_inputs_put_somewhere_not_each_step(client, curator, items):
+    """A false match and the group picked after it are one input judged."""
+    barista, nurse = items
+    accountants = Group.objects.get(taxonomy=barista.taxonomy, code="13-2011")
+    judgement_create(review_item=barista, user=curator, verdict="false_match",
+                     group=barista.top_group)  # fmt: skip
+    client.force_login(curator)
+    assert "0 yours today" in client.get("/review/progress/").content.decode()
+    barista.refresh_from_db()
+    judgement_create(review_item=barista, user=curator, verdict="reassign", group=accountants)
+    judgement_create(review_item=nurse, user=curator, verdict="confirm")
+    assert "0 open · 2 done · 2 yours today" in client.get("/review/progress/").content.decode()
 
 
 def test_a_double_submitted_verdict_is_stored_once(client, curator, items):
