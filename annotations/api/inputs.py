@@ -27,6 +27,8 @@ from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
     BAD_REQUEST,
+    MODEL_UNAVAILABLE,
+    NO_LIVE_MODEL,
     NOT_FOUND,
     CuratorApi,
     CursorNewestFirst,
@@ -68,10 +70,8 @@ class NormalizeApi(JsonApi):
             200: OutputSerializer,
             400: BAD_REQUEST,
             404: NOT_FOUND,
-            409: OpenApiResponse(
-                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
-            ),
-            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+            409: NO_LIVE_MODEL,
+            503: MODEL_UNAVAILABLE,
         },
     )
     def post(self, request: Request, slug: str) -> Response:
@@ -138,7 +138,7 @@ class InputListSubmitApi(CuratorApi):
                 "caller would have more items waiting for review than one user may "
                 '(SIAMWEB_REVIEW_PENDING_PER_USER): `{"texts": ["how many wait"]}`; nothing stored'
             ),
-            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+            503: MODEL_UNAVAILABLE,
         },
     )
     def post(self, request: Request, slug: str) -> Response:

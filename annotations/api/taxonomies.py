@@ -54,6 +54,8 @@ from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
     BAD_REQUEST,
     FORBIDDEN,
+    MODEL_UNAVAILABLE,
+    NO_LIVE_MODEL,
     NOT_FOUND,
     AdminApi,
     CuratorApi,
@@ -246,10 +248,8 @@ class TaxonomyVouchingApi(AdminApi):
             400: BAD_REQUEST,
             403: FORBIDDEN,
             404: NOT_FOUND,
-            409: OpenApiResponse(
-                description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
-            ),
-            503: OpenApiResponse(description="The live model or index cannot be loaded"),
+            409: NO_LIVE_MODEL,
+            503: MODEL_UNAVAILABLE,
         },
     )
     def get(self, request: Request, slug: str) -> Response:

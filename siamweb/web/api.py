@@ -127,3 +127,10 @@ NOT_FOUND = OpenApiResponse(OpenApiTypes.OBJECT, description="No such object")
 CONFLICT = OpenApiResponse(
     OpenApiTypes.OBJECT, description='The state does not allow it: `{"<field>": ["why"]}`'
 )
+
+
+# What an operation that answers with the live model may say besides its result.
+NO_LIVE_MODEL = OpenApiResponse(
+    description='The taxonomy has no live model yet: `{"taxonomy": ["why"]}`'
+)
+MODEL_UNAVAILABLE = OpenApiResponse(description="The live model or index cannot be loaded")
