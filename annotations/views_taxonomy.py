@@ -21,7 +21,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
-from annotations.selectors.auto_coding import auto_coding_days, auto_coding_state
 from annotations.selectors.taxonomy import (
     CSV_EXPORT_COLUMNS,
     taxonomies_with_counts,
@@ -42,6 +41,7 @@ from annotations.services.taxonomy_upload import (
 )
 from models_app.models import TrainingRun
 from models_app.services.runs import taxonomy_model_refresh
+from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_state
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.csv_cells import spreadsheet_cell

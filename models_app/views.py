@@ -51,6 +51,7 @@ from models_app.selectors.versions import (
     taxonomies_for_models,
     version_measured,
 )
+from models_app.serving.auto_coding_audits import auto_coding_policy_set, auto_coding_weeks
 from models_app.serving.engines import NoLiveModel
 from siamweb.web.decorators import admin_required, curator_required, is_admin
 
@@ -103,6 +104,8 @@ def _overview(
             live_suite=suite_rows(live) if live else [],
             live_measured=version_measured(live) if live else (None, {}, ""),
             history_chart=line_chart_svg(taxonomy_history_chart(taxonomy=taxonomy)),
+            # Audits over time, once the taxonomy has an auto-coding policy.
+            audit_weeks=auto_coding_weeks(taxonomy) if auto_coding_policy_set(taxonomy) else [],
             versions=model_versions_page(
                 taxonomy=taxonomy, live=live, page=request.GET.get("page")
             ),

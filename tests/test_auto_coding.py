@@ -14,7 +14,6 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
-from annotations.selectors.auto_coding import auto_coding_days
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy_edit.groups import group_merge
@@ -22,6 +21,8 @@ from models_app.bulk import bulk_job_create
 from models_app.bulk_run import bulk_job_execute
 from models_app.models import BulkJob
 from models_app.selectors.bulk import bulk_job_result
+from models_app.serving.auto_coding_audits import auto_coding_days
+from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
 from tests.test_match_probability import RIGHT, WRONG
 
 URL = "/api/v1/taxonomies/jobs/auto-coding"
@@ -232,6 +233,19 @@ def test_the_taxonomy_page_counts_each_day(client, tiny_taxonomy, admin_api, adm
     row = re.search(r'data-testid="auto-coding-day">(.*?)</tr>', page, re.S).group(1)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
     assert cells[1:] == [str(len(TEXTS)), "0", "3", "2", "1 (0.50)"]
+    # Over time on the Models page: this week's audits, with their bounds.
+    page = client.get("/models/?taxonomy=jobs").content.decode()
+    weeks = re.findall(r'data-testid="audit-week">(.*?)</tr>', page, re.S)
+    assert len(weeks) == 8
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", weeks[0])
+    low, high = precision_lower_bound(1, 2), precision_upper_bound(1, 2)
+    assert cells[1:] == [str(len(TEXTS)), "0", "2", "0.500", f"{low:.3f} \u2013 {high:.3f}"]
+    assert all(re.findall(r"<td[^>]*>(.*?)</td>", week)[3] == "0" for week in weeks[1:])
+
+
+def test_the_models_page_shows_no_audits_without_a_policy(client, tiny_taxonomy, curator):
+    client.force_login(curator)
+    assert 'data-testid="audit-weeks"' not in client.get("/models/").content.decode()
 
 
 def test_an_audit_counts_once_settled_and_follows_a_merged_group(

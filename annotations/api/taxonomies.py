@@ -32,7 +32,6 @@ from annotations.models import (
     Group,
     Taxonomy,
 )
-from annotations.selectors.auto_coding import auto_coding_state
 from annotations.selectors.queue import QueueFilters
 from annotations.selectors.stats import review_counts
 from annotations.services.review.auto_coding import AutoCodingError, auto_coding_set
@@ -42,6 +41,7 @@ from annotations.services.taxonomy_edit.groups import group_create, group_merge,
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
 from models_app.services.runs import taxonomy_model_refresh
+from models_app.serving.auto_coding_audits import auto_coding_state
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.vouching import (
     RECENT_DAYS,

@@ -21,9 +21,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, ReviewItem, Taxonomy
-from annotations.selectors.auto_coding import audited_answers
 from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
+from models_app.serving.auto_coding_audits import audited_answers
 from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
 from models_app.siamese.ranker.active import verdict_worth

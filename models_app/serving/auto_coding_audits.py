@@ -53,6 +53,11 @@ def audited_answers(policy: AutoCodingPolicy) -> tuple[int, int]:
     return len(settled), right
 
 
+def auto_coding_policy_set(taxonomy: Taxonomy) -> bool:
+    """Whether an admin ever set the taxonomy's auto-coding policy (on, off or paused now)."""
+    return AutoCodingPolicy.objects.filter(taxonomy=taxonomy).exists()
+
+
 def auto_coding_state(taxonomy: Taxonomy) -> AutoCodingState:
     policy = AutoCodingPolicy.objects.filter(taxonomy=taxonomy).first()
     if policy is None:
@@ -118,4 +123,44 @@ def auto_coding_days(taxonomy: Taxonomy, *, days: int = 14) -> list[AutoCodingDa
         outcomes = audited.get(day, [])
         found.append(AutoCodingDay(day, received.get(day, 0), coded.get(day, 0),
                                    reviewed.get(day, 0), len(outcomes), sum(outcomes)))  # fmt: skip
+    return found
+
+
+@dataclass(frozen=True)
+class AutoCodingWeek:
+    first_day: date
+    received: int
+    coded: int
+    audited: int
+    audited_right: int
+
+    @property
+    def audited_precision(self) -> float | None:
+        return self.audited_right / self.audited if self.audited else None
+
+    @property
+    def audited_interval(self) -> tuple[float, float] | None:
+        """One-sided 95% lower and upper bounds of the week's audited precision."""
+        if not self.audited:
+            return None
+        return (
+            precision_lower_bound(self.audited_right, self.audited),
+            precision_upper_bound(self.audited_right, self.audited),
+        )
+
+
+def auto_coding_weeks(taxonomy: Taxonomy, *, weeks: int = 8) -> list[AutoCodingWeek]:
+    """The last ``weeks`` weeks of ``auto_coding_days``, newest first, each seven days ending on
+    the newest day: the audited precision over time, with its interval."""
+    days = auto_coding_days(taxonomy, days=7 * weeks)
+    found = []
+    for start in range(0, len(days), 7):
+        week = days[start : start + 7]
+        found.append(AutoCodingWeek(
+            first_day=week[-1].day,
+            received=sum(d.received for d in week),
+            coded=sum(d.coded for d in week),
+            audited=sum(d.audited for d in week),
+            audited_right=sum(d.audited_right for d in week),
+        ))  # fmt: skip
     return found
