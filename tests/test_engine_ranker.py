@@ -111,6 +111,10 @@ def test_a_required_group_no_matcher_proposed_is_added_last_and_marked():
     assert batch[1].groups.tolist() == [10, 20]  # proposed already
     assert batch[2].groups.tolist() == [10, 20]  # rejected for this very text
     assert batch[3].groups.tolist() == [20]
+    # A group beyond every id the hits, descriptions and exclusions name keeps texts apart.
+    far = candidates_of_texts(["java dev", "coffee"], vectors[:2], [hits[0], hits[3]], MEMBERS,
+                              groups=facts({}), required=[9_999, None])  # fmt: skip
+    assert far[0].groups.tolist() == [10, 20, 9_999] and far[1].groups.tolist() == [20]
     # Without ``required`` nothing is marked.
     plain = candidates_of_texts(["java dev"], vectors[:1], hits[:1], MEMBERS, groups=facts({}))
     assert plain[0].groups.tolist() == [10, 20] and not plain.added_for(0)

@@ -536,9 +536,9 @@ def candidates_of_texts(
     per training example its own verdict, left out of ``history``. A text's candidates are its
     ``per_matcher`` best groups by taxonomy members and by curators' members, then its
     ``by_description`` nearest descriptions, in that order (descriptions' cosines equal to the
-    millionth by group row). ``required``: per training example the group its verdict chose,
-    added as its last candidate where no matcher proposed it (``CandidateBatch.added``), so a
-    reassignment to a group found by search teaches the fit too.
+    millionth by group row). ``required``: per text a group added as its last candidate where no
+    matcher proposed it (``CandidateBatch.added``): a verdict's group as a fit example. The
+    product's fits do not add them (they cost accuracy: bench/ranker_added_groups.py).
     """
     texts = list(texts)
     count = len(texts)
@@ -562,6 +562,7 @@ def candidates_of_texts(
         int(group.max(initial=0)),
         int(groups.ids.max(initial=0)) if groups is not None and len(groups.ids) else 0,
         int(ruled_out_group.max(initial=0)),
+        max((g for g in required or () if g is not None), default=0),
     )
     if len(ruled_out_text):
         known &= ~np.isin(q * width + group, ruled_out_text * width + ruled_out_group)
