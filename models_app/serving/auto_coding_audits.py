@@ -14,11 +14,11 @@ from annotations.models import AutoCodingPolicy, Input, Judgement, ReviewItem, T
 from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
 
 
-@dataclass(frozen=True)
-class AutoCodingState:
-    policy: AutoCodingPolicy | None  # None: never set (off)
-    coded: int  # answers coded by itself under the current version
-    audited: int  # audited answers with a curator's final verdict, current version
+class _Audited:
+    """The audited precision of anything that counts ``audited`` answers, ``audited_right`` of
+    them right."""
+
+    audited: int
     audited_right: int
 
     @property
@@ -34,6 +34,14 @@ class AutoCodingState:
             precision_lower_bound(self.audited_right, self.audited),
             precision_upper_bound(self.audited_right, self.audited),
         )
+
+
+@dataclass(frozen=True)
+class AutoCodingState(_Audited):
+    policy: AutoCodingPolicy | None  # None: never set (off)
+    coded: int  # answers coded by itself under the current version
+    audited: int  # audited answers with a curator's final verdict, current version
+    audited_right: int
 
 
 def audited_answers(policy: AutoCodingPolicy) -> tuple[int, int]:
@@ -70,17 +78,13 @@ def auto_coding_state(taxonomy: Taxonomy) -> AutoCodingState:
 
 
 @dataclass(frozen=True)
-class AutoCodingDay:
+class AutoCodingDay(_Audited):
     day: date
     received: int  # inputs first seen that day
     coded: int  # of them, coded by the product
     reviewed: int  # final verdicts that day
     audited: int  # of them, on audited answers
     audited_right: int
-
-    @property
-    def audited_precision(self) -> float | None:
-        return self.audited_right / self.audited if self.audited else None
 
 
 def auto_coding_days(taxonomy: Taxonomy, *, days: int = 14) -> list[AutoCodingDay]:
@@ -127,26 +131,12 @@ def auto_coding_days(taxonomy: Taxonomy, *, days: int = 14) -> list[AutoCodingDa
 
 
 @dataclass(frozen=True)
-class AutoCodingWeek:
+class AutoCodingWeek(_Audited):
     first_day: date
     received: int
     coded: int
     audited: int
     audited_right: int
-
-    @property
-    def audited_precision(self) -> float | None:
-        return self.audited_right / self.audited if self.audited else None
-
-    @property
-    def audited_interval(self) -> tuple[float, float] | None:
-        """One-sided 95% lower and upper bounds of the week's audited precision."""
-        if not self.audited:
-            return None
-        return (
-            precision_lower_bound(self.audited_right, self.audited),
-            precision_upper_bound(self.audited_right, self.audited),
-        )
 
 
 def auto_coding_weeks(taxonomy: Taxonomy, *, weeks: int = 8) -> list[AutoCodingWeek]:
