@@ -6,7 +6,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
-from annotations import api_flags
+from annotations.api import flags as api_flags
 from annotations.api.account import AccountSignedInApi, AccountTokenApi, AccountTokenRotateApi
 from annotations.api.inputs import InputListSubmitApi, NormalizeApi
 from annotations.api.review import (

@@ -192,7 +192,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=SIAMWEB_LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a successful sign-in forgets the pair's earlier failures
 AXES_VERBOSE = False  # no banner on every start; failures and lockouts are still logged
-AXES_LOCKOUT_CALLABLE = "annotations.views_account.login_locked_out"
+AXES_LOCKOUT_CALLABLE = "annotations.views.account.login_locked_out"
 # The client's address as DRF's throttles read it (SIAMWEB_PROXY_COUNT below).
 AXES_CLIENT_IP_CALLABLE = "siamweb.authentication.client_address"
 

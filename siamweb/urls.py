@@ -6,7 +6,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from annotations import views_account, views_site
+from annotations.views import account as views_account
+from annotations.views import site as views_site
 
 urlpatterns = [
     path("", views_site.home, name="home"),
@@ -16,10 +17,10 @@ urlpatterns = [
     path("accounts/login/", views_account.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/token/", views_account.api_token, name="api-token"),
-    path("", include("annotations.urls")),
-    path("taxonomies/", include("annotations.urls_taxonomy")),
-    path("", include("annotations.urls_inputs")),
-    path("audit/", include("annotations.urls_audit")),
+    path("", include("annotations.urls.review")),
+    path("taxonomies/", include("annotations.urls.taxonomy")),
+    path("", include("annotations.urls.inputs")),
+    path("audit/", include("annotations.urls.audit")),
     path("models/", include("models_app.urls")),
     path("bulk/", include("models_app.urls_bulk")),
     path("api/v1/", include("siamweb.api_urls")),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django import forms
 
-from annotations.forms import BatchVerdictForm, JudgementForm
+from annotations.forms.review import BatchVerdictForm, JudgementForm
 from annotations.models import Judgement, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from siamweb.ids import MAX_ID, IdError, IdFormField, parse_id

@@ -17,7 +17,7 @@ def test_a_403_is_logged_without_a_traceback(client, curator, caplog):
 
 def test_a_server_error_keeps_its_traceback(client, curator, caplog, monkeypatch):
     """Only refusals lose theirs: a 500 is news and needs its traceback."""
-    from annotations import views_inputs
+    from annotations.views import inputs as views_inputs
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

@@ -3,8 +3,8 @@ new group created in place."""
 
 from __future__ import annotations
 
-from annotations import views_taxonomy
 from annotations.models import Group
+from annotations.views import taxonomy as views_taxonomy
 from tests.taxonomy_pages.conftest import BARISTAS, DEVS, HTMX, NURSES, group, member, snapshot
 
 

@@ -1,6 +1,6 @@
 """The curator's review card (htmx): the next item worth a look, its verdicts by key or click,
 undo, flags and the reassign search. Its panel is swapped in place; the queue table and the
-conflicts page are in ``views_queue``, batch review by group in ``views_batch``."""
+conflicts page are in ``views.queue``, batch review by group in ``views.batch``."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.forms import (
+from annotations.forms.flags import ReviewFlagForm
+from annotations.forms.review import (
     JudgementForm,
     ReviewFiltersForm,
 )
-from annotations.forms_flags import ReviewFlagForm
 from annotations.markdown import markdown_html
 from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors.card import (

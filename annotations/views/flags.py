@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.forms_flags import ReviewFlagFiltersForm
+from annotations.forms.flags import ReviewFlagFiltersForm
 from annotations.models import ReviewFlag
 from annotations.selectors.flags import review_flags
 from annotations.services.flags import FlagError, review_flag_resolve

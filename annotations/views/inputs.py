@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.forms_inputs import (
+from annotations.forms.inputs import (
     InputsFilterForm,
     InputsUploadForm,
     PlaygroundForm,

@@ -24,7 +24,7 @@ from annotations.selectors.taxonomy import (
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-from annotations.views_taxonomy import search_query, taxonomy_or_404
+from annotations.views.taxonomy import search_query, taxonomy_or_404
 from siamweb.ids import IdError, parse_id
 from siamweb.web.decorators import admin_required
 

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from annotations.forms import (
+from annotations.forms.review import (
     ConflictResolveForm,
     QueuePageForm,
 )
@@ -20,7 +20,7 @@ from annotations.selectors.stats import curator_stats
 from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdict_rules import VerdictError
-from annotations.views import form_errors, verdict_error
+from annotations.views.review import form_errors, verdict_error
 from siamweb.web.decorators import admin_required, curator_required
 
 QUEUE_PAGE_SIZE = 50

@@ -1,8 +1,8 @@
 """Taxonomy administration (admins only): import, browse and search groups, export.
 
 Views are thin: a form checks the shape of the input, a service makes the change, a selector
-reads. A group's page and its edits are ``annotations.views_taxonomy_groups``; the audit trail,
-``annotations.views_audit``.
+reads. A group's page and its edits are ``annotations.views.taxonomy_groups``; the audit trail,
+``annotations.views.audit``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views_audit as views
+from annotations.views import audit as views
 
 urlpatterns = [
     path("", views.audit_log, name="audit-log"),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views, views_batch, views_flags, views_queue
+from annotations.views import batch as views_batch
+from annotations.views import flags as views_flags
+from annotations.views import queue as views_queue
+from annotations.views import review as views
 
 urlpatterns = [
     path("review/", views.review, name="review"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views_inputs
+from annotations.views import inputs as views_inputs
 
 urlpatterns = [
     path("inputs/", views_inputs.inputs_list, name="inputs-list"),

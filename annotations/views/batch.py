@@ -10,7 +10,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.forms import (
+from annotations.forms.review import (
     BatchUndoForm,
     BatchVerdictForm,
     BlindModeForm,
@@ -24,7 +24,7 @@ from annotations.services.review.leases import review_item_release, review_items
 from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdict_rules import VerdictError
-from annotations.views import form_errors, verdict_error, with_query
+from annotations.views.review import form_errors, verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker.model import MIN_EXAMPLES
 from siamweb.web.decorators import curator_required

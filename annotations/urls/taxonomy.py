@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotations import views_taxonomy as views
-from annotations import views_taxonomy_groups as groups
+from annotations.views import taxonomy as views
+from annotations.views import taxonomy_groups as groups
 
 _GROUP = "<slug:slug>/groups/<str:code>/"
 

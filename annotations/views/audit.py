@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from annotations.models import AuditEvent, Taxonomy
 from annotations.selectors.audit import audit_rows
 from annotations.selectors.taxonomy import audit_events_page
-from annotations.views_taxonomy import form_errors
+from annotations.views.taxonomy import form_errors
 from siamweb.ids import IdFormField
 from siamweb.web.decorators import admin_required
 

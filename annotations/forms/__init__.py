@@ -1,0 +1,1 @@
+"""The curation pages' forms: review, flags and inputs."""

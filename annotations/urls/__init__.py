@@ -1,0 +1,1 @@
+"""The curation pages' URLs, each mounted by siamweb/urls.py."""
