@@ -98,7 +98,7 @@ def onet_live(model: Path = ROOT / "data" / "models" / "onet"):
     """Import the bundled O*NET taxonomy and make a saved model live (the shipped one unless
     another folder is named); returns the taxonomy."""
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.run_execution import taxonomy_ensure_live
+    from models_app.training.run_execution import taxonomy_ensure_live
 
     started = time.perf_counter()
     report = taxonomy_import(slug="onet", path=ROOT / "data" / "onet", fmt="onet")

@@ -102,8 +102,8 @@ def timed(spent: collections.Counter, owner, name: str, stage: str) -> None:
 def esco_live():
     """Import ESCO and serve it as a new taxonomy does: the pretrained tower as it comes."""
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.run_execution import training_run_execute
-    from models_app.services.runs import taxonomy_model_refresh
+    from models_app.training.run_execution import training_run_execute
+    from models_app.training.services.runs import taxonomy_model_refresh
 
     started = time.perf_counter()
     # 18 of ESCO's rows hold a label the importer refuses: those labels are left out, as an

@@ -210,9 +210,9 @@ def fan_out(taxonomy, source: Path, counts: list[int], threads: int, chunk: int)
     import redis
     from django.conf import settings
 
-    from models_app.bulk import bulk_job_create, bulk_job_delete
+    from models_app.bulk.jobs import bulk_job_create, bulk_job_delete
+    from models_app.bulk.selectors import bulk_job_result
     from models_app.models import BulkJob
-    from models_app.selectors.bulk import bulk_job_result
 
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # a scratch Redis database
     figures = {}
@@ -334,9 +334,9 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
 
-    from models_app.bulk import bulk_job_create
-    from models_app.bulk_run import bulk_job_execute
-    from models_app.selectors.bulk import bulk_job_result
+    from models_app.bulk.jobs import bulk_job_create
+    from models_app.bulk.run import bulk_job_execute
+    from models_app.bulk.selectors import bulk_job_result
     from models_app.serving.engines import live_engine
 
     scratch = Path(tempfile.mkdtemp(prefix="siamweb-bulk-"))

@@ -12,7 +12,8 @@ Measured per round (round 0: the starting model, before any verdict, over the wh
   are the member index's part of the fix). For this round's inputs, for all corrected so far,
   for the reassigned ones only (the inputs the model had wrong), and split by the fifth of
   verdicts the gate holds out of a fine-tune's first phase (learnt in its catch-up phase, see
-  ``models_app.retraining.finetune_execute``) and the rest. Twice more (``ModelAlone``): with
+  ``models_app.training.retraining.finetune_execute``) and the rest. Twice more (``ModelAlone``):
+  with
   no curator member at all (*weights alone*, what the gate's "verdicts" share measures) and
   with the trigram term off too
   (*embedding alone*: what the fine-tuned embedding learnt).
@@ -175,7 +176,8 @@ def share(hits: list[bool]) -> float | None:
 def frozen_suite(taxonomy, version) -> dict[str, float]:
     """The frozen suite as the gate scores it, and the version's own evaluation beside it.
 
-    The gate's way (``models_app.retraining``): the paper's tests built from the taxonomy's own
+    The gate's way (``models_app.training.retraining``): the paper's tests built from the
+    taxonomy's own
     strings (seed 0, ``SIAMWEB_GATE_SUITE_SIZE`` cases a set), answered by the product's search
     (embedding plus trigram term) over the taxonomy's members. ``model_version_evaluate``: the
     embedding alone over every member, with Annotations from the held-out fifth of verdicts.
@@ -183,11 +185,11 @@ def frozen_suite(taxonomy, version) -> dict[str, float]:
     from django.conf import settings
 
     from annotations.models import Member
-    from models_app.services.builds import model_version_evaluate
     from models_app.serving.engines import encoder_for
     from models_app.siamese.evaluation import build_test_suite, evaluate
     from models_app.siamese.hybrid_matcher import HybridMatcher
     from models_app.siamese.specs import parse_search_config
+    from models_app.training.services.builds import model_version_evaluate
 
     members = list(
         Member.objects.filter(taxonomy=taxonomy, source=Member.Source.TAXONOMY)

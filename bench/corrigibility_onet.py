@@ -193,7 +193,7 @@ def main() -> None:
     load_before = _pg.load_average()
     from annotations.models import Group
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.services.training_data import feedback_is_held_out
+    from models_app.training.services.training_data import feedback_is_held_out
 
     started = time.perf_counter()
     report = taxonomy_import(slug=SLUG, path=folder, fmt="onet", name="O*NET less held-out titles")

@@ -77,11 +77,11 @@ def labelled_titles(name: str, data: Path) -> tuple[list, list]:
 
 def start_model(taxonomy, start: str):
     from models_app.models import TrainingRun
-    from models_app.run_execution import training_run_execute
-    from models_app.services.builds import model_version_import
-    from models_app.services.indexes import deployment_activate, index_build_create
-    from models_app.services.runs import training_run_request
     from models_app.siamese.specs import PRETRAINED_SPEC
+    from models_app.training.run_execution import training_run_execute
+    from models_app.training.services.builds import model_version_import
+    from models_app.training.services.indexes import deployment_activate, index_build_create
+    from models_app.training.services.runs import training_run_request
 
     if start == "pretrained":
         run = training_run_request(
@@ -218,11 +218,11 @@ def main() -> None:
 
     from annotations.models import Group
     from annotations.services.taxonomy import taxonomy_import
-    from models_app import retraining
     from models_app.models import TrainingRun
-    from models_app.ranker_training import ranker_fit
-    from models_app.run_execution import training_run_execute
     from models_app.siamese.text import comparison_key
+    from models_app.training import retraining
+    from models_app.training.ranker_training import ranker_fit
+    from models_app.training.run_execution import training_run_execute
 
     if args.taxonomy == "esco":
         taxonomy = taxonomy_import(slug="esco", path=args.data / "esco", fmt="esco").taxonomy
@@ -315,7 +315,7 @@ def main() -> None:
 
 
 def write(name: str, args, rows: list[dict]) -> None:
-    from models_app.charts import Chart, Series, line_chart_svg
+    from models_app.training.charts import Chart, Series, line_chart_svg
 
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

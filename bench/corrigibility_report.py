@@ -202,7 +202,8 @@ def targets(rows: list[dict]) -> dict:
         for row in retrained
     ]
     # A run after a rejected one also learns the rejected round's verdicts, on a longer budget
-    # (models_app.finetune_recipe.finetune_minutes): the target's "round of 500 verdicts" is a run
+    # (models_app.training.finetune_recipe.finetune_minutes): the target's "round of 500 verdicts"
+    # is a run
     # on one round's new verdicts.
     round_size = max((row.get("verdicts") or 0 for row in retrained), default=0)
     one_round, backlog = [], []

@@ -25,8 +25,8 @@ TRAINING = {
 def build_starting_model(taxonomy, *, minutes: float, eval_every: int):
     """Train the starting model on the reduced taxonomy through a BUILD run; it goes live."""
     from models_app.models import TrainingRun
-    from models_app.run_execution import training_run_execute
-    from models_app.services.runs import training_run_request
+    from models_app.training.run_execution import training_run_execute
+    from models_app.training.services.runs import training_run_request
 
     training = {**TRAINING, "max_minutes": minutes, "eval_every": eval_every}
     spec = {"encoder": ENCODER, "training": training}
@@ -53,9 +53,9 @@ def retrain(taxonomy, admin, *, last_verdict_at: float) -> dict:
     """Act as the training worker right after the last verdict: run what the verdicts queued
     (their index refresh), then a fine-tune, to PROMOTED or REJECTED. Seconds from the last
     verdict's response."""
-    from models_app import retraining
     from models_app.models import TrainingRun
-    from models_app.run_execution import training_run_execute
+    from models_app.training import retraining
+    from models_app.training.run_execution import training_run_execute
 
     queued_seconds = 0.0
     queued_kinds = []

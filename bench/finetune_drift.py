@@ -16,7 +16,8 @@ only, on the same data, so that recipes can be compared over several seeds:
    the member of the wrong group it matched). Every judged input becomes a curator member of
    its gold group.
 4. Per recipe and seed: a fine-tune from the starting model for ``--minutes`` with those
-   verdicts (replay and no best-weights selection, as ``models_app.finetune_recipe.finetune_spec``
+   verdicts (replay and no best-weights selection, as
+   ``models_app.training.finetune_recipe.finetune_spec``
    sets them; one phase, no held-out fifth), then:
 
    - *Typos, Composition, Extra Words*: the gate's frozen suite (the taxonomy's titles, seed 0,
@@ -75,15 +76,15 @@ ROUND_SIZE = 500
 NEVER_SEEN = 1000
 SUITE_SIZE = 1000
 FROZEN = ("typos", "composition", "extra_words")
-# What models_app.finetune_recipe.finetune_spec changes in the parent's training config (this
-# script leaves Django and the product out).
+# What models_app.training.finetune_recipe.finetune_spec changes in the parent's training config
+# (this script leaves Django and the product out).
 FINETUNE = {"replay_share": 0.5, "select_best": False, "eval_every": 250}
 RECIPES = {
     "verbatim": {"feedback_augment_share": 0.0},
     "augmented": {"feedback_augment_share": 1.0},  # the product's, before the blend and margin
     "augmented_more_feedback": {"feedback_augment_share": 1.0, "replay_share": 0.35},
     "lower_lr": {"feedback_augment_share": 0.0, "learning_rate": 3e-4},
-    # models_app.retraining's fine-tune today: augmented curator inputs, a quarter of the
+    # models_app.training.retraining's fine-tune today: augmented curator inputs, a quarter of the
     # parent's weights kept, a cosine margin on curator inputs; and the same with twice the
     # margin, whose lead over a false match would clear the search's trigram window
     # (SearchConfig.lexical_window, 0.03) more often.

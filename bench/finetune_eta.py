@@ -73,8 +73,8 @@ def verdicts(taxonomy, count: int, user, *, seed: int) -> int:
 def one_run(taxonomy, reports: list) -> dict:
     """A fine-tune executed as the worker executes it, with what its ETA said at each stage."""
     from models_app.models import TrainingRun
-    from models_app.retraining import finetune_run_request
-    from models_app.run_execution import training_run_execute
+    from models_app.training.retraining import finetune_run_request
+    from models_app.training.run_execution import training_run_execute
 
     reports.clear()
     run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
@@ -121,7 +121,7 @@ def main() -> None:
     os.environ["SIAMWEB_FINETUNE_MAX_MINUTES"] = str(args.minutes)
     _pg.scratch_database(broker="memory://")
 
-    import models_app.run_execution as execution
+    import models_app.training.run_execution as execution
     from annotations.services.accounts import user_ensure
 
     load_before = _pg.load_average()

@@ -41,7 +41,7 @@ from models_app.siamese.sampling import prepare_data  # noqa: E402
 from models_app.siamese.specs import TrainConfig  # noqa: E402
 from models_app.siamese.train import train_encoder  # noqa: E402
 
-# As models_app.finetune_recipe.finetune_spec sets them (the engine may not import Django).
+# As models_app.training.finetune_recipe.finetune_spec sets them (the engine may not import Django).
 FINETUNE = {
     "replay_share": 0.5,
     "feedback_augment_share": 1.0,

@@ -70,9 +70,9 @@ def main() -> None:
     from annotations.services.accounts import user_ensure
     from annotations.services.review.inputs import inputs_submit
     from annotations.services.review.verdicts import judgement_create
-    from models_app.bulk import bulk_job_create
+    from models_app.bulk.jobs import bulk_job_create
     from models_app.models import BulkJob, Deployment, TrainingRun
-    from models_app.retraining import finetune_run_request
+    from models_app.training.retraining import finetune_run_request
 
     taxonomy = _pg.onet_live()
     curator, _ = user_ensure(username="bench-curator", password="bench", admin=False)

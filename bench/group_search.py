@@ -118,7 +118,7 @@ def sqlite_database() -> str:
 
 def live_taxonomy(slug: str, path: Path, fmt: str):
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.run_execution import taxonomy_ensure_live
+    from models_app.training.run_execution import taxonomy_ensure_live
 
     # ESCO has a few descriptions with tabs and stray C1 characters, which the text rules refuse:
     # those occupations are left out, and counted.

@@ -95,7 +95,7 @@ def prepare_database(database: str, scratch: Path) -> str:
 
         call_command("migrate", verbosity=0)
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.run_execution import taxonomy_ensure_live
+    from models_app.training.run_execution import taxonomy_ensure_live
 
     report = taxonomy_import(slug="onet", path=ROOT / "data" / "onet", fmt="onet")
     taxonomy_ensure_live(taxonomy=report.taxonomy, shipped=ROOT / "data" / "models" / "onet")

@@ -50,10 +50,10 @@ from annotations.models import Member  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
 from annotations.services.taxonomy import taxonomy_import  # noqa: E402
 from models_app.models import ModelVersion  # noqa: E402
-from models_app.services.builds import model_version_fit, model_version_import  # noqa: E402
-from models_app.services.indexes import deployment_activate, index_build_create  # noqa: E402
 from models_app.serving.engines import live_engine  # noqa: E402
 from models_app.serving.normalize import rank_taxonomy_groups  # noqa: E402
+from models_app.training.services.builds import model_version_fit, model_version_import  # noqa: E402
+from models_app.training.services.indexes import deployment_activate, index_build_create  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -42,12 +42,12 @@ from annotations.services.review.verdicts import judgement_create  # noqa: E402
 from annotations.services.taxonomy import taxonomy_import  # noqa: E402
 from bench.jobbert_data import SHARED_DATA  # noqa: E402
 from bench.ranker import onet_taxonomy  # noqa: E402
-from models_app import ranker_training  # noqa: E402
-from models_app.run_execution import training_run_execute  # noqa: E402
-from models_app.services.builds import model_version_import  # noqa: E402
-from models_app.services.indexes import deployment_activate, index_build_create  # noqa: E402
-from models_app.services.runs import training_run_request  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
+from models_app.training import ranker_training  # noqa: E402
+from models_app.training.run_execution import training_run_execute  # noqa: E402
+from models_app.training.services.builds import model_version_import  # noqa: E402
+from models_app.training.services.indexes import deployment_activate, index_build_create  # noqa: E402
+from models_app.training.services.runs import training_run_request  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "ranker_refit.json"
 SUFFIXES = ["", " (m/f/d)", " - remote", " full time", " (junior)", " - contract"]

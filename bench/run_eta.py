@@ -52,7 +52,7 @@ def add_members(taxonomy, count: int, *, start: int) -> None:
 def one_run(run, reports: list) -> dict:
     """``run`` executed as the worker executes it, with what its ETA said at each stage."""
     from models_app.models import TrainingRun
-    from models_app.run_execution import training_run_execute
+    from models_app.training.run_execution import training_run_execute
 
     reports.clear()
     started = time.monotonic()
@@ -93,10 +93,10 @@ def main() -> None:
     args = parser.parse_args()
     _pg.scratch_database(broker="memory://")
 
-    import models_app.run_execution as execution
+    import models_app.training.run_execution as execution
     from annotations.services.accounts import user_ensure
-    from models_app.promotion import live_version, model_version_rollback
-    from models_app.services.runs import training_run_request
+    from models_app.training.promotion import live_version, model_version_rollback
+    from models_app.training.services.runs import training_run_request
 
     load_before = _pg.load_average()
     taxonomy = _pg.onet_live()

@@ -55,9 +55,9 @@ def answers(root: Path, titles: list[str]) -> list[dict]:
     from django.core.management import call_command
 
     from annotations.services.taxonomy import taxonomy_import
-    from models_app.services.builds import model_version_import
-    from models_app.services.indexes import deployment_activate, index_build_create
     from models_app.serving import normalize
+    from models_app.training.services.builds import model_version_import
+    from models_app.training.services.indexes import deployment_activate, index_build_create
 
     # The ranking call kept its older name in commits before the glossary's renames.
     rank = getattr(normalize, "rank_taxonomy_groups", None) or normalize.normalize_texts

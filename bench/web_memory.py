@@ -49,8 +49,8 @@ from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.models import Taxonomy  # noqa: E402
 from annotations.services.accounts import user_ensure  # noqa: E402
-from models_app.services.builds import model_version_import  # noqa: E402
-from models_app.services.indexes import deployment_activate, index_build_create  # noqa: E402
+from models_app.training.services.builds import model_version_import  # noqa: E402
+from models_app.training.services.indexes import deployment_activate, index_build_create  # noqa: E402
 
 PATH = "/api/v1/taxonomies/onet/normalize"
 MODES = {"a copy in each worker": None, "preloaded, shared": "python:siamweb.gunicorn_config"}

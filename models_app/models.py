@@ -317,7 +317,7 @@ class BulkChunk(models.Model):
     A claim is a conditional update (queued, or running with a stale heartbeat) that bumps
     ``attempts``; a worker's results count only while the chunk's attempts are still its own.
     Taking back a running chunk whose heartbeat stopped counts a death: after
-    ``bulk_run.CHUNK_DEATHS`` its rows are written with the reason in ``error`` instead.
+    ``bulk.run.CHUNK_DEATHS`` its rows are written with the reason in ``error`` instead.
     """
 
     class Status(models.TextChoices):

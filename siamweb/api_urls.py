@@ -6,8 +6,12 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
-from annotations.api import flags as api_flags
 from annotations.api.account import AccountSignedInApi, AccountTokenApi, AccountTokenRotateApi
+from annotations.api.flags import (
+    ReviewFlagListApi,
+    ReviewFlagResolveApi,
+    ReviewItemFlagCreateApi,
+)
 from annotations.api.inputs import InputListSubmitApi, NormalizeApi
 from annotations.api.review import (
     FeedbackPairListApi,
@@ -30,14 +34,21 @@ from annotations.api.taxonomies import (
     TaxonomyListApi,
     TaxonomyVouchingApi,
 )
-from models_app import api_bulk as bulk_api
-from models_app.api.runs import (
+from models_app.bulk.api import (
+    BulkJobCancelApi,
+    BulkJobCsvApi,
+    BulkJobDetailApi,
+    BulkJobJsonlApi,
+    BulkJobListCreateApi,
+    BulkJobRetryApi,
+)
+from models_app.training.api.runs import (
     TrainingRunDetailApi,
     TrainingRunListRequestApi,
     TrainingRunPromoteApi,
     TrainingRunRetryApi,
 )
-from models_app.api.versions import (
+from models_app.training.api.versions import (
     ModelVersionActivateApi,
     ModelVersionDetailApi,
     ModelVersionListApi,
@@ -77,13 +88,13 @@ urlpatterns = [
     ),
     path(
         "review-items/<int:item_id>/flags",
-        api_flags.ReviewItemFlagCreateApi.as_view(),
+        ReviewItemFlagCreateApi.as_view(),
         name="api-review-item-flags",
     ),
-    path("review-flags", api_flags.ReviewFlagListApi.as_view(), name="api-review-flags"),
+    path("review-flags", ReviewFlagListApi.as_view(), name="api-review-flags"),
     path(
         "review-flags/<int:flag_id>/resolve",
-        api_flags.ReviewFlagResolveApi.as_view(),
+        ReviewFlagResolveApi.as_view(),
         name="api-review-flag-resolve",
     ),
     path("feedback-pairs", FeedbackPairListApi.as_view(), name="api-feedback-pairs"),
@@ -125,26 +136,26 @@ urlpatterns = [
         name="api-training-run-retry",
     ),
     # bulk normalization jobs
-    path("bulk-jobs", bulk_api.BulkJobListCreateApi.as_view(), name="api-bulk-jobs"),
-    path("bulk-jobs/<int:job_id>", bulk_api.BulkJobDetailApi.as_view(), name="api-bulk-job"),
+    path("bulk-jobs", BulkJobListCreateApi.as_view(), name="api-bulk-jobs"),
+    path("bulk-jobs/<int:job_id>", BulkJobDetailApi.as_view(), name="api-bulk-job"),
     path(
         "bulk-jobs/<int:job_id>/cancel",
-        bulk_api.BulkJobCancelApi.as_view(),
+        BulkJobCancelApi.as_view(),
         name="api-bulk-job-cancel",
     ),
     path(
         "bulk-jobs/<int:job_id>/retry",
-        bulk_api.BulkJobRetryApi.as_view(),
+        BulkJobRetryApi.as_view(),
         name="api-bulk-job-retry",
     ),
     path(
         "bulk-jobs/<int:job_id>/result.csv",
-        bulk_api.BulkJobCsvApi.as_view(),
+        BulkJobCsvApi.as_view(),
         name="api-bulk-job-csv",
     ),
     path(
         "bulk-jobs/<int:job_id>/result.jsonl",
-        bulk_api.BulkJobJsonlApi.as_view(),
+        BulkJobJsonlApi.as_view(),
         name="api-bulk-job-jsonl",
     ),
     # whether the caller is signed in (nginx asks before it reads an upload)

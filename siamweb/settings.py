@@ -360,21 +360,22 @@ SIAMWEB_RETRAIN_CHECK_SECONDS = env_int("SIAMWEB_RETRAIN_CHECK_SECONDS", default
 SIAMWEB_FINETUNE_MAX_MINUTES = env_float("SIAMWEB_FINETUNE_MAX_MINUTES", default=3.0, minimum=0.01)
 # The budget above is for this many new verdicts; a run with more (the verdicts of two rounds
 # after a rejection, say) trains proportionally longer, up to FINETUNE_BUDGET_GROWTH_CAP times
-# (models_app/finetune_recipe.py).
+# (models_app/training/finetune_recipe.py).
 SIAMWEB_FINETUNE_BUDGET_VERDICTS = env_int(
     "SIAMWEB_FINETUNE_BUDGET_VERDICTS", default=500, minimum=1
 )
 SIAMWEB_GATE_SUITE_SIZE = env_int("SIAMWEB_GATE_SUITE_SIZE", default=1000, minimum=10)
 # The gate blocks a candidate only where it is significantly worse than the live version (or the
 # version its chain of promotions started from) on the same cases: McNemar's exact test, this
-# significance level shared over every row tested (models_app/gate.py).
+# significance level shared over every row tested (models_app/training/gate.py).
 SIAMWEB_GATE_ALPHA = env_float("SIAMWEB_GATE_ALPHA", default=0.05, minimum=1e-9)
 if SIAMWEB_GATE_ALPHA >= 0.5:
     raise ImproperlyConfigured(
         f"SIAMWEB_GATE_ALPHA must be below 0.5, got {SIAMWEB_GATE_ALPHA}: at 0.5 or more the gate "
         "would block candidates that are as likely better as worse"
     )
-# Real traffic in the gate (models_app/gate.py, Comparison.answers_moved): an unjudged answer the
+# Real traffic in the gate (models_app/training/gate.py, Comparison.answers_moved): an unjudged
+# answer the
 # live ranker holds at this probability or more, moved by a candidate to a group no curator has
 # put a text in, is counted as lost with that probability; more expected losses than this many per
 # thousand inputs compared blocks the candidate.

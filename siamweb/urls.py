@@ -21,8 +21,8 @@ urlpatterns = [
     path("taxonomies/", include("annotations.urls.taxonomy")),
     path("", include("annotations.urls.inputs")),
     path("audit/", include("annotations.urls.audit")),
-    path("models/", include("models_app.urls")),
-    path("bulk/", include("models_app.urls_bulk")),
+    path("models/", include("models_app.training.urls")),
+    path("bulk/", include("models_app.bulk.urls")),
     path("api/v1/", include("siamweb.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -12,14 +12,14 @@ from annotations.models import Taxonomy
 from annotations.services.accounts import user_ensure
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
 from models_app.serving.engines import forget_loaded_engines
 from models_app.serving.group_search import forget_group_search
 from models_app.serving.groups import forget_group_facts
 from models_app.serving.rankers import forget_loaded_rankers
 from models_app.serving.reads import forget_verdict_states
 from models_app.siamese.ranker import files as ranker_files
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_CSV = FIXTURES / "tiny_taxonomy.csv"

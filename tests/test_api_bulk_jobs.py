@@ -12,8 +12,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from models_app.bulk_files import RESULT_COLUMNS
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.files import RESULT_COLUMNS
+from models_app.bulk.run import bulk_job_execute
 from models_app.models import BulkJob
 
 URL = "/api/v1/bulk-jobs"

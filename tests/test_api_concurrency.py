@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from annotations.models import FeedbackPair, Judgement, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from models_app.models import TrainingRun
-from models_app.services.runs import training_run_request
+from models_app.training.services.runs import training_run_request
 
 API = "/api/v1"
 TEXTS = [

@@ -17,10 +17,10 @@ from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy_edit.groups import group_merge
-from models_app.bulk import bulk_job_create
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.jobs import bulk_job_create
+from models_app.bulk.run import bulk_job_execute
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkJob
-from models_app.selectors.bulk import bulk_job_result
 from models_app.serving.auto_coding_audits import auto_coding_days
 from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
 from tests.test_match_probability import RIGHT, WRONG

@@ -15,17 +15,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import ReviewItem
-from models_app import bulk_run
-from models_app.bulk import bulk_job_cancel, bulk_job_create, bulk_job_delete, stale_seconds
-from models_app.bulk_files import record_spans
-from models_app.bulk_run import (
+from models_app.bulk import run as bulk_run
+from models_app.bulk.files import record_spans
+from models_app.bulk.jobs import bulk_job_cancel, bulk_job_create, bulk_job_delete, stale_seconds
+from models_app.bulk.run import (
     bulk_chunk_execute,
     bulk_job_execute,
     bulk_job_finish,
     bulk_job_start,
 )
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkChunk, BulkJob
-from models_app.selectors.bulk import bulk_job_result
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import build_live_model, forget_serving

@@ -16,18 +16,20 @@ from django.utils import timezone
 
 from annotations.models import Group, Input, Member, ReviewItem
 from annotations.services.taxonomy import taxonomy_import
-from models_app import bulk, bulk_files, bulk_run
-from models_app.bulk import (
+from models_app.bulk import files as bulk_files
+from models_app.bulk import jobs as bulk
+from models_app.bulk import run as bulk_run
+from models_app.bulk.files import RESULT_COLUMNS, BulkFileError, still_quoted
+from models_app.bulk.jobs import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
     bulk_job_delete,
     bulk_job_retry,
 )
-from models_app.bulk_files import RESULT_COLUMNS, BulkFileError, still_quoted
-from models_app.bulk_run import JobBusy, bulk_job_execute
+from models_app.bulk.run import JobBusy, bulk_job_execute
+from models_app.bulk.selectors import bulk_job_expires, bulk_job_result
 from models_app.models import BulkChunk, BulkJob, Deployment
-from models_app.selectors.bulk import bulk_job_expires, bulk_job_result
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError

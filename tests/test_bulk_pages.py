@@ -8,8 +8,8 @@ from django.test import Client
 from django.utils import timezone
 
 from annotations.services.review.inputs import inputs_submit
-from models_app.bulk import stale_seconds
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.jobs import stale_seconds
+from models_app.bulk.run import bulk_job_execute
 from models_app.models import BulkJob
 
 DATA = b"id,title\n1,icu nurse\n2,Senior Java Engineer\n"

@@ -12,11 +12,11 @@ import pytest
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import taxonomy_model_refresh
 from models_app.serving import engines
 from models_app.serving.engines import artifact_path
 from models_app.siamese.compiled import COMPILED_FOLDER
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import taxonomy_model_refresh
 from tests.conftest import TINY_CSV, forget_serving
 from worker import task_names, tasks
 

@@ -42,7 +42,7 @@ def test_a_spreadsheet_users_quoted_formula_reads_as_its_text():
 
 
 def test_bulk_result_cells_use_the_same_guard_and_leave_numbers_alone():
-    from models_app.bulk_files import csv_cell
+    from models_app.bulk.files import csv_cell
 
     assert csv_cell(" =1+1") == "' =1+1"
     assert csv_cell("\uff1dcmd") == "'\uff1dcmd"
@@ -76,7 +76,7 @@ def test_what_spreadsheets_skip_or_read_as_a_formula_sign_is_guarded(text):
 
 
 def test_bulk_result_cells_read_numbers_in_ascii_digits_only():
-    from models_app.bulk_files import csv_cell
+    from models_app.bulk.files import csv_cell
 
     assert csv_cell("-\uff15") == "'-\uff15"
     assert csv_cell("\u22125") == "'\u22125"

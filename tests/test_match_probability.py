@@ -10,9 +10,9 @@ from annotations.models import Group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import RankerVersion
-from models_app.ranker_training import ranker_fit
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.ranker import files
+from models_app.training.ranker_training import ranker_fit
 
 RIGHT = ["Java Developer", "Senior Python Developer", "Night ICU Nurse", "Head Barista",
          "Long Haul Truck Driver", "Tax Accountant II", "Backend Developer Remote",

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from models_app.charts import Chart, Series, line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
+from models_app.training.charts import Chart, Series, line_chart_svg
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from tests.models_pages.conftest import first_version, rejected_finetune  # noqa: F401 (fixtures)
 
 TRAINED = {

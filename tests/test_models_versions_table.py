@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from models_app.models import ModelVersion, TrainingRun
-from models_app.promotion import RunStateError, model_version_rollback
-from models_app.selectors.versions import never_live_version_ids
-from models_app.services.runs import run_progress_overall, training_run_progress_writer
+from models_app.training.promotion import RunStateError, model_version_rollback
+from models_app.training.selectors.versions import never_live_version_ids
+from models_app.training.services.runs import run_progress_overall, training_run_progress_writer
 from tests.models_pages.conftest import GATE_REPORT, make_run
 
 
@@ -144,7 +144,7 @@ def test_versions_measured_before_the_rename_show_their_held_out_verdicts(first_
 
     from django.apps import apps
 
-    from models_app.selectors.reports import suite_key_metrics
+    from models_app.training.selectors.reports import suite_key_metrics
 
     migration = import_module("models_app.migrations.0009_suite_verdicts_set")
     first_version.metrics = {

@@ -9,13 +9,13 @@ from django.core.management.base import CommandError
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.retraining import retrain_due_taxonomies
-from models_app.run_execution import training_run_execute
-from models_app.services.indexes import deployment_activate, index_build_create
-from models_app.services.runs import first_training_request, taxonomy_model_refresh
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
+from models_app.training.retraining import retrain_due_taxonomies
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.indexes import deployment_activate, index_build_create
+from models_app.training.services.runs import first_training_request, taxonomy_model_refresh
 from tests.conftest import TINY_CSV, build_live_model
 from tests.test_match_probability import judge_all
 from worker import tasks
@@ -105,7 +105,7 @@ def test_a_tower_spec_without_training_options_gets_the_towers_own():
 def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
     from types import SimpleNamespace
 
-    from models_app.finetune_recipe import finetune_spec
+    from models_app.training.finetune_recipe import finetune_spec
 
     run = training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
     parent = SimpleNamespace(config=run.model_version.config)
@@ -114,9 +114,9 @@ def test_a_fine_tune_of_the_pretrained_tower_trains(new_taxonomy):
 
 
 def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
-    from models_app.services.builds import model_version_import
     from models_app.siamese.encoders import parse_config
     from models_app.siamese.towers import TransformerEncoder
+    from models_app.training.services.builds import model_version_import
 
     TransformerEncoder.create([], parse_config({"kind": "transformer"})).save(tmp_path / "tower")
     version = model_version_import(taxonomy=new_taxonomy, folder=tmp_path / "tower")
@@ -127,8 +127,8 @@ def test_an_imported_tower_folder_serves_as_a_tower(new_taxonomy, tmp_path):
 
 
 def test_a_build_evaluates_with_its_index_vectors_not_a_second_encoding(new_taxonomy):
-    from models_app.services.builds import model_version_evaluate
     from models_app.siamese.specs import PRETRAINED_SPEC as SPEC
+    from models_app.training.services.builds import model_version_evaluate
 
     run = training_run_execute(
         run_id=TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=SPEC).id
@@ -189,7 +189,7 @@ def test_a_bad_distill_section_is_refused_before_any_work(distill, message):
 def test_a_students_fine_tune_learns_the_verdicts_without_distilling_again(new_taxonomy, curator):
     from annotations.services.review.inputs import inputs_submit
     from annotations.services.review.verdicts import judgement_create
-    from models_app import finetune_recipe, retraining
+    from models_app.training import finetune_recipe, retraining
 
     training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
     run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=QUICK_STUDENT)

@@ -9,8 +9,8 @@ from annotations.models import Taxonomy
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import judgement_create
-from models_app.bulk import bulk_job_create
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.jobs import bulk_job_create
+from models_app.bulk.run import bulk_job_execute
 from tests.test_bulk_jobs import result_rows
 
 URL = "/api/v1/taxonomies/jobs/normalize"

@@ -14,7 +14,7 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, RankerVersion
-from models_app.ranker_training import ranker_fit, rankers_due
+from models_app.training.ranker_training import ranker_fit, rankers_due
 from tests.conftest import TINY_CSV, build_live_model
 
 TEXTS = [f"{role} {n}" for n in range(6) for role in ("Java Developer", "ICU Nurse", "Barista")]

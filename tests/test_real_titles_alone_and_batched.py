@@ -16,10 +16,10 @@ import pytest
 
 from annotations.services.taxonomy import taxonomy_import
 from bench.jobbert_data import SHARED_DATA, jobbert_split
-from models_app.services.builds import model_version_import
-from models_app.services.indexes import deployment_activate, index_build_create
 from models_app.serving.engines import live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training.services.builds import model_version_import
+from models_app.training.services.indexes import deployment_activate, index_build_create
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLES = 500

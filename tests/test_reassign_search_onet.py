@@ -11,7 +11,7 @@ import pytest
 
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import taxonomy_import
-from models_app.run_execution import taxonomy_ensure_live
+from models_app.training.run_execution import taxonomy_ensure_live
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = re.compile(

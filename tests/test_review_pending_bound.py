@@ -13,8 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from annotations.models import Input, ReviewItem
 from annotations.services.review.inputs import ReviewQueueFull, inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.bulk import bulk_job_create
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.jobs import bulk_job_create
+from models_app.bulk.run import bulk_job_execute
 
 URL = "/api/v1/taxonomies/jobs/inputs"
 

@@ -8,8 +8,8 @@ from annotations.services.review.leases import review_item_claim
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import TrainingRun
-from models_app.services.indexes import taxonomy_needs_reindex
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training.services.indexes import taxonomy_needs_reindex
 from worker import tasks
 
 

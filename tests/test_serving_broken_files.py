@@ -12,12 +12,12 @@ import pytest
 from django.conf import settings
 
 from models_app.models import Deployment
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
 from models_app.serving import engines
 from models_app.serving.engines import forget_loaded_engines, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from tests.conftest import build_live_model
 
 URL = "/api/v1/taxonomies/jobs/normalize"

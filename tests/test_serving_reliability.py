@@ -10,10 +10,10 @@ from django.db import connection
 
 from annotations.models import Taxonomy
 from annotations.services.taxonomy import taxonomy_import
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
 from models_app.serving import engines
 from models_app.serving.engines import live_engine
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from tests.conftest import TINY_CSV, build_live_model
 
 THREADS = 8

@@ -10,13 +10,13 @@ from celery import current_app
 from django.utils import timezone
 
 from models_app.models import Deployment, RankerVersion
-from models_app.ranker_training import (
+from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC
+from models_app.training.ranker_training import (
     ranker_fit_claim,
     ranker_fit_release,
     rankers_due,
 )
-from models_app.services.runs import training_run_queue
-from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC
+from models_app.training.services.runs import training_run_queue
 from tests.test_match_probability import judge_all
 from worker import task_names
 

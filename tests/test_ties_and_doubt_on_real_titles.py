@@ -17,17 +17,17 @@ import pytest
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import taxonomy_import
 from bench.jobbert_data import SHARED_DATA, jobbert_split
-from models_app.bulk import bulk_job_create
-from models_app.bulk_run import bulk_job_execute
-from models_app.selectors.bulk import bulk_job_result
-from models_app.services.builds import model_version_import
-from models_app.services.indexes import deployment_activate, index_build_create
+from models_app.bulk.jobs import bulk_job_create
+from models_app.bulk.run import bulk_job_execute
+from models_app.bulk.selectors import bulk_job_result
 from models_app.serving.normalize import (
     LOW_CONFIDENCE,
     TIE_GAP,
     rank_taxonomy_groups,
     tied_as_shown,
 )
+from models_app.training.services.builds import model_version_import
+from models_app.training.services.indexes import deployment_activate, index_build_create
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLES = 300

@@ -6,12 +6,12 @@ from django.utils import timezone
 
 from annotations.models import Group, Member
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.indexes import taxonomy_needs_reindex
-from models_app.services.runs import training_run_request, training_runs_fail_stale
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.index import MemberIndex
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.indexes import taxonomy_needs_reindex
+from models_app.training.services.runs import training_run_request, training_runs_fail_stale
 from tests.conftest import TINY_MODEL
 
 

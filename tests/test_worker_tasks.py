@@ -14,10 +14,10 @@ from annotations.models import Group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, IndexBuild, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services import runs
-from models_app.services.runs import training_run_request
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services import runs
+from models_app.training.services.runs import training_run_request
 from worker import tasks
 
 

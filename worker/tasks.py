@@ -26,12 +26,14 @@ from django.db import InterfaceError, OperationalError
 from annotations.models import Taxonomy
 from annotations.services.review.inputs import review_items_repredict
 from annotations.services.review.queue_order import review_items_reorder
-from models_app import bulk, bulk_run, promotion, ranker_training, retraining
+from models_app.bulk import jobs as bulk
+from models_app.bulk import run as bulk_run
 from models_app.models import RankerVersion, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.builds import model_version_compile
-from models_app.services.indexes import taxonomy_needs_reindex
-from models_app.services.runs import (
+from models_app.training import promotion, ranker_training, retraining
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.builds import model_version_compile
+from models_app.training.services.indexes import taxonomy_needs_reindex
+from models_app.training.services.runs import (
     first_training_request,
     training_run_request,
     training_runs_fail_stale,

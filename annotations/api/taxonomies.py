@@ -40,7 +40,6 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
-from models_app.services.runs import taxonomy_model_refresh
 from models_app.serving.auto_coding_audits import auto_coding_state
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.vouching import (
@@ -51,6 +50,7 @@ from models_app.serving.vouching import (
     vouching_threshold_now,
 )
 from models_app.siamese.artifacts import ArtifactError
+from models_app.training.services.runs import taxonomy_model_refresh
 from siamweb.web.api import (
     BAD_REQUEST,
     FORBIDDEN,

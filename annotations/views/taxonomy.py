@@ -40,10 +40,10 @@ from annotations.services.taxonomy_upload import (
     upload_too_large,
 )
 from models_app.models import TrainingRun
-from models_app.services.runs import taxonomy_model_refresh
 from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_state
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from models_app.siamese.artifacts import ArtifactError
+from models_app.training.services.runs import taxonomy_model_refresh
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.web.decorators import admin_required
 

@@ -9,7 +9,7 @@ import io
 import pytest
 from playwright.sync_api import expect
 
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.run import bulk_job_execute
 from models_app.models import BulkJob
 from tests.browser.test_models_page_in_browser import log_in_at
 

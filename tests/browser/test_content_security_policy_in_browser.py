@@ -15,7 +15,7 @@ from annotations.models import Group, Input, ReviewFlag
 from annotations.services.flags import review_flag_create
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.bulk import bulk_job_create
+from models_app.bulk.jobs import bulk_job_create
 from models_app.models import TrainingRun
 from tests.browser.conftest import settled
 from tests.models_pages.conftest import first_version, rejected_finetune  # noqa: F401 (fixtures)

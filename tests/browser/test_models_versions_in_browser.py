@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from models_app.models import ModelVersion, TrainingRun
-from models_app.services.runs import training_run_progress_writer
+from models_app.training.services.runs import training_run_progress_writer
 from tests.browser.test_models_page_in_browser import log_in_at
 from tests.test_models_versions_table import rejected_candidate
 

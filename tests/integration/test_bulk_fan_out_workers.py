@@ -14,10 +14,10 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from models_app.bulk import bulk_job_cancel, bulk_job_create, bulk_jobs_resume_stale
-from models_app.bulk_run import bulk_job_execute, bulk_job_start
+from models_app.bulk.jobs import bulk_job_cancel, bulk_job_create, bulk_jobs_resume_stale
+from models_app.bulk.run import bulk_job_execute, bulk_job_start
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkChunk, BulkJob
-from models_app.selectors.bulk import bulk_job_result
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from tests.conftest import build_live_model

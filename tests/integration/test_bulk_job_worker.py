@@ -8,10 +8,10 @@ import io
 
 import pytest
 
-from models_app.bulk import BulkStateError, bulk_job_create, bulk_job_retry
-from models_app.bulk_run import bulk_job_execute
+from models_app.bulk.jobs import BulkStateError, bulk_job_create, bulk_job_retry
+from models_app.bulk.run import bulk_job_execute
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkJob
-from models_app.selectors.bulk import bulk_job_result
 from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ import pytest
 from annotations.models import Group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.bulk import bulk_job_create
+from models_app.bulk.jobs import bulk_job_create
 from models_app.models import BulkJob, Deployment, RankerVersion, TrainingRun
-from models_app.retraining import finetune_run_request
+from models_app.training.retraining import finetune_run_request
 from tests.integration.conftest import wait_for
 from tests.test_match_probability import RIGHT, WRONG
 from worker.task_names import FAST_QUEUE, RANKER_QUEUE, TRAINING_QUEUE

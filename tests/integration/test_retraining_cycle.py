@@ -10,11 +10,11 @@ from annotations.models import Group, Member, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import ModelVersion
-from models_app.retraining import finetune_run_request, live_version
 from models_app.serving.engines import encoder_for
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.specs import parse_search_config
+from models_app.training.retraining import finetune_run_request, live_version
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
 from tests.retraining.conftest import CORRECTIONS
 

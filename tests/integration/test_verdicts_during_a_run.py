@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from annotations.models import FeedbackPair, Group, Judgement, Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.retraining import finetune_run_request, live_version, new_verdict_count
+from models_app.training.retraining import finetune_run_request, live_version, new_verdict_count
 from tests.integration.conftest import wait_for, wait_until_finished, wait_until_idle
 from tests.retraining.conftest import CORRECTIONS
 

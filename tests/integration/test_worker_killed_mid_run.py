@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.retraining import finetune_run_request, live_version, training_run_retry
-from models_app.services.runs import run_checkpoint_dir, training_run_request
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.train import CHECKPOINT
+from models_app.training.retraining import finetune_run_request, live_version, training_run_retry
+from models_app.training.services.runs import run_checkpoint_dir, training_run_request
 from tests.integration.conftest import wait_for, wait_until_finished
 from worker.tasks import execute_training_run, reindex_stale_taxonomies
 

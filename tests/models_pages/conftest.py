@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from annotations.models import AuditEvent, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from tests.conftest import TINY_MODEL
 
 

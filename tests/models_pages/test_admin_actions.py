@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from annotations.models import AuditEvent, Taxonomy
 from models_app.models import TrainingRun
-from models_app.promotion import promotion_finish
+from models_app.training.promotion import promotion_finish
 from tests.conftest import one_verdict
 from tests.models_pages.conftest import live_version_id, make_run, snapshot
 

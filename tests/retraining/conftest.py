@@ -10,8 +10,8 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
-from models_app.retraining import finetune_run_request
-from models_app.run_execution import training_run_execute
+from models_app.training.retraining import finetune_run_request
+from models_app.training.run_execution import training_run_execute
 from tests.conftest import TINY_CSV, build_live_model
 
 # Small enough to train in a second or two on the five-group taxonomy.

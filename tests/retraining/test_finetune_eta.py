@@ -10,8 +10,8 @@ from django.utils import timezone
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import TrainingRun
-from models_app.retraining import finetune_execute, finetune_run_request
-from models_app.services.run_clock import RunClock, calibration
+from models_app.training.retraining import finetune_execute, finetune_run_request
+from models_app.training.services.run_clock import RunClock, calibration
 from tests.conftest import one_verdict
 from tests.retraining.conftest import HELD_OUT_TEXT, correct_everything, group
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.utils import timezone
 
 from models_app.models import TrainingRun
-from models_app.promotion import live_version
-from models_app.services.training_data import feedback_last_id
+from models_app.training.promotion import live_version
+from models_app.training.services.training_data import feedback_last_id
 from tests.conftest import one_verdict
 
 

@@ -15,14 +15,14 @@ from annotations.models import Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
-from models_app import gate
 from models_app.models import TrainingRun
-from models_app.promotion import live_version, model_version_rollback, training_run_promote
-from models_app.run_execution import training_run_execute
-from models_app.services.indexes import member_vectors
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
 from models_app.siamese.encoders import fit_encoder, load_encoder
 from models_app.siamese.search import SearchConfig
+from models_app.training import gate
+from models_app.training.promotion import live_version, model_version_rollback, training_run_promote
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.indexes import member_vectors
 from tests.retraining.conftest import (
     CORRECTIONS,
     HELD_OUT_TEXT,

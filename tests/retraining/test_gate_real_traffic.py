@@ -8,11 +8,11 @@ import pytest
 
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app import gate
 from models_app.serving.engines import live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import comparison_key
+from models_app.training import gate
 from tests.retraining.conftest import group
 
 # The flagship case: a promoted fine-tune moved this from Software Developers to a food group.

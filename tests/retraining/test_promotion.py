@@ -12,8 +12,10 @@ from celery import current_app
 from annotations.models import AuditEvent, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app import retraining
-from models_app.promotion import (
+from models_app.serving.engines import live_engine
+from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training import retraining
+from models_app.training.promotion import (
     RunStateError,
     live_version,
     model_version_rollback,
@@ -21,11 +23,9 @@ from models_app.promotion import (
     promotions_resend_pending,
     training_run_promote,
 )
-from models_app.retraining import finetune_run_request, training_run_retry
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import run_checkpoint_dir
-from models_app.serving.engines import live_engine
-from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training.retraining import finetune_run_request, training_run_retry
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import run_checkpoint_dir
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
 from worker import tasks
 

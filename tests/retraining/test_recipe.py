@@ -12,13 +12,13 @@ import torch
 from annotations.models import FeedbackPair, Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app import finetune_recipe, retraining
-from models_app.finetune_recipe import finetune_minutes, finetune_spec, half_fresh
-from models_app.services.builds import model_version_fit
-from models_app.services.training_data import feedback_is_held_out
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import parse_model_spec
 from models_app.siamese.text import comparison_key
+from models_app.training import finetune_recipe, retraining
+from models_app.training.finetune_recipe import finetune_minutes, finetune_spec, half_fresh
+from models_app.training.services.builds import model_version_fit
+from models_app.training.services.training_data import feedback_is_held_out
 from tests.retraining.conftest import (
     CORRECTIONS,
     HELD_OUT_TEXT,

@@ -11,9 +11,9 @@ import pytest
 from annotations.models import Group, Member
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
-from models_app.promotion import live_version, model_version_rollback, rollback_execute
-from models_app.services.run_clock import RunClock, calibration
-from models_app.services.runs import build_or_reindex, training_run_request
+from models_app.training.promotion import live_version, model_version_rollback, rollback_execute
+from models_app.training.services.run_clock import RunClock, calibration
+from models_app.training.services.runs import build_or_reindex, training_run_request
 from tests.conftest import TINY_CSV, build_live_model
 from tests.retraining.conftest import TRAINABLE
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import ModelVersion, TrainingRun
-from models_app.retraining import finetune_run_request, retrain_due_taxonomies
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
+from models_app.training.retraining import finetune_run_request, retrain_due_taxonomies
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
 
 
@@ -40,7 +40,7 @@ def test_verdicts_after_a_run_started_wait_for_the_next(taxonomy, curator, setti
     run = finetune(taxonomy, training={"max_steps": 200})
     (late,) = inputs_submit(taxonomy=taxonomy, texts=["Barista Trainee"], source="api")
     judgement_create(review_item=late, user=curator, verdict="confirm", group=group("35-3023"))
-    from models_app.retraining import new_verdict_count
+    from models_app.training.retraining import new_verdict_count
 
     assert new_verdict_count(taxonomy, after=run.feedback_until) == 1
     assert ModelVersion.objects.get(id=run.model_version_id).feedback_until == run.feedback_until

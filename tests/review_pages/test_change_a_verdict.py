@@ -8,7 +8,7 @@ import re
 from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.retraining import new_verdict_count
+from models_app.training.retraining import new_verdict_count
 from tests.review_pages.conftest import card_item_id, login
 
 

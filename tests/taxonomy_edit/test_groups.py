@@ -12,7 +12,7 @@ from annotations.services.taxonomy import taxonomy_import
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add
-from models_app.services.indexes import taxonomy_needs_reindex
+from models_app.training.services.indexes import taxonomy_needs_reindex
 from tests.conftest import TINY_CSV
 from tests.taxonomy_edit.conftest import (
     BARISTAS,

@@ -11,8 +11,8 @@ from annotations.services.taxonomy import taxonomy_import
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-from models_app.services.indexes import taxonomy_needs_reindex
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.training.services.indexes import taxonomy_needs_reindex
 from tests.conftest import TINY_CSV
 from tests.taxonomy_edit.conftest import (
     BARISTAS,

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotations.importers import ImportFileError
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from models_app.models import TrainingRun
-from models_app.services.runs import taxonomy_model_refresh
+from models_app.training.services.runs import taxonomy_model_refresh
 
 _MAX_ERRORS_SHOWN = 50
 

@@ -13,10 +13,10 @@ from annotations.models import Input, Taxonomy
 from annotations.services.accounts import user_ensure
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
-from models_app.run_execution import taxonomy_ensure_live
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.text import clean_text
+from models_app.training.run_execution import taxonomy_ensure_live
 
 DEMO_SLUG = "onet"
 

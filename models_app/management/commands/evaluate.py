@@ -5,8 +5,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from models_app.models import ModelVersion
-from models_app.services.builds import model_version_evaluate
 from models_app.serving.engines import live_engine
+from models_app.training.services.builds import model_version_evaluate
 from siamweb.taxonomy_reads import taxonomy_get
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from models_app.models import ModelVersion
-from models_app.services.builds import SHIPPED_INFO
 from models_app.serving.engines import artifact_path
+from models_app.training.services.builds import SHIPPED_INFO
 from siamweb.taxonomy_reads import taxonomy_get
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from models_app.models import TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from siamweb.taxonomy_reads import taxonomy_get
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from models_app.models import ModelVersion, TrainingRun
-from models_app.run_execution import training_run_execute
-from models_app.services.runs import training_run_request
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.specs import NAMED_SPECS, parse_model_spec
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import training_run_request
 from siamweb.taxonomy_reads import taxonomy_get
 
 

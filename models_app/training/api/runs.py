@@ -8,7 +8,9 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from models_app.api.base import (
+from models_app.models import TrainingRun
+from models_app.serving.engines import NoLiveModel
+from models_app.training.api.base import (
     TrainingRunKindField,
     TrainingRunRequestKindField,
     TrainingRunStatusField,
@@ -17,12 +19,10 @@ from models_app.api.base import (
     state_conflict,
     training_runs,
 )
-from models_app.api.reports import FlipReportSerializer, GateReportSerializer
-from models_app.models import TrainingRun
-from models_app.promotion import RunStateError, training_run_promote
-from models_app.retraining import finetune_now_request, training_run_retry
-from models_app.services.runs import training_run_request
-from models_app.serving.engines import NoLiveModel
+from models_app.training.api.reports import FlipReportSerializer, GateReportSerializer
+from models_app.training.promotion import RunStateError, training_run_promote
+from models_app.training.retraining import finetune_now_request, training_run_retry
+from models_app.training.services.runs import training_run_request
 from siamweb.web.api import (
     BAD_REQUEST,
     CONFLICT,

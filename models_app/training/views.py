@@ -1,8 +1,8 @@
 """The Models pages: which version is live, every version, the training runs and their reports.
 
 Curators and admins read; only admins start a fine-tune, roll back, force a promotion or retry a
-failed run. Views are thin: a selector reads, a service from ``models_app.retraining`` or
-``models_app.promotion`` writes (and records the audit event). A refusal about the state of
+failed run. Views are thin: a selector reads, a service from ``models_app.training.retraining`` or
+``models_app.training.promotion`` writes (and records the audit event). A refusal about the state of
 things — a run already active, a run in the wrong state — is the page again with status 409 and
 the service's message.
 
@@ -20,29 +20,35 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.models import Taxonomy
-from models_app.charts import line_chart_svg
 from models_app.models import ModelVersion, TrainingRun
-from models_app.promotion import RunStateError, model_version_rollback, training_run_promote
-from models_app.retraining import (
+from models_app.serving.auto_coding_audits import auto_coding_policy_set, auto_coding_weeks
+from models_app.serving.engines import NoLiveModel
+from models_app.training.charts import line_chart_svg
+from models_app.training.promotion import (
+    RunStateError,
+    model_version_rollback,
+    training_run_promote,
+)
+from models_app.training.retraining import (
     PRETRAINED_LEARNS_BY_RANKER,
     finetune_now_request,
     is_pretrained_as_it_comes,
     training_run_retry,
 )
-from models_app.selectors.charts import (
+from models_app.training.selectors.charts import (
     run_training_chart,
     run_validations,
     taxonomy_history_chart,
 )
-from models_app.selectors.reports import flip_report_of, gate_report_of, suite_rows
-from models_app.selectors.runs import (
+from models_app.training.selectors.reports import flip_report_of, gate_report_of, suite_rows
+from models_app.training.selectors.runs import (
     RunRow,
     run_is_active,
     training_run_active,
     training_run_get,
     training_runs_recent,
 )
-from models_app.selectors.versions import (
+from models_app.training.selectors.versions import (
     live_ranker_get,
     live_version_get,
     model_version_get,
@@ -51,8 +57,6 @@ from models_app.selectors.versions import (
     taxonomies_for_models,
     version_measured,
 )
-from models_app.serving.auto_coding_audits import auto_coding_policy_set, auto_coding_weeks
-from models_app.serving.engines import NoLiveModel
 from siamweb.web.decorators import admin_required, curator_required, is_admin
 
 CONFLICT = 409

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.promotion import RunStateError
+from models_app.training.promotion import RunStateError
 from siamweb.web.fields import named_choice_field
 
 TrainingRunKindField = named_choice_field("TrainingRunKind", TrainingRun.Kind.choices)

@@ -8,7 +8,8 @@ of the history (how often each group was chosen or rejected, and the texts it wa
 
 The gate holds out the newest fifth of the verdicts new to the live ranker, fits a candidate on
 the rest, and compares both on the held-out texts (their curator members left out for both):
-McNemar's exact test at ``SIAMWEB_GATE_ALPHA``, as the model gate (``models_app/gate.py``). When
+McNemar's exact test at ``SIAMWEB_GATE_ALPHA``, as the model gate
+(``models_app/training/gate.py``). When
 the candidate is not significantly worse, the ranker fitted on every verdict goes live.
 """
 

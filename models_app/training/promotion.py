@@ -17,13 +17,13 @@ from django.utils import timezone
 
 from annotations.models import Taxonomy
 from annotations.services.audit import audit_record
-from models_app.gate import Comparison
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
-from models_app.selectors.versions import model_version_was_live
-from models_app.services.indexes import deployment_activate, index_build_create
-from models_app.services.run_clock import index_clock
-from models_app.services.runs import training_run_request
 from models_app.siamese.progress import Progress
+from models_app.training.gate import Comparison
+from models_app.training.selectors.versions import model_version_was_live
+from models_app.training.services.indexes import deployment_activate, index_build_create
+from models_app.training.services.run_clock import index_clock
+from models_app.training.services.runs import training_run_request
 from worker.task_names import FINISH_PROMOTION
 
 

@@ -61,5 +61,5 @@ def feedback_last_id(taxonomy: Taxonomy) -> int:
 def feedback_is_held_out(text: str) -> bool:
     """A fixed fifth of curator-judged texts, kept to test on: a build never trains on them (its
     ``verdicts`` test set); a fine-tune measures the new ones before its catch-up phase learns them
-    (``models_app.retraining.finetune_execute``)."""
+    (``models_app.training.retraining.finetune_execute``)."""
     return zlib.crc32(comparison_key(text).encode()) % 5 == 0

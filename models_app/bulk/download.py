@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import FileResponse
 
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkJob
-from models_app.selectors.bulk import bulk_job_result
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from models_app import views_bulk
+from models_app.bulk import views as views_bulk
 
 urlpatterns = [
     path("", views_bulk.bulk_list, name="bulk"),

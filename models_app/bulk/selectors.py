@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from models_app.bulk_files import RESULT_FILES
+from models_app.bulk.files import RESULT_FILES
 from models_app.models import BulkJob
 from models_app.serving.engines import artifact_path
 

@@ -7,7 +7,8 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from models_app.api.base import (
+from models_app.models import ModelVersion
+from models_app.training.api.base import (
     active_run_conflict,
     live_version_ids,
     model_versions,
@@ -15,10 +16,9 @@ from models_app.api.base import (
     state_conflict,
     training_runs,
 )
-from models_app.api.runs import TrainingRunDetailSerializer
-from models_app.models import ModelVersion
-from models_app.promotion import RunStateError, model_version_rollback
-from models_app.services.indexes import deployment_activate
+from models_app.training.api.runs import TrainingRunDetailSerializer
+from models_app.training.promotion import RunStateError, model_version_rollback
+from models_app.training.services.indexes import deployment_activate
 from siamweb.web.api import (
     BAD_REQUEST,
     CONFLICT,

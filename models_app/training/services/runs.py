@@ -17,31 +17,6 @@ from django.utils import timezone
 
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.services.builds import (
-    SUITE_SIZE,
-    encoder_like_fit,
-    fit_plan,
-    model_version_evaluate,
-    model_version_fit,
-    student_text_count,
-    suite_seconds,
-    suite_verdicts,
-)
-from models_app.services.indexes import (
-    deployment_activate,
-    index_build_create,
-    index_work,
-)
-from models_app.services.run_clock import (
-    INDEX_SAMPLE,
-    RunClock,
-    encode_rates,
-    index_clock,
-    index_rates,
-    last_factors,
-    member_texts,
-    rate_sample,
-)
 from models_app.serving.engines import NoLiveModel, artifact_path, encoder_for
 from models_app.siamese.progress import Progress
 from models_app.siamese.specs import (
@@ -51,6 +26,31 @@ from models_app.siamese.specs import (
     parse_search_config,
 )
 from models_app.siamese.tfidf import CharNgramTfidfEncoder
+from models_app.training.services.builds import (
+    SUITE_SIZE,
+    encoder_like_fit,
+    fit_plan,
+    model_version_evaluate,
+    model_version_fit,
+    student_text_count,
+    suite_seconds,
+    suite_verdicts,
+)
+from models_app.training.services.indexes import (
+    deployment_activate,
+    index_build_create,
+    index_work,
+)
+from models_app.training.services.run_clock import (
+    INDEX_SAMPLE,
+    RunClock,
+    encode_rates,
+    index_clock,
+    index_rates,
+    last_factors,
+    member_texts,
+    rate_sample,
+)
 from worker.task_names import EXECUTE_TRAINING_RUN, FAST_QUEUE, TRAINING_QUEUE
 
 logger = logging.getLogger(__name__)

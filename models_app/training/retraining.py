@@ -1,6 +1,6 @@
 """Corrigible retraining: fine-tune the live model on curator feedback in two phases, gate the
-candidate (``models_app.gate``) and promote or reject it (``models_app.promotion``); requests,
-retries and the schedule that starts fine-tunes.
+candidate (``models_app.training.gate``) and promote or reject it
+(``models_app.training.promotion``); requests, retries and the schedule that starts fine-tunes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Input, Member, Taxonomy
-from models_app.finetune_recipe import (
+from models_app.models import TrainingRun
+from models_app.serving.engines import NoLiveModel, encoder_for, live_engine
+from models_app.siamese.encoders import as_stored
+from models_app.siamese.progress import Progress
+from models_app.siamese.sampling import FeedbackExample
+from models_app.siamese.specs import parse_model_spec, parse_search_config
+from models_app.siamese.text import comparison_key
+from models_app.training.finetune_recipe import (
     FINETUNE_CATCH_UP_SHARE,
     FINETUNE_FRESH_MAX_REPEATS,
     catch_up_feedback,
@@ -23,20 +30,21 @@ from models_app.finetune_recipe import (
     half_fresh,
     share_of_budget,
 )
-from models_app.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
-from models_app.models import TrainingRun
-from models_app.promotion import RunStateError, go_live, live_build, live_version
-from models_app.services.builds import encoder_fit, model_version_store, version_config
-from models_app.services.indexes import index_build_create
-from models_app.services.run_clock import RunClock, calibration, encode_rates
-from models_app.services.runs import run_checkpoint_dir, run_first_attempt, training_run_request
-from models_app.services.training_data import feedback_examples, feedback_last_id, held_out_texts
-from models_app.serving.engines import NoLiveModel, encoder_for, live_engine
-from models_app.siamese.encoders import as_stored
-from models_app.siamese.progress import Progress
-from models_app.siamese.sampling import FeedbackExample
-from models_app.siamese.specs import parse_model_spec, parse_search_config
-from models_app.siamese.text import comparison_key
+from models_app.training.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
+from models_app.training.promotion import RunStateError, go_live, live_build, live_version
+from models_app.training.services.builds import encoder_fit, model_version_store, version_config
+from models_app.training.services.indexes import index_build_create
+from models_app.training.services.run_clock import RunClock, calibration, encode_rates
+from models_app.training.services.runs import (
+    run_checkpoint_dir,
+    run_first_attempt,
+    training_run_request,
+)
+from models_app.training.services.training_data import (
+    feedback_examples,
+    feedback_last_id,
+    held_out_texts,
+)
 
 # --- requests --------------------------------------------------------------------------------
 

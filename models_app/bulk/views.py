@@ -14,7 +14,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from models_app.bulk import (
+from models_app.bulk.download import CONTENT_TYPES, bulk_result_download
+from models_app.bulk.files import BulkFileError
+from models_app.bulk.forms import BulkJobForm
+from models_app.bulk.jobs import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
@@ -23,11 +26,8 @@ from models_app.bulk import (
     bulk_max_bytes,
     stale_before,
 )
-from models_app.bulk_download import CONTENT_TYPES, bulk_result_download
-from models_app.bulk_files import BulkFileError
-from models_app.forms_bulk import BulkJobForm
+from models_app.bulk.selectors import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.models import BulkJob
-from models_app.selectors.bulk import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.serving.engines import NoLiveModel
 from siamweb.humanize import duration_text, format_size
 from siamweb.web.decorators import curator_required

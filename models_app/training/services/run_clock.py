@@ -26,12 +26,12 @@ import numpy as np
 
 from annotations.models import Member, Taxonomy
 from models_app.models import ModelVersion, TrainingRun
-from models_app.services.indexes import index_work
 from models_app.serving.engines import encoder_for
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.progress import Progress
 from models_app.siamese.search import MemberSearch, SearchConfig
 from models_app.siamese.specs import parse_search_config
+from models_app.training.services.indexes import index_work
 
 # Texts timed at a run's start: enough for a stable rate, a second or so with a tower on a CPU.
 RATE_SAMPLE = 256

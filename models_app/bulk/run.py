@@ -17,7 +17,7 @@ Three steps, each a task of its own, each safe to run twice:
   into place whole, and marks the job succeeded.
 
 A worker that dies costs the chunk it was on: the chunk's heartbeat stops and it is queued
-again (``models_app.bulk.bulk_jobs_resume_stale``); taken back from a silent worker
+again (``models_app.bulk.jobs.bulk_jobs_resume_stale``); taken back from a silent worker
 ``CHUNK_DEATHS`` times, its rows are written with the reason in ``error`` and the job finishes
 with them. A cancel stops every chunk at its end: none that ends after it counts.
 
@@ -49,14 +49,7 @@ from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, Input
 from annotations.services.review.inputs import inputs_submit, pending_review_room
-from models_app.bulk import (
-    bulk_chunks_enqueue,
-    bulk_chunks_requeue_stale,
-    chunk_lines,
-    stale_before,
-    worker_lost,
-)
-from models_app.bulk_files import (
+from models_app.bulk.files import (
     CHUNKS_DIR,
     INPUT_FILE,
     RESULT_COLUMNS,
@@ -75,6 +68,13 @@ from models_app.bulk_files import (
     remove_partial,
     result_row,
     row_problem,
+)
+from models_app.bulk.jobs import (
+    bulk_chunks_enqueue,
+    bulk_chunks_requeue_stale,
+    chunk_lines,
+    stale_before,
+    worker_lost,
 )
 from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, engine_for_build

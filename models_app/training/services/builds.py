@@ -18,13 +18,6 @@ from django.db.models import Max
 
 from annotations.models import FeedbackPair, GroupRelation, Input, Member, Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion
-from models_app.services.indexes import member_vectors
-from models_app.services.training_data import (
-    feedback_examples,
-    feedback_is_held_out,
-    feedback_last_id,
-    held_out_texts,
-)
 from models_app.serving.engines import artifact_path, encoder_for
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.baselines import EncoderMatcher
@@ -52,6 +45,13 @@ from models_app.siamese.specs import (
 from models_app.siamese.text import comparison_key
 from models_app.siamese.tfidf import CharNgramTfidfEncoder
 from models_app.siamese.train import TrainResult, train_encoder
+from models_app.training.services.indexes import member_vectors
+from models_app.training.services.training_data import (
+    feedback_examples,
+    feedback_is_held_out,
+    feedback_last_id,
+    held_out_texts,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from django.conf import settings
 
 from annotations.models import Group, Input, Judgement, Member, Taxonomy
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
-from models_app.services.indexes import member_vectors
 from models_app.serving.engines import NoLiveModel, encoder_for
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.evaluation import build_test_suite, evaluate
@@ -39,6 +38,7 @@ from models_app.siamese.search import SearchConfig
 from models_app.siamese.specs import parse_search_config
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import comparison_key
+from models_app.training.services.indexes import member_vectors
 
 FROZEN_SETS = ("typos", "composition", "extra_words")
 FLIP_ROWS_KEPT = 200

@@ -1,8 +1,8 @@
 """A bulk job's files: its input read a record at a time (CSV or text, from any byte offset) or
 cut into chunks of whole records, and the rows and cells of its result files.
 
-The job itself (creating, cancelling, retrying) is ``models_app.bulk``; carrying it out,
-``models_app.bulk_run``.
+The job itself (creating, cancelling, retrying) is ``models_app.bulk.jobs``; carrying it out,
+``models_app.bulk.run``.
 """
 
 from __future__ import annotations

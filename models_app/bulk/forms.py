@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from models_app.bulk import bulk_max_bytes
-from models_app.bulk_files import BULK_FORMATS, TEXT_COLUMN
+from models_app.bulk.files import BULK_FORMATS, TEXT_COLUMN
+from models_app.bulk.jobs import bulk_max_bytes
 from siamweb.humanize import format_size
 from siamweb.web.forms import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
 

@@ -15,15 +15,15 @@ from django.utils import timezone
 
 from annotations.models import Taxonomy
 from models_app.models import ModelVersion, TrainingRun
-from models_app.promotion import rollback_execute
-from models_app.retraining import finetune_execute
-from models_app.services.builds import model_version_import
-from models_app.services.indexes import (
+from models_app.training.promotion import rollback_execute
+from models_app.training.retraining import finetune_execute
+from models_app.training.services.builds import model_version_import
+from models_app.training.services.indexes import (
     deployment_activate,
     index_build_create,
     taxonomy_needs_reindex,
 )
-from models_app.services.runs import (
+from models_app.training.services.runs import (
     build_or_reindex,
     run_checkpoint_dir,
     run_mark_failed,

@@ -9,11 +9,11 @@ from django.core.paginator import Page, Paginator
 
 from annotations.models import Judgement, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
-from models_app.selectors.charts import mean_or_none
-from models_app.selectors.reports import suite_key_metrics, suite_primary
 from models_app.siamese.evaluation import SUITE_SETS
 from models_app.siamese.ranker.model import MIN_EXAMPLES
 from models_app.siamese.towers import title_tower_check
+from models_app.training.selectors.charts import mean_or_none
+from models_app.training.selectors.reports import suite_key_metrics, suite_primary
 
 VERSIONS_PER_PAGE = 50
 

@@ -1,7 +1,7 @@
 """REST API, version 1, for bulk normalization jobs: upload a file, follow it, download it.
 
 A curator uploads a CSV (naming the column to normalize) or a text file, one text a line, as
-``multipart/form-data``; a worker normalizes it in chunks (``models_app.bulk``). The job's
+``multipart/form-data``; a worker normalizes it in chunks (``models_app.bulk.jobs``). The job's
 ``progress`` and ``eta_seconds`` move as it goes; its results download once it has succeeded,
 never before. Cancelling and retrying are for whoever asked for the job, or an admin.
 """
@@ -18,17 +18,17 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from models_app.bulk import (
+from models_app.bulk.download import CONTENT_TYPES, bulk_result_download
+from models_app.bulk.files import RESULT_FILES, BulkFileError
+from models_app.bulk.jobs import (
     BulkStateError,
     bulk_job_cancel,
     bulk_job_create,
     bulk_job_delete,
     bulk_job_retry,
 )
-from models_app.bulk_download import CONTENT_TYPES, bulk_result_download
-from models_app.bulk_files import RESULT_FILES, BulkFileError
+from models_app.bulk.selectors import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.models import BulkJob
-from models_app.selectors.bulk import bulk_job_expires, bulk_jobs_of, no_result_why
 from models_app.serving.engines import NoLiveModel
 from siamweb.web.api import (
     BAD_REQUEST,

@@ -4,9 +4,9 @@ decisions marked, and a run's training curve."""
 from __future__ import annotations
 
 from annotations.models import Taxonomy
-from models_app.charts import Chart, Series
 from models_app.models import ModelVersion, TrainingRun
-from models_app.selectors.reports import suite_primary
+from models_app.training.charts import Chart, Series
+from models_app.training.selectors.reports import suite_primary
 
 HISTORY = 60  # the newest versions a taxonomy's history chart shows
 

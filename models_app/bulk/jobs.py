@@ -16,8 +16,8 @@ the chunk is queued again (``bulk_jobs_resume_stale``, beat); a chunk taken back
 rows written with the reason instead (``docs/decisions/bulk-fan-out.md``).
 
 Here: creating, cancelling, retrying and requeueing jobs and chunks. They are read by
-``models_app.selectors.bulk`` and downloaded through ``models_app.bulk_download``; a job's files
-are read and written by ``models_app.bulk_files``; ``models_app.bulk_run`` carries jobs and
+``models_app.bulk.selectors`` and downloaded through ``models_app.bulk.download``; a job's files
+are read and written by ``models_app.bulk.files``; ``models_app.bulk.run`` carries jobs and
 chunks out.
 """
 
@@ -37,7 +37,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotations.models import Taxonomy
-from models_app.bulk_files import (
+from models_app.bulk.files import (
     BULK_FORMATS,
     INPUT_FILE,
     TEXT_COLUMN,
@@ -47,8 +47,8 @@ from models_app.bulk_files import (
     read_records,
     remove_partial,
 )
+from models_app.bulk.selectors import status_phrase
 from models_app.models import BulkChunk, BulkJob, Deployment
-from models_app.selectors.bulk import status_phrase
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
