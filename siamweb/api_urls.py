@@ -12,7 +12,7 @@ from annotations.api.flags import (
     ReviewFlagResolveApi,
     ReviewItemFlagCreateApi,
 )
-from annotations.api.inputs import InputListSubmitApi, NormalizeApi
+from annotations.api.inputs import InputListSubmitApi
 from annotations.api.review import (
     FeedbackPairListApi,
     JudgementDetailApi,
@@ -42,6 +42,7 @@ from models_app.bulk.api import (
     BulkJobListCreateApi,
     BulkJobRetryApi,
 )
+from models_app.serving.api import NormalizeApi
 from models_app.training.api.runs import (
     TrainingRunDetailApi,
     TrainingRunListRequestApi,

@@ -244,7 +244,7 @@ def test_it_finds_the_project_and_its_imports():
     edges = imports(modules)
     assert len(edges) >= 500
     for edge in [
-        ("annotations.api.inputs", "models_app.serving.normalize"),
+        ("models_app.serving.api", "models_app.serving.normalize"),
         ("worker.tasks", "models_app.training.run_execution"),
         ("models_app.training.run_execution", "models_app.training.retraining"),
         ("models_app.serving.normalize", "models_app.siamese.ranker.candidates"),

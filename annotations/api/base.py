@@ -11,7 +11,6 @@ from rest_framework.response import Response
 from annotations.models import FeedbackPair, Input, Judgement, Member, ReviewItem
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
-from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import field_error
 from siamweb.web.fields import named_choice_field
 
@@ -30,15 +29,6 @@ class CursorQueueOrder(CursorPagination):
 
     page_size = 50
     ordering = ("-priority", "id")
-
-
-def serving_error_response(exc: Exception, slug: str) -> Response:
-    """No live model yet (409 naming ``taxonomy``, as the bulk and training endpoints do), or its
-    files cannot be loaded (503): the live model is untouched."""
-    if isinstance(exc, ArtifactError):
-        detail = f"the live model or index of {slug!r} cannot be loaded: {exc}"
-        return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-    return field_error("taxonomy", str(exc), status.HTTP_409_CONFLICT)
 
 
 def verdict_error_response(exc: VerdictError) -> Response:

@@ -1,4 +1,5 @@
-"""Texts in: normalize (answers only, nothing stored) and inputs submitted for review."""
+"""Inputs submitted for review, and the list of them. Normalizing without storing anything is
+serving's endpoint (``models_app/serving/api.py``)."""
 
 from __future__ import annotations
 
@@ -11,79 +12,29 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotations.api.base import InputSourceField, ReviewItemStatusField, serving_error_response
+from annotations.api.base import InputSourceField, ReviewItemStatusField
 from annotations.api.reads import review_item_cards
 from annotations.api.serializers import (
-    RankedGroupSerializer,
     ReviewItemPredictionSerializer,
-    TextsSerializer,
 )
 from annotations.models import (
     Input,
 )
 from annotations.services.review.inputs import ReviewQueueFull, inputs_submit
+from models_app.serving.api import TextsSerializer, serving_error_response
 from models_app.serving.engines import NoLiveModel
-from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
     BAD_REQUEST,
     MODEL_UNAVAILABLE,
-    NO_LIVE_MODEL,
     NOT_FOUND,
     CuratorApi,
     CursorNewestFirst,
-    JsonApi,
     field_error,
     filters_of,
     paginated,
     taxonomy_or_404,
 )
-
-
-class NormalizationSerializer(serializers.Serializer):
-    text = serializers.CharField()
-    source = serializers.CharField(help_text="Where the top group came from: model or curator")
-    model_version = serializers.CharField()
-    probability = serializers.FloatField(
-        allow_null=True,
-        help_text="The chance the top group is right, from the taxonomy's ranker calibrated on its "
-        "verdicts; null for a curator's answer or before the ranker has been fitted on verdicts",
-    )
-    low_confidence = serializers.BooleanField(help_text="probability below 0.5")
-    tied = serializers.BooleanField(
-        help_text="The top two groups are tied on every piece of evidence: a person should choose"
-    )
-    groups = RankedGroupSerializer(many=True)
-
-
-class NormalizeApi(JsonApi):
-    class InputSerializer(TextsSerializer):
-        pass
-
-    class OutputSerializer(serializers.Serializer):
-        results = NormalizationSerializer(many=True)
-
-    @extend_schema(
-        summary="Rank the groups of each text (stores nothing)",
-        request=InputSerializer,
-        responses={
-            200: OutputSerializer,
-            400: BAD_REQUEST,
-            404: NOT_FOUND,
-            409: NO_LIVE_MODEL,
-            503: MODEL_UNAVAILABLE,
-        },
-    )
-    def post(self, request: Request, slug: str) -> Response:
-        taxonomy = taxonomy_or_404(slug)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        k = serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K)
-        try:
-            results = rank_taxonomy_groups(taxonomy, serializer.validated_data["texts"], k=k)
-        except (NoLiveModel, ArtifactError) as exc:
-            return serving_error_response(exc, slug)
-        return Response({"results": [result.as_dict() for result in results]})
 
 
 class InputListSubmitApi(CuratorApi):

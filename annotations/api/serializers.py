@@ -1,9 +1,8 @@
-"""Serializers shared by several views of curation's API: the texts to normalize, references to
-groups, predictions, review items and verdicts, the queue's filters."""
+"""Serializers shared by several views of curation's API: references to groups, predictions,
+review items and verdicts, the queue's filters."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import (
     extend_schema_field,
 )
@@ -17,56 +16,17 @@ from annotations.models import (
 )
 from annotations.selectors.card import review_card_groups
 from annotations.selectors.queue import QueueFilters
+from models_app.serving.api import RankedGroupSerializer
 from siamweb.web.fields import (
-    CleanTextField,
     IdField,
-    KField,
     TaxonomySlugField,
-    TextListField,
 )
-
-
-class TextsSerializer(serializers.Serializer):
-    """Texts to predict, within the request limits the settings set."""
-
-    texts = TextListField(child=CleanTextField(), allow_empty=False)
-    k = KField(min_value=1, required=False)
-
-    def validate_texts(self, texts: list[str]) -> list[str]:
-        limit = settings.SIAMWEB_MAX_TEXTS_PER_REQUEST
-        if len(texts) > limit:
-            raise serializers.ValidationError(f"at most {limit} texts per request")
-        return texts
-
-    def validate_k(self, k: int) -> int:
-        if k > settings.SIAMWEB_MAX_K:
-            raise serializers.ValidationError(f"must be at most {settings.SIAMWEB_MAX_K}")
-        return k
 
 
 class GroupRefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     code = serializers.CharField()
     name = serializers.CharField()
-
-
-class RankedGroupSerializer(serializers.Serializer):
-    group_id = serializers.IntegerField()
-    code = serializers.CharField()
-    name = serializers.CharField()
-    score = serializers.FloatField(
-        help_text="Similarity of the group's best member string to the text (0 for a group "
-        "proposed by its description alone): evidence, not a probability"
-    )
-    probability = serializers.FloatField(
-        allow_null=True,
-        required=False,
-        help_text="The chance this group is right (the ranker's, calibrated on verdicts); null "
-        "for a curator's answer, before the ranker is fitted, and in predictions made before",
-    )
-    member_id = serializers.IntegerField(allow_null=True)
-    member = serializers.CharField(allow_null=True, help_text="The member string that matched")
-    source = serializers.CharField(help_text='"curator" when a verdict put the text here')
 
 
 class ModelVersionRefSerializer(serializers.Serializer):

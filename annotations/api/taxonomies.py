@@ -17,7 +17,6 @@ from rest_framework.response import Response
 from annotations.api.base import (
     MemberSourceField,
     edit_error_response,
-    serving_error_response,
 )
 from annotations.api.reads import (
     group_or_404,
@@ -40,6 +39,7 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
+from models_app.serving.api import serving_error_response
 from models_app.serving.auto_coding_audits import auto_coding_state
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.vouching import (
