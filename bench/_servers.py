@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from worker.task_names import QUEUES
+from siamweb.task_names import QUEUES
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"

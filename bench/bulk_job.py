@@ -58,7 +58,7 @@ SCRATCH_URL = _pg.scratch_database(broker=_BROKER_ARG if _FAN_OUT else "memory:/
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotations.services.accounts import user_ensure  # noqa: E402
-from worker.task_names import FAST_QUEUE  # noqa: E402
+from siamweb.task_names import FAST_QUEUE  # noqa: E402
 
 ROOT = _pg.ROOT
 SHARED_DATA = ROOT.parent / "shared" / "data"

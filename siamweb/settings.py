@@ -13,8 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+import siamweb.task_names as task_names
 from siamweb.env import env_bool, env_float, env_int, env_list, env_path, env_rate, env_str
-from worker import task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("SIAMWEB_VAR_DIR", default=BASE_DIR / "var")

@@ -28,8 +28,8 @@ from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkChunk, BulkJob
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
+from siamweb import task_names
 from tests.conftest import build_live_model, forget_serving
-from worker import task_names
 from worker.tasks import execute_bulk_chunk, execute_bulk_job, resume_stale_bulk_jobs
 
 TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",

@@ -17,8 +17,9 @@ from models_app.serving.engines import artifact_path
 from models_app.siamese.compiled import COMPILED_FOLDER
 from models_app.training.run_execution import training_run_execute
 from models_app.training.services.runs import taxonomy_model_refresh
+from siamweb import task_names
 from tests.conftest import TINY_CSV, forget_serving
-from worker import task_names, tasks
+from worker import tasks
 
 API = "/api/v1/taxonomies/fresh/normalize"
 

@@ -282,15 +282,15 @@ def test_a_cycle_is_found():
 
 def test_tasks_are_named_once_and_every_name_is_a_task():
     """Modules below the worker queue tasks by name (importing the worker would point up): each
-    name is written once, in worker/task_names.py, and names a task the worker registers."""
+    name is written once, in siamweb/task_names.py, and names a task the worker registers."""
     from django.conf import settings
 
+    from siamweb import task_names
     from siamweb.celery import app
-    from worker import task_names
 
     modules = project_modules()
     named = tasks_named_by_string(modules)
-    assert {module for holders in named.values() for module in holders} == {"worker.task_names"}
+    assert {module for holders in named.values() for module in holders} == {"siamweb.task_names"}
     # Beside the task names, the module names the queues they go to.
     names = {
         value

@@ -17,8 +17,8 @@ from models_app.training.ranker_training import (
     rankers_due,
 )
 from models_app.training.services.runs import training_run_queue
+from siamweb import task_names
 from tests.test_match_probability import judge_all
-from worker import task_names
 
 
 def queue_of(task_name: str) -> str:

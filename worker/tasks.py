@@ -23,6 +23,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+import siamweb.task_names as task_names
 from annotations.models import Taxonomy
 from annotations.services.review.inputs import review_items_repredict
 from annotations.services.review.queue_order import review_items_reorder
@@ -39,7 +40,6 @@ from models_app.training.services.runs import (
     training_runs_fail_stale,
     training_runs_resend_queued,
 )
-from worker import task_names
 
 logger = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
-from worker.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
+from siamweb.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.

@@ -82,7 +82,7 @@ from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.serving.vouching import vouching_threshold_now
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.text import TextError, clean_text
-from worker.task_names import FINISH_BULK_JOB
+from siamweb.task_names import FINISH_BULK_JOB
 
 logger = logging.getLogger(__name__)
 

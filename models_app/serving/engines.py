@@ -33,7 +33,7 @@ from models_app.siamese.index import MemberIndex
 from models_app.siamese.ranker.candidates import LexicalCache
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
-from worker.task_names import COMPILE_MODEL_VERSION
+from siamweb.task_names import COMPILE_MODEL_VERSION
 
 logger = logging.getLogger(__name__)
 

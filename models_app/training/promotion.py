@@ -24,7 +24,7 @@ from models_app.training.selectors.versions import model_version_was_live
 from models_app.training.services.indexes import deployment_activate, index_build_create
 from models_app.training.services.run_clock import index_clock
 from models_app.training.services.runs import training_run_request
-from worker.task_names import FINISH_PROMOTION
+from siamweb.task_names import FINISH_PROMOTION
 
 
 class RunStateError(ValueError):

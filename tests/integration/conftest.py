@@ -24,9 +24,9 @@ from django.db import connection
 from annotations.models import Taxonomy
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import TrainingRun
+from siamweb.task_names import QUEUES
 from tests.conftest import TINY_CSV, build_live_model
 from tests.retraining.conftest import TRAINABLE
-from worker.task_names import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 # Waits for something another process does; a bound so a broken setup fails instead of hanging.

@@ -20,9 +20,9 @@ from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkChunk, BulkJob
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
+from siamweb.task_names import FAST_QUEUE
 from tests.conftest import build_live_model
 from tests.integration.conftest import wait_for
-from worker.task_names import FAST_QUEUE
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from annotations.services.review.verdicts import judgement_create
 from models_app.bulk.jobs import bulk_job_create
 from models_app.models import BulkJob, Deployment, RankerVersion, TrainingRun
 from models_app.training.retraining import finetune_run_request
+from siamweb.task_names import FAST_QUEUE, RANKER_QUEUE, TRAINING_QUEUE
 from tests.integration.conftest import wait_for
 from tests.test_match_probability import RIGHT, WRONG
-from worker.task_names import FAST_QUEUE, RANKER_QUEUE, TRAINING_QUEUE
 from worker.tasks import refit_due_rankers
 
 pytestmark = pytest.mark.integration

@@ -51,7 +51,7 @@ from models_app.training.services.run_clock import (
     member_texts,
     rate_sample,
 )
-from worker.task_names import EXECUTE_TRAINING_RUN, FAST_QUEUE, TRAINING_QUEUE
+from siamweb.task_names import EXECUTE_TRAINING_RUN, FAST_QUEUE, TRAINING_QUEUE
 
 logger = logging.getLogger(__name__)
 
