@@ -1,9 +1,13 @@
 """A verdict recorded in one transaction with what follows from it: the curator member,
 the feedback pairs, the item's new status and the audit event; a retried request with the same
 idempotency key answers the verdict already stored. What follows is decided by
-``verdict_rules.verdict_effects``; this module reads the rows it needs and writes what it says."""
+``verdict_rules.verdict_effects``; this module reads the rows it needs, and ``judgement_write``
+writes what it says, for the single card and for each item of a batch alike."""
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -99,17 +103,45 @@ def judgement_record(
     named |= {g.id: g for g in Group.objects.filter(id__in=missing)}
     if effects.group_id is not None and effects.group_id not in named:
         raise VerdictError("group", "the prediction has no group to confirm")
+    return judgement_write(
+        item=item,
+        verdict=verdict,
+        effects=effects,
+        groups=named,
+        user=user,
+        idempotency_key=idempotency_key,
+    )
+
+
+def judgement_write(
+    *,
+    item: ReviewItem,
+    verdict: str,
+    effects: VerdictEffects,
+    groups: Mapping[int, Group],
+    user,
+    idempotency_key: str = "",
+    batch: uuid.UUID | None = None,
+) -> tuple[Judgement, bool]:
+    """Write a decided verdict in the caller's transaction: the judgement, its feedback pairs,
+    the curator member (kept as it is when the group already holds the text), the item's new
+    status and answer with its lease cleared, and the audit event. ``groups`` by id holds every
+    group ``effects`` names. Returns the judgement and whether a member was added.
+
+    The one writer of a verdict's rows: the single card and each item of a batch come here."""
+    taxonomy = item.input.taxonomy
     try:
         with transaction.atomic():
             judgement = Judgement.objects.create(
                 review_item=item,
                 verdict=verdict,
-                group=named.get(effects.group_id),
-                rejected_group=named.get(effects.rejected_group_id),
+                group=groups.get(effects.group_id),
+                rejected_group=groups.get(effects.rejected_group_id),
                 user=user,
                 prediction_id=item.prediction_id,
                 previous_status=item.status,
                 idempotency_key=idempotency_key,
+                batch=batch,
             )
     except IntegrityError:
         # The same key, sent at the same moment for another item: the other request won.
@@ -119,14 +151,14 @@ def judgement_record(
     judgement.replayed = False
     FeedbackPair.objects.bulk_create(
         feedback_pairs(
-            effects, judgement=judgement, taxonomy=taxonomy, text=item.input.text, groups=named
+            effects, judgement=judgement, taxonomy=taxonomy, text=item.input.text, groups=groups
         )
     )
 
     added = False
     if effects.group_id is not None:
         _, added = Member.objects.get_or_create(
-            group=named[effects.group_id],
+            group=groups[effects.group_id],
             normalized_text=item.input.normalized_text,
             defaults={
                 "taxonomy": taxonomy,
