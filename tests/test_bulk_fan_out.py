@@ -11,6 +11,8 @@ import itertools
 import json
 
 import pytest
+from celery.exceptions import Retry
+from django.db import OperationalError
 from django.db.models import F
 from django.utils import timezone
 
@@ -30,7 +32,12 @@ from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import rank_taxonomy_groups
 from siamweb import task_names
 from tests.conftest import build_live_model, forget_serving
-from worker.tasks import execute_bulk_chunk, execute_bulk_job, resume_stale_bulk_jobs
+from worker.tasks import (
+    execute_bulk_chunk,
+    execute_bulk_job,
+    finish_bulk_job,
+    resume_stale_bulk_jobs,
+)
 
 TITLES = ["Senior Java Engineer", "icu nurse", "Head Barista", "CDL Truck Driver", "Tax Accountant",
           "python developer", "night charge nurse", "espresso bar attendant", "long haul trucker",
@@ -374,6 +381,34 @@ def test_the_tasks_queue_every_chunk_and_the_last_one_queues_the_finish(
     with django_capture_on_commit_callbacks(execute=True):
         execute_bulk_job.run(job.id)
     assert sent == [(task_names.FINISH_BULK_JOB, job.id)]
+
+
+def test_the_bulk_tasks_fail_the_job_on_a_bug_but_not_on_a_dropped_connection_or_a_busy_job(
+    tiny_taxonomy, monkeypatch
+):
+    job = create(tiny_taxonomy)
+    chunks = split(job, 3)
+
+    def raising(error: Exception):
+        def call(**kwargs):
+            raise error
+
+        return call
+
+    monkeypatch.setattr(bulk_run, "bulk_job_start", raising(bulk_run.JobBusy()))
+    with pytest.raises(Retry):
+        execute_bulk_job.run(job.id)
+    monkeypatch.setattr(bulk_run, "bulk_job_finish", raising(OperationalError("gone")))
+    with pytest.raises(OperationalError):
+        finish_bulk_job.run(job.id)
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("running", "")
+
+    monkeypatch.setattr(bulk_run, "bulk_chunk_execute", raising(ValueError("a bug")))
+    with pytest.raises(ValueError):
+        execute_bulk_chunk.run(chunks[0].id)
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("failed", "rows on lines 2 to 4: ValueError: a bug")
 
 
 def test_the_jobs_page_counts_its_chunks(tiny_taxonomy, client, curator):

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 
 import kombu.exceptions
 import redis.exceptions
@@ -57,14 +60,38 @@ MAX_RETRIES = 3
 BULK_BUSY_RETRIES = 30
 
 
-@shared_task(
-    name=task_names.EXECUTE_TRAINING_RUN,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,  # seconds before the first retry, doubling each time
-    retry_backoff_max=300,
-    retry_jitter=True,
-)
+def _retried_task(name: str, **options):
+    """A task that does work, registered as ``name``: tried again after a transient error, at
+    most ``MAX_RETRIES`` times, 5 seconds first and doubling each time (with jitter, so that
+    tasks a dropped connection failed together do not come back together)."""
+    return shared_task(
+        name=name,
+        autoretry_for=TRANSIENT_ERRORS,
+        max_retries=MAX_RETRIES,
+        retry_backoff=5,
+        retry_jitter=True,
+        **options,
+    )
+
+
+@contextmanager
+def _failure_recorded(
+    record_failure: Callable[..., None], *, handled: tuple[type[Exception], ...] = ()
+) -> Iterator[None]:
+    """Any error but a transient one (or one the task ``handled`` itself) is passed to
+    ``record_failure`` as ``error`` before it propagates: it is not worth retrying by itself (a
+    bug, a full disk), so the bulk job is marked FAILED with its chunks done kept, and a retry
+    from the page or the API continues once the cause is fixed."""
+    try:
+        yield
+    except TRANSIENT_ERRORS + handled:
+        raise
+    except Exception as exc:
+        record_failure(error=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+@_retried_task(task_names.EXECUTE_TRAINING_RUN, retry_backoff_max=300)
 def execute_training_run(run_id: int) -> str | None:
     """Carry out a queued run; the run's final status, or None when it was not queued any more
     (another delivery of the same message already took it)."""
@@ -80,26 +107,14 @@ def execute_training_run(run_id: int) -> str | None:
     return run.status
 
 
-@shared_task(
-    name=task_names.REPREDICT_PENDING_INPUTS,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.REPREDICT_PENDING_INPUTS)
 def repredict_pending_inputs(taxonomy_id: int) -> int:
     """After another model went live: the open review items predicted again with it. Chained
     here rather than called by training, which knows nothing of the review queue."""
     return review_items_repredict(taxonomy=Taxonomy.objects.get(id=taxonomy_id))
 
 
-@shared_task(
-    name=task_names.FIT_RANKER,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.FIT_RANKER)
 def fit_ranker(taxonomy_id: int, repredict: bool = True, claimed: bool = False) -> str | None:
     """Fit, gate and maybe make live a ranker on the taxonomy's verdicts; after a model went
     live (``repredict``), the open review items are predicted again with it. ``claimed``: beat
@@ -118,13 +133,7 @@ def fit_ranker(taxonomy_id: int, repredict: bool = True, claimed: bool = False) 
     return version.status if version is not None else None
 
 
-@shared_task(
-    name=task_names.REORDER_REVIEW_QUEUE,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.REORDER_REVIEW_QUEUE)
 def reorder_review_queue(taxonomy_id: int) -> int:
     """After a new ranker went live: the open review items ordered again by what a verdict on
     each is worth now (fast work: bounded by ``SIAMWEB_REORDER_MAX_ITEMS``)."""
@@ -143,13 +152,7 @@ def refit_due_rankers() -> int:
     return queued
 
 
-@shared_task(
-    name=task_names.FINISH_PROMOTION,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.FINISH_PROMOTION)
 def finish_promotion(run_id: int) -> dict:
     """After an admin forced a candidate live: its flip report, then the new predictions (a
     retry after a failure does what is left: the report is written once)."""
@@ -196,21 +199,18 @@ def retrain_due_taxonomies() -> int:
     return len(started)
 
 
-@shared_task(
-    name=task_names.EXECUTE_BULK_JOB,
-    bind=True,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.EXECUTE_BULK_JOB, bind=True)
 def execute_bulk_job(self, job_id: int) -> str | None:
     """Start a bulk job: pin its version, split its file into chunks and queue a task for each
     (taken up again: queue what is left). Its status, or None when there was nothing to do. A
     job another worker holds (or held until it died a moment ago) is asked for again once its
     heartbeat would be stale: then this delivery takes it up."""
     try:
-        job = bulk_run.bulk_job_start(job_id=job_id)
+        with _failure_recorded(
+            partial(bulk.bulk_job_fail_unexpected, job_id=job_id),
+            handled=(bulk_run.JobBusy, SoftTimeLimitExceeded),
+        ):
+            job = bulk_run.bulk_job_start(job_id=job_id)
     except bulk_run.JobBusy:
         raise self.retry(
             countdown=bulk.stale_seconds() + 5, max_retries=BULK_BUSY_RETRIES
@@ -220,57 +220,27 @@ def execute_bulk_job(self, job_id: int) -> str | None:
         # on from the last chunk.
         bulk.bulk_job_requeue(job_id=job_id)
         return bulk.BulkJob.Status.QUEUED
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception as exc:
-        # Not worth retrying by itself (a bug, a full disk): FAILED, its chunks done kept, so a
-        # retry from the page or the API continues once the cause is fixed.
-        bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
-        raise
     return job.status if job is not None else None
 
 
-@shared_task(
-    name=task_names.EXECUTE_BULK_CHUNK,
-    bind=True,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.EXECUTE_BULK_CHUNK, bind=True)
 def execute_bulk_chunk(self, chunk_id: int) -> str | None:
     """Normalize one chunk of a bulk job, on whichever worker is free; the chunk's status, or
     None when it was not this delivery's to do. A worker that dies here costs this chunk
     only: beat queues it again once its heartbeat is stale."""
-    try:
+    with _failure_recorded(partial(bulk.bulk_chunk_fail_unexpected, chunk_id=chunk_id)):
         chunk = bulk_run.bulk_chunk_execute(
             chunk_id=chunk_id, worker=f"{self.request.hostname}:{os.getpid()}"
         )
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception as exc:
-        bulk.bulk_chunk_fail_unexpected(chunk_id=chunk_id, error=f"{type(exc).__name__}: {exc}")
-        raise
     return chunk.status if chunk is not None else None
 
 
-@shared_task(
-    name=task_names.FINISH_BULK_JOB,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.FINISH_BULK_JOB)
 def finish_bulk_job(job_id: int) -> str | None:
     """After a bulk job's last chunk: its chunks' results joined in input order into the
     result files; its final status, or None when it was not ready."""
-    try:
+    with _failure_recorded(partial(bulk.bulk_job_fail_unexpected, job_id=job_id)):
         job = bulk_run.bulk_job_finish(job_id=job_id)
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception as exc:
-        bulk.bulk_job_fail_unexpected(job_id=job_id, error=f"{type(exc).__name__}: {exc}")
-        raise
     return job.status if job is not None else None
 
 
@@ -293,13 +263,7 @@ def delete_expired_bulk_jobs() -> int:
     return deleted
 
 
-@shared_task(
-    name=task_names.COMPILE_MODEL_VERSION,
-    autoretry_for=TRANSIENT_ERRORS,
-    max_retries=MAX_RETRIES,
-    retry_backoff=5,
-    retry_jitter=True,
-)
+@_retried_task(task_names.COMPILE_MODEL_VERSION)
 def compile_model_version(model_version_id: int) -> bool:
     """A process found this version's compiled copy missing, stale or damaged and serves it
     with PyTorch meanwhile: compile it again (nothing when a current one is there by then)."""
