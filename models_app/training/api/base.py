@@ -3,13 +3,16 @@ and the 409s they answer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db.models import QuerySet
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from annotations.models import Taxonomy
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.training.promotion import RunStateError
+from siamweb.web.api import object_or_404
 from siamweb.web.fields import named_choice_field
 
 TrainingRunKindField = named_choice_field("TrainingRunKind", TrainingRun.Kind.choices)
@@ -54,5 +57,22 @@ def active_run_conflict(taxonomy: Taxonomy) -> Response:
     )
 
 
-def state_conflict(field: str, exc: RunStateError) -> Response:
-    return Response({field: [str(exc)]}, status=status.HTTP_409_CONFLICT)
+def run_action_response(
+    action: Callable[[], TrainingRun | None],
+    *,
+    field: str,
+    taxonomy: Taxonomy,
+    output_serializer: type[serializers.Serializer],
+    success_status: int,
+) -> Response:
+    """An admin's action that makes or changes a training run, answered: 409 under ``field`` when
+    the run's state forbids it, 409 when ``taxonomy`` already has an active run (``action``
+    returned None), else the run read again with what the action wrote."""
+    try:
+        run = action()
+    except RunStateError as exc:
+        return Response({field: [str(exc)]}, status=status.HTTP_409_CONFLICT)
+    if run is None:
+        return active_run_conflict(taxonomy)
+    changed = object_or_404(training_runs(), run.id, "training run")
+    return Response(output_serializer(changed).data, status=success_status)

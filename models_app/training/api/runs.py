@@ -16,7 +16,7 @@ from models_app.training.api.base import (
     TrainingRunStatusField,
     TrainingRunTriggerField,
     active_run_conflict,
-    state_conflict,
+    run_action_response,
     training_runs,
 )
 from models_app.training.api.reports import FlipReportSerializer, GateReportSerializer
@@ -180,12 +180,13 @@ class TrainingRunPromoteApi(AdminApi):
     )
     def post(self, request: Request, run_id: int) -> Response:
         run = object_or_404(training_runs(), run_id, "training run")
-        try:
-            run = training_run_promote(run=run, actor=request.user)
-        except RunStateError as exc:
-            return state_conflict("training_run", exc)
-        promoted = object_or_404(training_runs(), run.id, "training run")
-        return Response(self.OutputSerializer(promoted).data)
+        return run_action_response(
+            lambda: training_run_promote(run=run, actor=request.user),
+            field="training_run",
+            taxonomy=run.taxonomy,
+            output_serializer=self.OutputSerializer,
+            success_status=status.HTTP_200_OK,
+        )
 
 
 class TrainingRunRetryApi(AdminApi):
@@ -206,11 +207,10 @@ class TrainingRunRetryApi(AdminApi):
     )
     def post(self, request: Request, run_id: int) -> Response:
         run = object_or_404(training_runs(), run_id, "training run")
-        try:
-            retry = training_run_retry(run=run, actor=request.user)
-        except RunStateError as exc:
-            return state_conflict("training_run", exc)
-        if retry is None:
-            return active_run_conflict(run.taxonomy)
-        queued = object_or_404(training_runs(), retry.id, "training run")
-        return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)
+        return run_action_response(
+            lambda: training_run_retry(run=run, actor=request.user),
+            field="training_run",
+            taxonomy=run.taxonomy,
+            output_serializer=self.OutputSerializer,
+            success_status=status.HTTP_202_ACCEPTED,
+        )

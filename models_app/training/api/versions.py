@@ -9,15 +9,13 @@ from rest_framework.response import Response
 
 from models_app.models import ModelVersion
 from models_app.training.api.base import (
-    active_run_conflict,
     live_version_ids,
     model_versions,
     newest_index_build,
-    state_conflict,
-    training_runs,
+    run_action_response,
 )
 from models_app.training.api.runs import TrainingRunDetailSerializer
-from models_app.training.promotion import RunStateError, model_version_rollback
+from models_app.training.promotion import model_version_rollback
 from models_app.training.services.indexes import deployment_activate
 from siamweb.web.api import (
     BAD_REQUEST,
@@ -139,11 +137,10 @@ class ModelVersionRollbackApi(AdminApi):
     )
     def post(self, request: Request, version_id: int) -> Response:
         version = object_or_404(model_versions(), version_id, "model version")
-        try:
-            run = model_version_rollback(model_version=version, actor=request.user)
-        except RunStateError as exc:
-            return state_conflict("model_version", exc)
-        if run is None:
-            return active_run_conflict(version.taxonomy)
-        queued = object_or_404(training_runs(), run.id, "training run")
-        return Response(self.OutputSerializer(queued).data, status=status.HTTP_202_ACCEPTED)
+        return run_action_response(
+            lambda: model_version_rollback(model_version=version, actor=request.user),
+            field="model_version",
+            taxonomy=version.taxonomy,
+            output_serializer=self.OutputSerializer,
+            success_status=status.HTTP_202_ACCEPTED,
+        )
