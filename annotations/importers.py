@@ -18,6 +18,7 @@ import ftfy
 
 from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 from siamweb.csv_cells import spreadsheet_text
+from siamweb.uploads import NotUtf8Error, utf8_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"
@@ -71,12 +72,9 @@ def _decode(path: Path, digest: hashlib._Hash) -> str:
         raise ImportFileError(f"{path} cannot be read: {exc.strerror}") from None
     digest.update(data)
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ImportFileError(
-            f"{path.name} is not UTF-8 text (invalid byte at line {line}); save it as UTF-8"
-        ) from None
+        return utf8_text(data, filename=path.name)
+    except NotUtf8Error as exc:
+        raise ImportFileError(str(exc)) from None
 
 
 def _rows(

@@ -61,6 +61,12 @@ def test_a_file_that_is_not_utf8_is_refused_naming_the_line():
         parse_inputs_file(data=data, filename="titles.csv")
 
 
+def test_a_file_with_a_byte_order_mark_that_is_not_utf8_is_refused_naming_the_right_line():
+    data = "\ufefftext\nBarista\n".encode() + "Éclair chef\n".encode("latin-1")
+    with pytest.raises(UploadFileError, match=r"not UTF-8 text \(invalid byte at line 3\)"):
+        parse_inputs_file(data=data, filename="titles.csv")
+
+
 def test_a_utf16_file_is_refused_with_a_hint_to_save_it_as_utf8():
     data = "text\nBarista\n".encode("utf-16")
     with pytest.raises(UploadFileError, match="UTF-16 text; save it as UTF-8"):

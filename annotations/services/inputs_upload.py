@@ -25,6 +25,7 @@ from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, comparison_key
 from siamweb.humanize import format_size
+from siamweb.uploads import NotUtf8Error, utf8_text
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request,
 # so its rows are capped to what a request can store before a proxy gives up on it
@@ -96,7 +97,10 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
             f"{filename} is {format_size(len(data))}; files up to {format_size(limit)} are "
             f"accepted, split it into smaller files"
         )
-    text = _decode(data, filename)
+    try:
+        text = utf8_text(data, filename=filename)
+    except NotUtf8Error as exc:
+        raise UploadFileError(str(exc)) from None
     rows = _csv_rows(text, filename) if suffix == ".csv" else _lines(text)
     parsed = ParsedUpload()
     max_rows, max_length = upload_max_rows(), settings.SIAMWEB_MAX_TEXT_LENGTH
@@ -117,18 +121,6 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
     if parsed.rows_read == 0:
         raise UploadFileError(f"{filename} holds no rows")
     return parsed
-
-
-def _decode(data: bytes, filename: str) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise UploadFileError(f"{filename} is UTF-16 text; save it as UTF-8")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UploadFileError(
-            f"{filename} is not UTF-8 text (invalid byte at line {line}); save it as UTF-8"
-        ) from None
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:

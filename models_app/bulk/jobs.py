@@ -23,7 +23,6 @@ chunks out.
 
 from __future__ import annotations
 
-import codecs
 import os
 import shutil
 import uuid
@@ -53,6 +52,7 @@ from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
 from siamweb.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
+from siamweb.uploads import NotUtf8Error, utf8_text
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.
@@ -68,14 +68,14 @@ def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> tuple[in
     byte offset and line the first data row starts at."""
     with path.open("rb") as handle:
         head = handle.read(_HEAD_BYTES)
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise BulkFileError(f"{filename} is UTF-16 text; save it as UTF-8")
     try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < _HEAD_BYTES)
-    except UnicodeDecodeError as exc:
-        line = head[: exc.start].count(b"\n") + 1
+        utf8_text(head, filename=filename, complete=len(head) < _HEAD_BYTES)
+    except NotUtf8Error as exc:
+        if exc.utf16:
+            raise BulkFileError(str(exc)) from None
+        # A file of millions of lines: where it goes wrong is said to the byte.
         raise BulkFileError(
-            f"{filename} is not UTF-8: line {line} (byte {exc.start:,}) holds "
+            f"{filename} is not UTF-8: line {exc.line} (byte {exc.start:,}) holds "
             f"{head[exc.start : exc.start + 4]!r}; save the file as UTF-8"
         ) from None
     columns, offset, line = read_header(path, fmt=fmt, filename=filename)

@@ -1,0 +1,37 @@
+"""What every uploaded file is put through, whichever area takes it (a taxonomy, a file of inputs,
+a bulk job): its bytes read as UTF-8 text by one rule."""
+
+from __future__ import annotations
+
+import codecs
+
+# A file that opens with one of these is UTF-16, as a spreadsheet's "Unicode text" saves it.
+_UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+class NotUtf8Error(ValueError):
+    """The bytes of ``filename`` are not UTF-8 text. ``start`` is the offset of the first byte
+    that is not (0 when the file is UTF-16), ``line`` the line it stands on."""
+
+    def __init__(self, data: bytes, start: int, *, filename: str, utf16: bool = False) -> None:
+        self.start = start
+        self.line = data[:start].count(b"\n") + 1
+        self.utf16 = utf16
+        fault = f"is not UTF-8 text (invalid byte at line {self.line})"
+        if utf16:
+            fault = "is UTF-16 text"
+        super().__init__(f"{filename} {fault}; save it as UTF-8")
+
+
+def utf8_text(data: bytes, *, filename: str, complete: bool = True) -> str:
+    """``data`` read as UTF-8, a byte-order mark in front dropped (spreadsheets write one);
+    ``NotUtf8Error`` says where it is not. ``complete=False``: the head of a longer file, which
+    may end inside a character."""
+    if data.startswith(_UTF16_MARKS):
+        raise NotUtf8Error(data, 0, filename=filename, utf16=True)
+    try:
+        # Plain UTF-8 rather than "utf-8-sig", whose error offsets do not count the mark.
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+    except UnicodeDecodeError as exc:
+        raise NotUtf8Error(data, exc.start, filename=filename) from None
+    return text.removeprefix("\ufeff")
