@@ -1,9 +1,13 @@
 """What every uploaded file is put through, whichever area takes it (a taxonomy, a file of inputs,
-a bulk job): its bytes read as UTF-8 text by one rule."""
+a bulk job): copied with a cap on its size, and its bytes read as UTF-8 text by one rule."""
 
 from __future__ import annotations
 
 import codecs
+from typing import IO
+
+# An upload is copied in pieces this big, so a file of any size passes through bounded memory.
+_COPY_PIECE_BYTES = 1024 * 1024
 
 # A file that opens with one of these is UTF-16, as a spreadsheet's "Unicode text" saves it.
 _UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
@@ -35,3 +39,16 @@ def utf8_text(data: bytes, *, filename: str, complete: bool = True) -> str:
     except UnicodeDecodeError as exc:
         raise NotUtf8Error(data, exc.start, filename=filename) from None
     return text.removeprefix("\ufeff")
+
+
+def copy_capped(source: IO[bytes], out: IO[bytes], *, limit: int) -> int:
+    """Copy ``source`` into ``out``, stopping before the first piece that would take it past
+    ``limit`` bytes; the bytes read, more than ``limit`` when it stopped short. What is read is
+    counted, not what the source declares: an upload's or a zip member's stated size can lie."""
+    copied = 0
+    while piece := source.read(_COPY_PIECE_BYTES):
+        copied += len(piece)
+        if copied > limit:
+            break
+        out.write(piece)
+    return copied

@@ -14,6 +14,7 @@ from django.template.defaultfilters import filesizeformat
 from annotations.importers import ONET_ALTERNATES, ONET_OCCUPATIONS, ONET_RELATED, ImportFileError
 from annotations.models import Taxonomy
 from annotations.services.taxonomy import ImportReport, taxonomy_import
+from siamweb.uploads import copy_capped
 
 # An upload larger than this is refused before it is read: O*NET's zip is a few MB and ESCO's
 # occupations file about 20 MB; the command line imports anything bigger.
@@ -79,18 +80,11 @@ def _unpack(upload, fmt: str, folder: Path) -> Path:
             if info.is_dir() or name not in wanted or (target / name).exists():
                 continue
             with archive.open(info) as source, (target / name).open("wb") as out:
-                budget -= _copy_bounded(source, out, budget)
+                copied = copy_capped(source, out, limit=budget)
+            if copied > budget:
+                raise ImportFileError(
+                    f"the zip unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB; "
+                    "use the import_taxonomy command"
+                )
+            budget -= copied
     return target
-
-
-def _copy_bounded(source, out, budget: int) -> int:
-    copied = 0
-    while chunk := source.read(1024 * 1024):
-        copied += len(chunk)
-        if copied > budget:
-            raise ImportFileError(
-                f"the zip unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB; "
-                "use the import_taxonomy command"
-            )
-        out.write(chunk)
-    return copied

@@ -52,7 +52,7 @@ from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
 from siamweb.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
-from siamweb.uploads import NotUtf8Error, utf8_text
+from siamweb.uploads import NotUtf8Error, copy_capped, utf8_text
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.
@@ -180,16 +180,14 @@ def bulk_job_create(
 
 
 def _store(upload: IO[bytes], path: Path, *, filename: str) -> int:
-    limit, size = bulk_max_bytes(), 0
+    limit = bulk_max_bytes()
     with path.open("wb") as out:
-        while piece := upload.read(1024 * 1024):
-            size += len(piece)
-            if size > limit:
-                raise BulkFileError(
-                    f"{filename} is over {format_size(limit)}, the largest file a bulk job "
-                    "takes (SIAMWEB_BULK_MAX_BYTES); split it into smaller files"
-                )
-            out.write(piece)
+        size = copy_capped(upload, out, limit=limit)
+        if size > limit:
+            raise BulkFileError(
+                f"{filename} is over {format_size(limit)}, the largest file a bulk job "
+                "takes (SIAMWEB_BULK_MAX_BYTES); split it into smaller files"
+            )
         out.flush()
         os.fsync(out.fileno())
     if size == 0:

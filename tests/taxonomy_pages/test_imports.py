@@ -168,3 +168,18 @@ def test_a_bad_onet_row_is_reported_with_the_file_inside_the_zip(client, db, adm
         response.content.decode()
     )
     assert not Taxonomy.objects.exists()
+
+
+def test_an_onet_zip_that_unpacks_past_the_limit_is_refused(client, db, admin_user, monkeypatch):
+    # The limit counts what the zip unpacks to: its alternate titles alone are 2 MB.
+    monkeypatch.setattr(taxonomy_upload, "MAX_UNZIPPED_BYTES", 2**20)
+    client.force_login(admin_user)
+    alternates = "O*NET-SOC Code\tAlternate Title\n" + "11-1011.00\tCEO\n" * 2**17
+    response = client.post(
+        "/taxonomies/", {"slug": "onet", "format": "onet", "file": onet_zip(alternates)}
+    )
+    assert response.status_code == 400
+    assert "the zip unpacks to more than 1 MB; use the import_taxonomy command" in (
+        response.content.decode()
+    )
+    assert not Taxonomy.objects.exists()
