@@ -41,9 +41,9 @@ from bench.ranker import history_of  # noqa: E402
 from bench.real_accuracy import paired  # noqa: E402
 from bench.starter_ranker import served_taxonomy  # noqa: E402
 from models_app.siamese.ranker.active import spread_near_copies, verdict_worth  # noqa: E402
-from models_app.siamese.ranker.candidates import OwnVerdict  # noqa: E402
 from models_app.siamese.ranker.files import cold_start_ranker  # noqa: E402
 from models_app.siamese.ranker.model import MIN_EXAMPLES, RankingExample, fit_ranker  # noqa: E402
+from models_app.siamese.ranker.verdict_history import OwnVerdict  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "queue_order.json"

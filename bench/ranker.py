@@ -51,18 +51,17 @@ from models_app.siamese.index import MemberIndex  # noqa: E402
 from models_app.siamese.ranker.candidates import (  # noqa: E402
     GroupFacts,
     HitMember,
-    LexicalCache,
-    OwnVerdict,
-    VerdictHistory,
     candidate_features,
     candidates_of_texts,
 )
+from models_app.siamese.ranker.lexical import LexicalCache  # noqa: E402
 from models_app.siamese.ranker.model import (  # noqa: E402
     PRIOR_DESCRIPTION_WEIGHT,
     LinearRanker,
     RankingExample,
     fit_ranker,
 )
+from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory  # noqa: E402
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402
 from models_app.siamese.specs import parse_search_config  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402

@@ -56,7 +56,7 @@ from bench.ranker import (  # noqa: E402
 )
 from bench.real_accuracy import paired  # noqa: E402
 from models_app.siamese.calibration import expected_calibration_error  # noqa: E402
-from models_app.siamese.ranker.candidates import FEATURE_SET, OwnVerdict  # noqa: E402
+from models_app.siamese.ranker.features import FEATURE_SET  # noqa: E402
 from models_app.siamese.ranker.files import STARTER_FILE  # noqa: E402
 from models_app.siamese.ranker.model import (  # noqa: E402
     PRIOR_DESCRIPTION_WEIGHT,
@@ -67,6 +67,7 @@ from models_app.siamese.ranker.model import (  # noqa: E402
     recalibrated,
     top_answer_evidence,
 )
+from models_app.siamese.ranker.verdict_history import OwnVerdict  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
 

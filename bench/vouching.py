@@ -58,7 +58,7 @@ from bench.starter_ranker import (  # noqa: E402
 )
 from bench.title_tower import clean_held_out, without  # noqa: E402
 from models_app.siamese.calibration import expected_calibration_error  # noqa: E402
-from models_app.siamese.ranker.candidates import FEATURE_SET  # noqa: E402
+from models_app.siamese.ranker.features import FEATURE_SET  # noqa: E402
 from models_app.siamese.ranker.files import cold_start_ranker  # noqa: E402
 from models_app.siamese.ranker.model import (  # noqa: E402
     PRIOR_DESCRIPTION_WEIGHT,

@@ -10,15 +10,13 @@ import pytest
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker.candidates import (
-    FEATURES,
     Candidates,
     GroupFacts,
     HitMember,
-    OwnVerdict,
-    VerdictHistory,
     candidate_features,
     candidates_of_texts,
 )
+from models_app.siamese.ranker.features import FEATURES
 from models_app.siamese.ranker.files import load_ranker, save_ranker
 from models_app.siamese.ranker.model import (
     MIN_EXAMPLES,
@@ -28,6 +26,7 @@ from models_app.siamese.ranker.model import (
     hand_prior,
     recalibrated,
 )
+from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory
 
 COLUMN = {name: i for i, name in enumerate(FEATURES)}
 MEMBERS = {

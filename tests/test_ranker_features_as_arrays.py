@@ -19,12 +19,12 @@ import pytest
 
 from models_app.siamese.ranker.candidates import (
     DESCRIPTION_DIGITS,
-    FEATURES,
     GroupFacts,
     HitMember,
-    LexicalCache,
     candidates_of_texts,
 )
+from models_app.siamese.ranker.features import FEATURES
+from models_app.siamese.ranker.lexical import LexicalCache
 from models_app.siamese.text import comparison_key
 
 ONET = Path(__file__).resolve().parent.parent / "data" / "onet"

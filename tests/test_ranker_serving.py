@@ -14,7 +14,7 @@ from models_app.models import Deployment, RankerVersion
 from models_app.serving.engines import artifact_path, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.serving.rankers import engine_prior, forget_loaded_rankers
-from models_app.siamese.ranker.candidates import FEATURE_SET
+from models_app.siamese.ranker.features import FEATURE_SET
 from models_app.training.ranker_training import judged_texts, ranker_fit, rankers_due
 from tests.conftest import build_live_model
 from tests.test_match_probability import RIGHT, WRONG, judge_all

@@ -30,7 +30,7 @@ from models_app.models import Deployment
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, compiled_rebuild_wanted, load_encoder
 from models_app.siamese.index import MemberIndex
-from models_app.siamese.ranker.candidates import LexicalCache
+from models_app.siamese.ranker.lexical import LexicalCache
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
 from siamweb.task_names import COMPILE_MODEL_VERSION

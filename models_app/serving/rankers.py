@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from models_app.models import RankerVersion
 from models_app.serving.engines import LiveEngine, artifact_path
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.ranker.candidates import VerdictHistory
 from models_app.siamese.ranker.files import cold_start_ranker, load_ranker
 from models_app.siamese.ranker.model import LinearRanker
+from models_app.siamese.ranker.verdict_history import VerdictHistory
 
 logger = logging.getLogger(__name__)
 

@@ -34,15 +34,11 @@ from models_app.serving.rankers import ServingRanker, engine_prior, serving_rank
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker.candidates import (
-    FEATURE_SET,
-    HitMember,
-    OwnVerdict,
-    VerdictHistory,
-    candidates_of_texts,
-)
+from models_app.siamese.ranker.candidates import HitMember, candidates_of_texts
+from models_app.siamese.ranker.features import FEATURE_SET
 from models_app.siamese.ranker.files import save_ranker
 from models_app.siamese.ranker.model import MIN_EXAMPLES, RankingExample, fit_ranker
+from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory
 from models_app.siamese.stats import paired_comparison
 from models_app.siamese.text import comparison_key
 

@@ -3,79 +3,33 @@
 Retrieval proposes, the ranker decides. A text's candidates are the union of each matcher's best
 groups: the served embedding's nearest taxonomy members, curators' members (texts judged before),
 and the groups whose description is nearest. Each (text, group) candidate gets a row of features
-(``FEATURES``): how well each matcher's best member of the group scores and ranks, how far it is
-behind the text's best, the words and trigrams the text shares with it, the description's
-similarity, and what verdicts said of the group before. Serving and fitting compute them with
-the same function, ``candidates_of_texts``.
+(``features.FEATURES``): how well each matcher's best member of the group scores and ranks, how
+far it is behind the text's best, the words and trigrams the text shares with it, the
+description's similarity, and what verdicts said of the group before. Serving and fitting
+compute them with the same function, ``candidates_of_texts``.
 
 A batch is computed as arrays, never candidate by candidate in Python: a request of 500 texts
-has some 12,000 candidates. Words and trigrams are integer ids kept per text in a
-``LexicalCache`` (a member's text is read again by every query that hits it), and the words or
-trigrams a pair of texts shares are counted for all pairs at once.
+has some 12,000 candidates. Words and trigrams are read from a ``lexical.LexicalCache``, what
+verdicts said from a ``verdict_history.VerdictHistory``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, count, repeat
+from dataclasses import dataclass
+from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import NamedTuple
 
 import numpy as np
 
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.text import comparison_key
+from models_app.siamese.ranker.features import FEATURES
+from models_app.siamese.ranker.lexical import LexicalCache
+from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory, history_columns
 
-_WORD = re.compile(r"\w+")
 # A curator's judged texts vote for their groups with weight exp((cosine - best) / this).
 _VOTE_TEMPERATURE = 0.05
-
-FEATURES: tuple[str, ...] = (
-    # The group's best member of any source: what a group scored before the ranker.
-    "best",
-    # Taxonomy and admin members in the served embedding's hits.
-    "member",
-    "member_gap",
-    "member_second",
-    "member_count",
-    "member_rank",
-    "member_missing",
-    "member_dice",
-    "member_words_query",
-    "member_words_member",
-    "member_exact",
-    # Curators' members: texts judged before, put in this group.
-    "judged",
-    "judged_gap",
-    "judged_count",
-    "judged_rank",
-    "judged_missing",
-    "judged_dice",
-    "judged_vote",
-    # The group's description, in the served embedding.
-    "description",
-    "description_gap",
-    "description_missing",
-    # The group's name, by string overlap.
-    "name_dice",
-    "name_words",
-    # The text itself.
-    "query_words",
-    # What verdicts said of the group before the ranker was fitted.
-    "verdicts",
-    "verdict_share",
-    "rejections",
-    "rejected_near",
-)
-# What a stored ranker names to say which features it reads: the names, and a revision to move
-# when a feature keeps its name but is computed differently. A ranker of another set is never
-# served; it is due for a refit at once.
-FEATURE_REVISION = 1
-FEATURE_SET = f"r{FEATURE_REVISION}-" + hashlib.sha256(",".join(FEATURES).encode()).hexdigest()[:12]
 
 
 class HitMember(NamedTuple):
@@ -134,63 +88,6 @@ class GroupFacts:
 
 
 @dataclass
-class VerdictHistory:
-    """What the taxonomy's verdicts said of each group when a ranker was fitted: how many texts
-    curators put in it, how many times it was the wrong answer, and the vectors of the texts it
-    was wrong for (in the served embedding)."""
-
-    confirmed: dict[int, int] = field(default_factory=dict)
-    rejected: dict[int, int] = field(default_factory=dict)
-    rejected_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    rejected_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    group_count: int = 1
-
-    @property
-    def total(self) -> int:
-        return sum(self.confirmed.values())
-
-    def by_group(self) -> tuple[np.ndarray, np.ndarray]:
-        """The rejected rows in order of their group, and those groups: worked out once."""
-        found = getattr(self, "_by_group", None)
-        if found is None:
-            order = np.argsort(self.rejected_groups, kind="stable")
-            found = (order, self.rejected_groups[order])
-            self._by_group = found
-        return found
-
-    def counts(self, group_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each group's confirmed and rejected counts (0 for a group without), for a batch's
-        groups at once; the counts as sorted arrays are worked out once."""
-        tables = getattr(self, "_count_tables", None)
-        if tables is None:
-            tables = tuple(_sorted_counts(counts) for counts in (self.confirmed, self.rejected))
-            self._count_tables = tables
-        found = []
-        for keys, values in tables:
-            at = np.minimum(np.searchsorted(keys, group_ids), len(keys) - 1)
-            found.append(np.where(keys[at] == group_ids, values[at], 0).astype(np.float64))
-        return found[0], found[1]
-
-
-def _sorted_counts(counts: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """A dict of counts as its sorted keys and their values, never empty (a key no group id
-    matches: ids are never negative)."""
-    keys = np.fromiter(counts.keys(), np.int64, len(counts))
-    values = np.fromiter(counts.values(), np.int64, len(counts))
-    order = np.argsort(keys, kind="stable")
-    return np.concatenate([[-1], keys[order]]), np.concatenate([[0], values[order]])
-
-
-@dataclass(frozen=True)
-class OwnVerdict:
-    """The verdict a training example comes from, left out of the history it is measured
-    against: its group's count, and its rows among the rejected texts."""
-
-    group_id: int | None
-    rejected_rows: tuple[int, ...] = ()
-
-
-@dataclass
 class Candidates:
     """One text's candidate groups: ``groups`` (C,), ``features`` (C, F) in ``FEATURES`` order,
     each group's ``similarity`` (its best member's score: what it scored before the ranker,
@@ -243,187 +140,6 @@ class CandidateBatch(Sequence[Candidates]):
             similarity=self.similarity[start:end],
             members=self.members[start:end],
         )
-
-
-class _RaggedRows:
-    """Rows of integer ids one after another (``ids[starts[r]:starts[r + 1]]`` is row ``r``),
-    appended in place into buffers that double when full. A snapshot is views of the buffers as
-    they are: appending writes past what it sees, and a doubling copies into new buffers, so a
-    snapshot stays valid while other threads append."""
-
-    def __init__(self) -> None:
-        self._starts = np.zeros(1024, np.int64)
-        self._ids = np.zeros(16384, np.int32)
-        self.rows = 0
-
-    def extend(self, sizes: list[int], ids: list[int]) -> None:
-        """Rows of these ``sizes`` holding ``ids`` one after another."""
-        rows, total = self.rows, int(self._starts[self.rows])
-        ends = list(accumulate(sizes, initial=total))[1:]
-        if rows + len(ends) + 1 > len(self._starts):
-            self._starts = _grown(self._starts, rows + len(ends) + 1, rows + 1)
-        if total + len(ids) > len(self._ids):
-            self._ids = _grown(self._ids, total + len(ids), total)
-        self._starts[rows + 1 : rows + 1 + len(ends)] = ends
-        self._ids[total : total + len(ids)] = ids
-        self.rows = rows + len(ends)
-
-    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        end = int(self._starts[self.rows])
-        return self._starts[: self.rows + 1], self._ids[:end]
-
-
-def _grown(buffer: np.ndarray, needed: int, used: int) -> np.ndarray:
-    grown = np.zeros(max(needed, 2 * len(buffer)), buffer.dtype)
-    grown[:used] = buffer[:used]
-    return grown
-
-
-@dataclass(frozen=True)
-class Lexicon:
-    """Texts' words and trigrams as read from a ``LexicalCache`` at one moment: ``rows`` (n,)
-    each text's row; a row's word ids are ``word_ids[word_starts[r]:word_starts[r + 1]]``
-    (distinct, like its trigram ids), ids below ``word_vocabulary`` (``gram_vocabulary``).
-    Texts with the same comparison key have the same row."""
-
-    rows: np.ndarray
-    word_starts: np.ndarray
-    word_ids: np.ndarray
-    word_vocabulary: int
-    gram_starts: np.ndarray
-    gram_ids: np.ndarray
-    gram_vocabulary: int
-
-    def word_counts(self, rows: np.ndarray) -> np.ndarray:
-        return self.word_starts[rows + 1] - self.word_starts[rows]
-
-    def gram_counts(self, rows: np.ndarray) -> np.ndarray:
-        return self.gram_starts[rows + 1] - self.gram_starts[rows]
-
-    def shared_words(self, a: np.ndarray, a_of_pair: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """How many words rows ``a[a_of_pair[p]]`` and ``b[p]`` share, for each pair ``p``."""
-        return _shared(self.word_starts, self.word_ids, self.word_vocabulary, a, a_of_pair, b)
-
-    def shared_grams(self, a: np.ndarray, a_of_pair: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """How many trigrams rows ``a[a_of_pair[p]]`` and ``b[p]`` share, for each pair ``p``."""
-        return _shared(self.gram_starts, self.gram_ids, self.gram_vocabulary, a, a_of_pair, b)
-
-
-# Rows of the ``a`` side counted against at once: each block holds a table of a rows by the ids
-# they hold, some 512 x 10,000 booleans at most.
-_SHARED_BLOCK = 512
-
-
-def _shared(starts, ids, vocabulary: int, a_rows, a_of_pair, b) -> np.ndarray:
-    """``|ids of a_rows[a_of_pair[p]] ∩ ids of b[p]|`` for each pair ``p`` (a row's ids are
-    distinct): a table of which ids each ``a`` row holds, looked up for every id of the ``b``
-    rows."""
-    if len(a_rows) <= _SHARED_BLOCK:
-        return _shared_block(starts, ids, vocabulary, a_rows, a_of_pair, b)
-    found = np.zeros(len(b), np.int64)
-    block = a_of_pair // _SHARED_BLOCK
-    for number in np.unique(block).tolist():
-        pairs = np.flatnonzero(block == number)
-        first = number * _SHARED_BLOCK
-        found[pairs] = _shared_block(
-            starts, ids, vocabulary, a_rows[first : first + _SHARED_BLOCK],
-            a_of_pair[pairs] - first, b[pairs],
-        )  # fmt: skip
-    return found
-
-
-def _shared_block(starts, ids, vocabulary, a_rows, a_of_pair, b) -> np.ndarray:
-    a_sizes = starts[a_rows + 1] - starts[a_rows]
-    a_ids = ids[_ranges(starts[a_rows], a_sizes)]
-    used = np.unique(a_ids)
-    # Each id's column in the table; ids no ``a`` row holds share the last, always False.
-    width = len(used) + 1
-    column = np.full(vocabulary, len(used), np.int64)
-    column[used] = np.arange(len(used))
-    held = np.zeros(len(a_rows) * width, bool)
-    held[(np.arange(len(a_rows)) * width).repeat(a_sizes) + column[a_ids]] = True
-    b_sizes = starts[b + 1] - starts[b]
-    cells = (a_of_pair * width).repeat(b_sizes)
-    cells += column[ids[_ranges(starts[b], b_sizes)]]
-    running = np.concatenate([[0], held.take(cells).cumsum()])
-    ends = b_sizes.cumsum()
-    return running[ends] - running[ends - b_sizes]
-
-
-def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] .. starts[i] + sizes[i] - 1`` of every ``i``, one after
-    another."""
-    ends = sizes.cumsum()
-    return (starts - ends + sizes).repeat(sizes) + np.arange(ends[-1] if len(ends) else 0)
-
-
-class LexicalCache:
-    """Each text's words and trigrams as integer ids, worked out once: a member's text is read
-    again by every query that hits it. A text's trigrams are its comparison key's three-letter
-    slices, its words the key's ``\\w+`` runs, each counted once; texts with the same key share
-    a row. Threads of a process share it (one lock). Bounded: past ``size`` texts it starts
-    afresh."""
-
-    def __init__(self, size: int = 200_000) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._start_afresh()
-
-    def _start_afresh(self) -> None:
-        self._row_of_text: dict[str, int] = {}
-        self._row_of_key: dict[str, int] = {}
-        self._word_id: dict[str, int] = {}
-        self._gram_id: dict[str, int] = {}
-        self._words = _RaggedRows()
-        self._grams = _RaggedRows()
-
-    def lookup(self, texts: Sequence[str]) -> Lexicon:
-        """The rows of ``texts``, texts not seen before worked out now."""
-        with self._lock:
-            if len(self._row_of_text) >= self.size:
-                self._start_afresh()
-            rows = list(map(self._row_of_text.get, texts))
-            if None in rows:
-                self._add(list(dict.fromkeys(compress(texts, map(is_, rows, repeat(None))))))
-                rows = list(map(self._row_of_text.__getitem__, texts))
-            return Lexicon(
-                np.array(rows, np.int64).reshape(len(rows)),
-                *self._words.snapshot(), len(self._word_id),
-                *self._grams.snapshot(), len(self._gram_id),
-            )  # fmt: skip
-
-    def _add(self, texts: list[str]) -> None:
-        keys = list(map(comparison_key, texts))
-        known = list(map(self._row_of_key.get, keys))
-        new_keys = list(dict.fromkeys(compress(keys, map(is_, known, repeat(None)))))
-        if new_keys:
-            self._row_of_key.update(zip(new_keys, count(self._words.rows), strict=False))
-            words, grams = self._rows_of(new_keys)
-            self._words.extend(*words)
-            self._grams.extend(*grams)
-        self._row_of_text.update(zip(texts, map(self._row_of_key.__getitem__, keys), strict=True))
-
-    def _rows_of(self, keys: list[str]):
-        """Each key's distinct word ids and trigram ids, as (sizes, ids) each. Key by key: once
-        a text, which costs what building its sets of words and trigrams did (working them
-        out as arrays saved nothing: the dictionary lookups are the cost either way)."""
-        word_ids, gram_ids, word_sizes, gram_sizes = [], [], [], []
-        for key in keys:
-            words = _ids_of(set(_WORD.findall(key)), self._word_id)
-            grams = _ids_of({key[i : i + 3] for i in range(len(key) - 2)}, self._gram_id)
-            word_ids += words
-            gram_ids += grams
-            word_sizes.append(len(words))
-            gram_sizes.append(len(grams))
-        return (word_sizes, word_ids), (gram_sizes, gram_ids)
-
-
-def _ids_of(items, vocabulary: dict) -> list[int]:
-    """The ids of ``items``, new ones given the next ids."""
-    ids = list(map(vocabulary.get, items))
-    if None in ids:
-        ids = [vocabulary.setdefault(item, len(vocabulary)) for item in items]
-    return ids
 
 
 def candidate_features(
@@ -650,7 +366,7 @@ def candidates_of_texts(
     else:
         columns["description"] = columns["description_gap"] = np.zeros(len(keys))
     columns["description_missing"] = (~described).astype(np.float64)
-    _history_columns(columns, pq, pg, width, vectors, history, own)
+    history_columns(columns, pq, pg, width, vectors, history, own)
 
     # One feature a row, then one candidate a row: one pass where stacking columns takes two.
     features = np.ascontiguousarray(np.array([columns[name] for name in FEATURES], np.float32).T)
@@ -775,57 +491,3 @@ def _pieces(values: np.ndarray, *sizes: int) -> list[np.ndarray]:
         pieces.append(values[start : start + size])
         start += size
     return [*pieces, values[start:]]
-
-
-def _history_columns(columns, pq, pg, width, vectors, history, own) -> None:
-    """What verdicts said of each candidate's group, less each training example's own."""
-    size = len(pq)
-    if history is None:
-        for name in ("verdicts", "verdict_share", "rejections"):
-            columns[name] = np.zeros(size)
-        columns["rejected_near"] = np.full(size, -1.0)
-        return
-    count = len(vectors)
-    confirmed, rejected = history.counts(pg)
-    own = list(own) if own is not None else []
-    own_group = np.full(count, -1, np.int64)
-    own_rejected_text, own_rejected_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if any(o is not None for o in own):
-        own_group[:] = [o.group_id if o and o.group_id is not None else -1 for o in own]
-        sizes = [len(o.rejected_rows) if o is not None else 0 for o in own]
-        own_rejected_text = np.repeat(np.arange(count), sizes)
-        own_rejected_row = np.fromiter(
-            chain.from_iterable(o.rejected_rows for o in own if o is not None),
-            np.int64, sum(sizes),
-        )  # fmt: skip
-    confirmed -= (own_group[pq] == pg) & (pg >= 0)
-    totals = np.full(count, float(history.total)) - (own_group >= 0)
-    near = np.full(size, -1.0)
-    if len(history.rejected_groups) and history.rejected_vectors.shape[1] == vectors.shape[1]:
-        cosine = vectors @ history.rejected_vectors.T  # (Q, R)
-        if len(own_rejected_text):
-            # A training example's own rejections count neither as rejections nor as near.
-            own_keys = own_rejected_text * width + history.rejected_groups[own_rejected_row]
-            rejected -= _counts_of(pq * width + pg, own_keys)
-            cosine[own_rejected_text, own_rejected_row] = -1.0
-        # Each rejected group's nearest text: its rows are one slice of the rows by group.
-        order, sorted_groups = history.by_group()
-        names, starts = np.unique(sorted_groups, return_index=True)
-        nearest = np.maximum.reduceat(cosine[:, order], starts, axis=1)  # (Q, groups)
-        at = np.minimum(np.searchsorted(names, pg), len(names) - 1)
-        hit = names[at] == pg
-        near[hit] = nearest[pq[hit], at[hit]]
-    confirmed = np.maximum(confirmed, 0)
-    columns["verdicts"] = np.log1p(confirmed)
-    columns["verdict_share"] = np.log(
-        (confirmed + 1) / (np.maximum(totals[pq], 0) + max(history.group_count, 1))
-    )
-    columns["rejections"] = np.log1p(np.maximum(rejected, 0))
-    columns["rejected_near"] = near
-
-
-def _counts_of(keys: np.ndarray, listed: np.ndarray) -> np.ndarray:
-    """How many times each of ``keys`` is in ``listed``."""
-    distinct, times = np.unique(listed, return_counts=True)
-    at = np.minimum(np.searchsorted(distinct, keys), len(distinct) - 1)
-    return np.where(distinct[at] == keys, times[at], 0)

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.ranker.candidates import VerdictHistory
 from models_app.siamese.ranker.model import LinearRanker, hand_prior
+from models_app.siamese.ranker.verdict_history import VerdictHistory
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker.candidates import FEATURE_SET, FEATURES, Candidates
+from models_app.siamese.ranker.candidates import Candidates
+from models_app.siamese.ranker.features import FEATURE_SET, FEATURES
 
 # Clip standardized features: a value far outside what the fit saw cannot swing a score.
 _CLIP = 8.0
