@@ -51,6 +51,8 @@ from models_app.siamese.index import MemberIndex  # noqa: E402
 from models_app.siamese.ranker.candidates import (  # noqa: E402
     GroupFacts,
     HitMember,
+    SearchedTexts,
+    TaxonomyEvidence,
     candidate_features,
     candidates_of_texts,
 )
@@ -281,13 +283,10 @@ class Served:
                     skip = {base + j for j in leave[0]}
                     hits[offset] = [(m, s) for m, s in hits[offset] if m not in skip]
             yield candidates_of_texts(
-                chunk,
-                vectors[start : start + 512],
-                [row[:DEPTH] for row in hits],
-                members,
-                groups=self.groups,
-                history=history,
-                lexical=self.lexical,
+                SearchedTexts(
+                    chunk, vectors[start : start + 512], [row[:DEPTH] for row in hits], members
+                ),
+                TaxonomyEvidence(self.groups, history, self.lexical),
                 own=[leave[1] if leave is not None else None for leave in leaves],
                 required=required[start : start + 512] if required is not None else None,
                 **options,
@@ -610,7 +609,11 @@ def speed(served: Served, texts: list[str], ranker: LinearRanker) -> dict:
         hits = served.search.search([text], vector, DEPTH)
         middle = time.perf_counter()
         c = candidate_features(
-            text, vector[0], hits[0], served.members, groups=served.groups, lexical=served.lexical
+            text,
+            vector[0],
+            hits[0],
+            served.members,
+            TaxonomyEvidence(served.groups, lexical=served.lexical),
         )
         ranker.scores(c.features)
         done = time.perf_counter()
@@ -620,8 +623,10 @@ def speed(served: Served, texts: list[str], ranker: LinearRanker) -> dict:
     started = time.perf_counter()
     vectors = unit(np.asarray(encoder.encode(batch), dtype=np.float32))
     found = served.search.search(batch, vectors, DEPTH)
-    for c in candidates_of_texts(batch, vectors, found, served.members, groups=served.groups,
-                                 lexical=served.lexical):  # fmt: skip
+    for c in candidates_of_texts(
+        SearchedTexts(batch, vectors, found, served.members),
+        TaxonomyEvidence(served.groups, lexical=served.lexical),
+    ):
         ranker.scores(c.features)
     seconds = time.perf_counter() - started
     return {

@@ -13,6 +13,8 @@ from models_app.siamese.ranker.candidates import (
     Candidates,
     GroupFacts,
     HitMember,
+    SearchedTexts,
+    TaxonomyEvidence,
     candidate_features,
     candidates_of_texts,
 )
@@ -62,7 +64,7 @@ def feature(candidates: Candidates, group: int, name: str) -> float:
 def test_candidates_are_the_union_of_members_curators_members_and_descriptions():
     hits = [(1, 0.9), (2, 0.8), (3, 0.5), (5, 0.7), (99, 0.95)]  # 99: deleted since the build
     groups = facts({40: unit(1, 0)})
-    found = candidate_features("java dev", unit(1, 0), hits, MEMBERS, groups=groups)
+    found = candidate_features("java dev", unit(1, 0), hits, MEMBERS, TaxonomyEvidence(groups))
 
     assert sorted(found.groups.tolist()) == [10, 20, 40]
     assert found.features.shape == (3, len(FEATURES))
@@ -85,7 +87,7 @@ def test_excluded_groups_are_never_candidates_by_any_matcher():
     hits = [(1, 0.9), (3, 0.5), (5, 0.7)]
     groups = facts({20: unit(1, 0), 30: unit(1, 0.1)})
     found = candidate_features(
-        "java", unit(1, 0), hits, MEMBERS, groups=groups, excluded=frozenset({20})
+        "java", unit(1, 0), hits, MEMBERS, TaxonomyEvidence(groups), excluded=frozenset({20})
     )
     assert 20 not in found.groups.tolist()
     assert 30 in found.groups.tolist()
@@ -98,10 +100,11 @@ def test_a_required_group_no_matcher_proposed_is_added_last_and_marked():
     hits = [[(1, 0.9), (3, 0.5)], [(1, 0.9), (3, 0.5)], [(1, 0.9), (3, 0.5)], [(3, 0.6)]]
     vectors = np.stack([unit(1, 0)] * 4)
     batch = candidates_of_texts(
-        ["java dev", "java dev", "java dev", "coffee"], vectors, hits, MEMBERS,
-        groups=facts({}), excluded=[frozenset(), frozenset(), frozenset({30}), frozenset()],
+        SearchedTexts(["java dev", "java dev", "java dev", "coffee"], vectors, hits, MEMBERS),
+        TaxonomyEvidence(facts({})),
+        excluded=[frozenset(), frozenset(), frozenset({30}), frozenset()],
         required=[30, 20, 30, None],
-    )  # fmt: skip
+    )
     assert [batch.added_for(i) for i in range(4)] == [True, False, False, False]
     added = batch[0]
     assert added.groups.tolist() == [10, 20, 30]
@@ -111,11 +114,16 @@ def test_a_required_group_no_matcher_proposed_is_added_last_and_marked():
     assert batch[2].groups.tolist() == [10, 20]  # rejected for this very text
     assert batch[3].groups.tolist() == [20]
     # A group beyond every id the hits, descriptions and exclusions name keeps texts apart.
-    far = candidates_of_texts(["java dev", "coffee"], vectors[:2], [hits[0], hits[3]], MEMBERS,
-                              groups=facts({}), required=[9_999, None])  # fmt: skip
+    far = candidates_of_texts(
+        SearchedTexts(["java dev", "coffee"], vectors[:2], [hits[0], hits[3]], MEMBERS),
+        TaxonomyEvidence(facts({})),
+        required=[9_999, None],
+    )
     assert far[0].groups.tolist() == [10, 20, 9_999] and far[1].groups.tolist() == [20]
     # Without ``required`` nothing is marked.
-    plain = candidates_of_texts(["java dev"], vectors[:1], hits[:1], MEMBERS, groups=facts({}))
+    plain = candidates_of_texts(
+        SearchedTexts(["java dev"], vectors[:1], hits[:1], MEMBERS), TaxonomyEvidence(facts({}))
+    )
     assert plain[0].groups.tolist() == [10, 20] and not plain.added_for(0)
 
 
@@ -178,7 +186,9 @@ def test_a_tie_of_member_scores_is_broken_by_the_descriptions():
     # Two groups hold the same string: their best members tie, their descriptions do not.
     members = {1: HitMember(10, "driver"), 2: HitMember(20, "driver")}
     groups = facts({10: unit(0, 1), 20: unit(1, 0)})
-    found = candidate_features("driver", unit(1, 0), [(1, 1.0), (2, 1.0)], members, groups=groups)
+    found = candidate_features(
+        "driver", unit(1, 0), [(1, 1.0), (2, 1.0)], members, TaxonomyEvidence(groups)
+    )
     assert feature(found, 10, "best") == feature(found, 20, "best")
 
     scores = hand_prior().scores(found.features)
@@ -198,13 +208,15 @@ def test_the_history_counts_a_groups_verdicts_and_leaves_a_texts_own_out():
         group_count=4,
     )
     hits = [(1, 0.9), (3, 0.5)]
-    found = candidate_features("java", unit(1, 0), hits, MEMBERS, history=history)
+    found = candidate_features("java", unit(1, 0), hits, MEMBERS, TaxonomyEvidence(history=history))
     assert feature(found, 10, "verdicts") == pytest.approx(np.log1p(3))
     assert feature(found, 20, "rejections") == pytest.approx(np.log1p(2))
     assert feature(found, 20, "rejected_near") == pytest.approx(1.0)
 
     own = OwnVerdict(10, rejected_rows=(0,))
-    alone = candidate_features("java", unit(1, 0), hits, MEMBERS, history=history, own=own)
+    alone = candidate_features(
+        "java", unit(1, 0), hits, MEMBERS, TaxonomyEvidence(history=history), own=own
+    )
     assert feature(alone, 10, "verdicts") == pytest.approx(np.log1p(2))
     assert feature(alone, 20, "rejections") == pytest.approx(np.log1p(1))
     assert feature(alone, 20, "rejected_near") == pytest.approx(0.0, abs=1e-6)

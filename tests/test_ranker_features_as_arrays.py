@@ -21,6 +21,8 @@ from models_app.siamese.ranker.candidates import (
     DESCRIPTION_DIGITS,
     GroupFacts,
     HitMember,
+    SearchedTexts,
+    TaxonomyEvidence,
     candidates_of_texts,
 )
 from models_app.siamese.ranker.features import FEATURES
@@ -288,10 +290,12 @@ def features_of(batch, lexical, rows=None):
     texts, vectors, hits, members, groups, excluded = batch
     rows = list(range(len(texts))) if rows is None else rows
     return candidates_of_texts(
-        [texts[i] for i in rows], vectors[rows], [hits[i] for i in rows], members,
-        groups=groups, excluded=[excluded[i] for i in rows], per_matcher=PER_MATCHER,
-        by_description=BY_DESCRIPTION, lexical=lexical,
-    )  # fmt: skip
+        SearchedTexts([texts[i] for i in rows], vectors[rows], [hits[i] for i in rows], members),
+        TaxonomyEvidence(groups, lexical=lexical),
+        excluded=[excluded[i] for i in rows],
+        per_matcher=PER_MATCHER,
+        by_description=BY_DESCRIPTION,
+    )
 
 
 def test_a_batchs_features_are_their_definitions_candidate_by_candidate(batch, defined):

@@ -17,6 +17,7 @@ import numpy as np
 from django.conf import settings
 
 from annotations.models import Taxonomy
+from models_app.serving.candidate_inputs import candidate_inputs
 from models_app.serving.engines import (
     HitsCache,
     LiveEngine,
@@ -24,10 +25,9 @@ from models_app.serving.engines import (
     live_engine_ranker_and_revision,
     live_ranker_id,
 )
-from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, serving_ranker
 from models_app.serving.reads import group_names, normalization_rows, taxonomy_revision
-from models_app.siamese.ranker.candidates import CandidateBatch, candidates_of_texts
+from models_app.siamese.ranker.candidates import CandidateBatch, SearchedTexts, candidates_of_texts
 from models_app.siamese.text import comparison_key
 
 # Answers below this probability are flagged for a closer look.
@@ -177,7 +177,9 @@ def rank_taxonomy_groups(
     member_ids = {m for row in hits for m, _ in row}
     read = normalization_rows(taxonomy.id, member_ids, set(keys), revision=revision)
     members = read.members
-    groups = engine_group_facts(engine, taxonomy.slug)
+    searched, evidence = candidate_inputs(
+        engine, taxonomy.slug, SearchedTexts(unique, vectors, hits, members), history=ranker.history
+    )
 
     confirmed = [read.verdict_groups.get(key, []) for key in keys]
     # Confirmed groups are already first; rejected ones are never offered for this text.
@@ -187,10 +189,8 @@ def rank_taxonomy_groups(
     ]
     # Each matcher proposes at least k groups, so that k can be answered whatever k is.
     candidates = candidates_of_texts(
-        unique, vectors, hits, members,
-        groups=groups, history=ranker.history, excluded=excluded, lexical=engine.lexical,
-        per_matcher=max(CANDIDATES_PER_MATCHER, k),
-    )  # fmt: skip
+        searched, evidence, excluded=excluded, per_matcher=max(CANDIDATES_PER_MATCHER, k)
+    )
     # One ranker pass for the batch: standardising each text's few candidates apart cost more
     # than the arithmetic.
     scores = ranker.ranker.scores(candidates.features) if len(candidates.groups) else np.zeros(0)

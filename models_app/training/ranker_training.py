@@ -28,19 +28,18 @@ from django.utils import timezone
 
 from annotations.models import Group, Judgement, Taxonomy
 from models_app.models import Deployment, RankerVersion
+from models_app.serving.candidate_inputs import candidate_inputs
 from models_app.serving.engines import LiveEngine, artifact_path, live_engine_and_ranker
-from models_app.serving.groups import engine_group_facts
 from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
 from models_app.serving.reads import normalization_rows
 from models_app.siamese.artifacts import atomic_directory
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.ranker.candidates import HitMember, candidates_of_texts
+from models_app.siamese.ranker.candidates import SearchedTexts, candidates_of_texts
 from models_app.siamese.ranker.features import FEATURE_SET
 from models_app.siamese.ranker.files import save_ranker
 from models_app.siamese.ranker.model import MIN_EXAMPLES, RankingExample, fit_ranker
 from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory
 from models_app.siamese.stats import paired_comparison
-from models_app.siamese.text import comparison_key
 
 logger = logging.getLogger(__name__)
 
@@ -90,29 +89,23 @@ def judged_texts(taxonomy: Taxonomy) -> list[JudgedText]:
 
 @dataclass
 class _Prepared:
-    """The judged texts' vectors and hits (without curator members of the texts left out)."""
+    """The judged texts as the live engine searched them, once for the gate's fits and the
+    final one: ``searched`` row for row with ``judged``, every curator member in the hits."""
 
+    engine: LiveEngine
+    taxonomy_slug: str
     judged: list[JudgedText]
-    vectors: np.ndarray
-    hits: list[list[tuple[int, float]]]
-    members: dict[int, HitMember]
-    member_keys: dict[int, str]
+    searched: SearchedTexts
 
 
 def _prepare(engine: LiveEngine, taxonomy: Taxonomy, judged: list[JudgedText]) -> _Prepared:
     depth = settings.SIAMWEB_RANKER_DEPTH + _SLACK
-    hits, vectors = engine.search_texts([j.text for j in judged], depth)
+    texts = [j.text for j in judged]
+    hits, vectors = engine.search_texts(texts, depth)
     read = normalization_rows(taxonomy.id, {m for row in hits for m, _ in row}, set())
-    members = {
-        member_id: HitMember(group_id, text, curator)
-        for member_id, (group_id, text, _, _, curator) in read.members.items()
-    }
-    keys = {
-        member_id: comparison_key(member.text)
-        for member_id, member in members.items()
-        if member.curator
-    }
-    return _Prepared(judged, vectors, hits, members, keys)
+    return _Prepared(
+        engine, taxonomy.slug, judged, SearchedTexts(texts, vectors, hits, read.members)
+    )
 
 
 def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tuple:
@@ -129,8 +122,8 @@ def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tu
             rejected[group] = rejected.get(group, 0) + 1
             rows_of[row].append(len(groups))
             groups.append(group)
-            vectors.append(prepared.vectors[row])
-    dim = prepared.vectors.shape[1]
+            vectors.append(prepared.searched.vectors[row])
+    dim = prepared.searched.vectors.shape[1]
     history = VerdictHistory(
         confirmed=confirmed,
         rejected=rejected,
@@ -142,28 +135,21 @@ def _history(prepared: _Prepared, rows: Collection[int], group_count: int) -> tu
 
 
 def _examples(
-    prepared, rows, *, groups, history, rows_of, lexical, hidden: frozenset[str] = frozenset()
+    prepared: _Prepared, rows, *, history, rows_of, hidden: frozenset[str] = frozenset()
 ) -> list[RankingExample]:
     """The judged texts at ``rows`` as ranking examples, each without its own verdict, and
     without the curator members of the texts in ``hidden``."""
-    depth = settings.SIAMWEB_RANKER_DEPTH
     rows = list(rows)
-    hits, owns = [], []
-    for row in rows:
-        judged = prepared.judged[row]
-        left_out = hidden | {judged.key}
-        hits.append([
-            (member_id, score)
-            for member_id, score in prepared.hits[row]
-            if prepared.member_keys.get(member_id) not in left_out
-        ][:depth])  # fmt: skip
-        owns.append(
-            OwnVerdict(judged.group_id, tuple(rows_of.get(row, ()))) if row in rows_of else None
-        )
-    candidates = candidates_of_texts(
-        [prepared.judged[row].text for row in rows], prepared.vectors[rows], hits,
-        prepared.members, groups=groups, history=history, own=owns, lexical=lexical,
+    judged = [prepared.judged[row] for row in rows]
+    searched, evidence = candidate_inputs(
+        prepared.engine, prepared.taxonomy_slug, prepared.searched.at(rows), history=history,
+        left_out=[hidden | {j.key} for j in judged], depth=settings.SIAMWEB_RANKER_DEPTH,
     )  # fmt: skip
+    owns = [
+        OwnVerdict(j.group_id, tuple(rows_of.get(row, ()))) if row in rows_of else None
+        for row, j in zip(rows, judged, strict=True)
+    ]
+    candidates = candidates_of_texts(searched, evidence, own=owns)
     return [
         RankingExample(found, prepared.judged[row].group_id)
         for row, found in zip(rows, candidates, strict=True)
@@ -199,16 +185,13 @@ def ranker_fit(*, taxonomy: Taxonomy) -> RankerVersion | None:
             _refused(taxonomy, engine, judged, with_group, reason)
         return None
     group_count = Group.objects.filter(taxonomy=taxonomy).count()
-    groups = engine_group_facts(engine, taxonomy.slug)
     prepared = _prepare(engine, taxonomy, judged)
     prior = engine_prior(engine).ranker
     everyone = range(len(judged))
 
-    gate = _gate(prepared, current, prior, groups=groups, group_count=group_count,
-                 lexical=engine.lexical)  # fmt: skip
+    gate = _gate(prepared, current, prior, group_count=group_count)
     history, rows_of = _history(prepared, everyone, group_count)
-    examples = _examples(prepared, everyone, groups=groups, history=history, rows_of=rows_of,
-                         lexical=engine.lexical)  # fmt: skip
+    examples = _examples(prepared, everyone, history=history, rows_of=rows_of)
     try:
         ranker = fit_ranker(examples, prior=prior)
     except ConfigError as exc:
@@ -229,7 +212,7 @@ def _refused(taxonomy, engine, judged: list[JudgedText], usable: int, reason: st
     logger.info("no ranker for %s yet: %s", taxonomy.slug, reason)
 
 
-def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexical) -> dict:
+def _gate(prepared: _Prepared, current: ServingRanker, prior, *, group_count) -> dict:
     """The candidate fitted without the newest fifth of the verdicts new to ``current``,
     against ``current`` on them."""
     after = 0
@@ -251,22 +234,19 @@ def _gate(prepared, current: ServingRanker, prior, *, groups, group_count, lexic
     history, rows_of = _history(prepared, rest, group_count)
     try:
         candidate = fit_ranker(
-            _examples(prepared, rest, groups=groups, history=history, rows_of=rows_of,
-                      lexical=lexical, hidden=hidden),
+            _examples(prepared, rest, history=history, rows_of=rows_of, hidden=hidden),
             prior=prior,
-        )  # fmt: skip
+        )
     except ConfigError:
         candidate = prior
     before = _top_hits(
-        _examples(prepared, held, groups=groups, history=current.history, rows_of={},
-                  lexical=lexical, hidden=hidden),
+        _examples(prepared, held, history=current.history, rows_of={}, hidden=hidden),
         current.ranker,
-    )  # fmt: skip
+    )
     after_hits = _top_hits(
-        _examples(prepared, held, groups=groups, history=history, rows_of={},
-                  lexical=lexical, hidden=hidden),
+        _examples(prepared, held, history=history, rows_of={}, hidden=hidden),
         candidate,
-    )  # fmt: skip
+    )
     found = paired_comparison(before, after_hits, alpha=settings.SIAMWEB_GATE_ALPHA)
     n = found["n"]
     chance = found["p_worse"]

@@ -87,6 +87,37 @@ class GroupFacts:
         return cls(ids, list(names), vectors, np.asarray(has_description, dtype=bool))
 
 
+@dataclass(frozen=True)
+class SearchedTexts:
+    """A batch of texts as the engine searched them: ``vectors``, the texts in the served
+    embedding (Q, D), unit length; ``hits``, per text its nearest members (id, score), best
+    first, of every source; ``members``, what each hit member is (hits not in it are members
+    deleted since the index was built, and are dropped)."""
+
+    texts: Sequence[str]
+    vectors: np.ndarray
+    hits: Sequence[Sequence[tuple[int, float]]]
+    members: Mapping[int, HitMember]
+
+    def at(self, rows: Sequence[int]) -> SearchedTexts:
+        """The texts at ``rows``, in that order."""
+        texts = [self.texts[row] for row in rows]
+        return SearchedTexts(
+            texts, self.vectors[rows], [self.hits[row] for row in rows], self.members
+        )
+
+
+@dataclass(frozen=True)
+class TaxonomyEvidence:
+    """What the taxonomy gives every text's candidates besides its hits: its groups' names and
+    descriptions (``groups``), what verdicts said of each group (``history``), and the words and
+    trigrams of its texts, worked out once a text (``lexical``; a fresh cache when None)."""
+
+    groups: GroupFacts | None = None
+    history: VerdictHistory | None = None
+    lexical: LexicalCache | None = None
+
+
 @dataclass
 class Candidates:
     """One text's candidate groups: ``groups`` (C,), ``features`` (C, F) in ``FEATURES`` order,
@@ -147,16 +178,16 @@ def candidate_features(
     vector: np.ndarray,
     hits: Sequence[tuple[int, float]],
     members: Mapping[int, HitMember],
+    evidence: TaxonomyEvidence | None = None,
     *,
     excluded: frozenset[int] | set[int] = frozenset(),
     own: OwnVerdict | None = None,
     **options,
 ) -> Candidates:
     """``candidates_of_texts`` for one text."""
-    return candidates_of_texts(
-        [text], np.asarray(vector)[None, :], [hits], members,
-        excluded=[excluded], own=[own], **options,
-    )[0]  # fmt: skip
+    searched = SearchedTexts([text], np.asarray(vector)[None, :], [hits], members)
+    evidence = evidence or TaxonomyEvidence()
+    return candidates_of_texts(searched, evidence, excluded=[excluded], own=[own], **options)[0]
 
 
 @dataclass
@@ -229,38 +260,32 @@ class _Source:
 
 
 def candidates_of_texts(
-    texts: Sequence[str],
-    vectors: np.ndarray,
-    hits: Sequence[Sequence[tuple[int, float]]],
-    members: Mapping[int, HitMember],
+    searched: SearchedTexts,
+    evidence: TaxonomyEvidence,
     *,
-    groups: GroupFacts | None = None,
-    history: VerdictHistory | None = None,
     excluded: Sequence[frozenset[int] | set[int]] | None = None,
+    own: Sequence[OwnVerdict | None] | None = None,
+    required: Sequence[int | None] | None = None,
     per_matcher: int = 15,
     by_description: int = 5,
-    own: Sequence[OwnVerdict | None] | None = None,
-    lexical: LexicalCache | None = None,
-    required: Sequence[int | None] | None = None,
 ) -> CandidateBatch:
-    """The candidates of each text and their features, for a batch of texts at once.
+    """The candidates of each searched text and their features, for a batch of texts at once.
 
-    ``vectors``: the texts in the served embedding (Q, D), unit length; ``hits``: per text its
-    nearest members (id, score), best first, of every source; ``members``: what each hit member
-    is (hits not in it are members deleted since the index was built, and are dropped).
-    ``excluded``: per text the groups never to offer (rejected for that very text). ``own``:
-    per training example its own verdict, left out of ``history``. A text's candidates are its
-    ``per_matcher`` best groups by taxonomy members and by curators' members, then its
-    ``by_description`` nearest descriptions, in that order (descriptions' cosines equal to the
-    millionth by group row). ``required``: per text a group added as its last candidate where no
-    matcher proposed it (``CandidateBatch.added``): a verdict's group as a fit example. The
-    product's fits do not add them (they cost accuracy: bench/ranker_added_groups.py).
+    Per text: ``excluded``, the groups never to offer (rejected for that very text); ``own``,
+    a training example's own verdict, left out of ``evidence.history``; ``required``, a group
+    added as its last candidate where no matcher proposed it (``CandidateBatch.added``): a
+    verdict's group as a fit example. The product's fits do not add them (they cost accuracy:
+    bench/ranker_added_groups.py). A text's candidates are its ``per_matcher`` best groups by
+    taxonomy members and by curators' members, then its ``by_description`` nearest descriptions,
+    in that order (descriptions' cosines equal to the millionth by group row).
     """
-    texts = list(texts)
+    texts = list(searched.texts)
+    hits, members = searched.hits, searched.members
+    groups, history = evidence.groups, evidence.history
     count = len(texts)
-    lexical = lexical or LexicalCache()
+    lexical = evidence.lexical or LexicalCache()
     excluded = list(excluded) if excluded is not None else [frozenset()] * count
-    vectors = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
+    vectors = np.asarray(searched.vectors, dtype=np.float32).reshape(count, -1)
     lengths = np.fromiter(map(len, hits), np.int64, count)
     total = int(lengths.sum())
     q = np.arange(count, dtype=np.int64).repeat(lengths)
