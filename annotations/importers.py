@@ -82,7 +82,10 @@ def _rows(
 ) -> Iterator[tuple[int, dict]]:
     # strict: a quote opened and never closed is an error, not the rest of the file in one field.
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True, **csv_options)
-    columns = reader.fieldnames or []
+    try:
+        columns = reader.fieldnames or []
+    except csv.Error as exc:  # the header itself: a quote opened in it and never closed
+        raise ImportFileError(f"{name} is not valid CSV{csv_error_text(exc, 0)}") from None
     missing = [c for c in required if c not in columns]
     if missing:
         found = ", ".join(columns) or "none"

@@ -137,6 +137,11 @@ def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
             'group_code,group_name,text\nA,Alpha,"alpha\nB,Beta,beta\n',
             "not valid CSV: a quote opened on line 2 is never closed",
         ),
+        # ... and one opened in the header, which is read before any row.
+        (
+            'group_code,"group_name,text\nA,Alpha,alpha\n',
+            "not valid CSV: a quote opened on line 1 is never closed",
+        ),
     ],
 )
 def test_an_unreadable_file_is_refused_and_changes_nothing(tmp_path, content, message):
