@@ -4,6 +4,9 @@ active, and the page costs the same queries however many runs and versions exist
 from __future__ import annotations
 
 import re
+from datetime import timedelta
+
+from django.utils import timezone
 
 from models_app.models import ModelVersion, TrainingRun
 from tests.models_pages.conftest import make_run
@@ -27,6 +30,33 @@ def test_the_runs_region_polls_while_a_run_is_active(client, curator, tiny_taxon
     assert POLLING in body and "<html" not in body
     assert "25%" in body and "40 s" in body
     assert "HX-Refresh" not in partial
+
+
+def test_the_time_left_counts_down_from_the_last_report_and_says_when_it_is_past(
+    client, curator, tiny_taxonomy
+):
+    """A stage that reports rarely (the gate's measuring) must not show one figure for half a
+    minute: the time left is the last report's, less the time since it was written."""
+    reported = timezone.now() - timedelta(seconds=25)
+    run = make_run(
+        tiny_taxonomy, stage="evaluate", progress=0.7, eta_seconds=40, heartbeat_at=reported
+    )
+    client.force_login(curator)
+    for page in (
+        client.get("/models/", {"taxonomy": "jobs"}, **HTMX).content.decode(),
+        client.get(f"/models/runs/{run.id}/", **HTMX).content.decode(),
+    ):
+        cell = re.search(r'data-testid="run-eta">(?:about )?(\d+) s<', page)
+        assert cell, page
+        # 15 s when the page is read at once; less however slowly this machine reads it.
+        assert 1 <= int(cell.group(1)) <= 15
+
+    TrainingRun.objects.filter(id=run.id).update(heartbeat_at=reported - timedelta(seconds=60))
+    for page in (
+        client.get("/models/", {"taxonomy": "jobs"}, **HTMX).content.decode(),
+        client.get(f"/models/runs/{run.id}/", **HTMX).content.decode(),
+    ):
+        assert 'data-testid="run-eta">longer than its estimate<' in page
 
 
 def test_the_runs_region_stops_polling_and_reloads_the_page_once_no_run_is_active(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from annotations.models import Taxonomy
 from models_app.models import TrainingRun
@@ -60,8 +61,27 @@ class RunRow:
         return round(min(max(self.run.progress or 0.0, 0.0), 1.0) * 100)
 
     @property
+    def seconds_left(self) -> float | None:
+        """The time left the run's last report gave, less the time since that report: a stage
+        that reports rarely (the gate's measuring) counts down instead of standing still."""
+        if not self.active or self.run.eta_seconds is None:
+            return None
+        if self.run.heartbeat_at is None:
+            return self.run.eta_seconds
+        since = (timezone.now() - self.run.heartbeat_at).total_seconds()
+        return self.run.eta_seconds - max(since, 0.0)
+
+    @property
     def eta(self) -> str:
-        return duration_text(self.run.eta_seconds) if self.active else ""
+        left = self.seconds_left
+        return duration_text(left) if left is not None and left >= 1 else ""
+
+    @property
+    def overdue(self) -> bool:
+        """Still running past the time its last report gave: the page says so rather than
+        showing a time left it no longer believes."""
+        left = self.seconds_left
+        return left is not None and left < 1
 
     @property
     def stage_meaning(self) -> str:
