@@ -255,6 +255,8 @@ class BulkJob(models.Model):
     # this threshold whatever the policy becomes while it runs.
     auto_coding_threshold = models.FloatField(null=True, blank=True)
     auto_coding_version = models.PositiveIntegerField(null=True, blank=True)
+    # The audit share of that policy: the job's coded rows are sampled for the audit with it.
+    auto_coding_audit_share = models.FloatField(null=True, blank=True)
     rows_auto_coded = models.BigIntegerField(
         default=0, help_text="Rows whose answer reached the auto-coding threshold"
     )

@@ -213,6 +213,46 @@ def test_a_bulk_job_codes_rows_with_the_policy_it_started_with(tiny_taxonomy, ad
     assert (off.rows_auto_coded, off.auto_coding_threshold) == (0, None)
 
 
+def test_a_bulk_jobs_coded_rows_are_audited_blind_and_a_pause_stops_its_coding(
+    tiny_taxonomy, admin_api, curator
+):
+    """Every coded row drawn (a share of 1): each is queued as an audit under the job's policy,
+    not as the job's own row to review, while the file delivers its answer as coded. The audit
+    pausing the policy mid-job stops the job's coding from its next chunk on."""
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
+    data = "title\n" + "\n".join(TEXTS) + "\n"
+    job = upload(tiny_taxonomy, data, curator)
+    paused = []
+
+    def pause(_job) -> None:
+        if not paused:
+            policy = AutoCodingPolicy.objects.get(taxonomy=tiny_taxonomy)
+            policy.paused_at = timezone.now()
+            policy.save(update_fields=["paused_at"])
+            paused.append(ReviewItem.objects.filter(audit=True).count())
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=5, after_chunk=pause)
+    assert done.status == BulkJob.Status.SUCCEEDED, done.error
+    assert done.auto_coding_audit_share == 1.0
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    coded = [row for row in rows if row["auto_coded"] == "True"]
+    # Coded in the first chunk only: the pause after it stops the rest.
+    assert coded and all(rows.index(row) < 5 for row in coded)
+    assert done.rows_auto_coded == len(coded)
+    audits = ReviewItem.objects.filter(taxonomy=tiny_taxonomy, audit=True)
+    assert paused == [len(coded)] and audits.count() == len(coded)
+    assert sorted(audits.values_list("input__text", flat=True)) == sorted(
+        row["text"] for row in coded
+    )
+    for item in audits:
+        assert (item.status, item.auto_coded, item.bulk_job_id) == ("pending", False, None)
+        assert (item.vouched_policy_version, item.vouched_threshold) == (
+            1, done.auto_coding_threshold
+        )  # fmt: skip
+        assert item.vouched_group_id == item.top_group_id
+
+
 def test_the_taxonomy_page_counts_each_day(client, tiny_taxonomy, admin_api, admin_user, curator):
     admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")

@@ -48,6 +48,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, Input
+from annotations.services.review.auto_coding import Vouched, drawn_for_audit
 from annotations.services.review.inputs import inputs_submit, pending_review_room
 from models_app.bulk.files import (
     CHUNKS_DIR,
@@ -172,10 +173,11 @@ def _pin(job: BulkJob) -> BulkJob:
         if deployment is None:
             raise NoLiveModel(job.taxonomy)
         build = deployment.index_build
-        threshold, version = _auto_coding_now(job)
+        threshold, version, audit_share = _auto_coding_now(job)
         BulkJob.objects.filter(id=job.id, index_build__isnull=True).update(
             index_build=build, model_version_id=build.model_version_id,
             auto_coding_threshold=threshold, auto_coding_version=version,
+            auto_coding_audit_share=audit_share,
         )  # fmt: skip
         job.refresh_from_db()
     if job.index_build is None:
@@ -186,14 +188,24 @@ def _pin(job: BulkJob) -> BulkJob:
     return job
 
 
-def _auto_coding_now(job: BulkJob) -> tuple[float | None, int | None]:
-    """The taxonomy's auto-coding threshold and policy version as the job starts (None, None:
-    off, paused, or no threshold shown by the evidence)."""
+def _auto_coding_now(job: BulkJob) -> tuple[float | None, int | None, float | None]:
+    """The taxonomy's auto-coding threshold, policy version and audit share as the job starts
+    (all None: off, paused, or no threshold shown by the evidence)."""
     policy = AutoCodingPolicy.objects.filter(taxonomy_id=job.taxonomy_id).first()
     if policy is None or not policy.active:
-        return None, None
+        return None, None, None
     threshold = vouching_threshold_now(job.taxonomy, policy.target_precision)
-    return (threshold, policy.version) if threshold is not None else (None, None)
+    if threshold is None:
+        return None, None, None
+    return threshold, policy.version, policy.audit_share
+
+
+def _auto_coding_paused(job: BulkJob) -> bool:
+    """Whether the audit paused the policy the job started with. An admin's change leaves the
+    job coding as it began; the audit's pause stops it: its answers were shown wrong too often."""
+    return AutoCodingPolicy.objects.filter(
+        taxonomy_id=job.taxonomy_id, version=job.auto_coding_version, paused_at__isnull=False
+    ).exists()
 
 
 def _split(job: BulkJob, attempt: int, chunk_rows: int | None, enqueue: bool) -> bool:
@@ -270,6 +282,8 @@ class _Written:
     review: list[str] = field(default_factory=list)
     error: str = ""
     coded: int = 0  # rows whose answer reached the job's auto-coding threshold
+    # Coded rows drawn for the audit, by text: queued blind, as the job's policy vouched them.
+    audits: dict[str, Vouched] = field(default_factory=dict)
 
 
 # One worker's cache of nearest members, for the job whose chunks it did last.
@@ -414,18 +428,27 @@ def _write_normalized(job: BulkJob, chunk: BulkChunk, attempt: int, engine) -> _
         if good
         else []
     )
-    results, review = [], []
+    results, review, audits = [], [], {}
     threshold = job.auto_coding_threshold
+    if threshold is not None and _auto_coding_paused(job):
+        threshold = None
     for text, error in zip(texts, errors, strict=True):
         answer = next(answers) if text is not None else None
         results.append(result_row(answer, error, auto_coding_threshold=threshold))
-        # A row the product codes by itself never waits for review.
-        if _needs_review(job, answer) and not results[-1]["auto_coded"]:
+        # A row the product codes by itself never waits for review; a share of them is audited.
+        if results[-1]["auto_coded"]:
+            if drawn_for_audit(job.auto_coding_audit_share or 0.0):
+                audits[text] = Vouched(
+                    answer.groups[0].group_id, threshold, job.auto_coding_version, audit=True
+                )
+        elif _needs_review(job, answer):
             review.append(text)
     files = _write_files(job, chunk, attempt, keys, records, results)
     failed = sum(1 for result in results if result["error"])
     coded = sum(1 for result in results if result["auto_coded"])
-    return _Written(files=files, rows=len(records), failed=failed, review=review, coded=coded)
+    return _Written(
+        files=files, rows=len(records), failed=failed, review=review, coded=coded, audits=audits
+    )
 
 
 def _write_given_up(job: BulkJob, chunk: BulkChunk, attempt: int) -> _Written:
@@ -545,6 +568,16 @@ def _count(
                     # the live policy does not code them.
                     auto_coding=False,
                     bulk_job_id=job.id,
+                )
+            if written.audits:
+                # The product's own sample, not the job's send: it takes no room of the job's
+                # or its user's, and is not the job's to review (its rows are answered).
+                inputs_submit(
+                    taxonomy=job.taxonomy,
+                    texts=list(written.audits),
+                    source=Input.Source.UPLOAD,
+                    auto_coding=False,
+                    audits=written.audits,
                 )
             last = current.chunks_done == current.chunks_total
             if last and enqueue:

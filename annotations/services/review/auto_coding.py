@@ -51,6 +51,11 @@ class Vouched:
     audit: bool
 
 
+def drawn_for_audit(share: float) -> bool:
+    """Whether an answer coded under a policy with this audit share goes to the audit."""
+    return _draw.random() < share
+
+
 def audit_priority(occurrences: int) -> float:
     """The queue priority of an audited answer: what a verdict on an answer of a probability
     drawn at random would be worth, so audits spread through the queue like other cards."""
@@ -114,7 +119,7 @@ def vouched_answers(
         if top is None or top.source != "model" or top.probability is None:
             continue
         if top.probability >= threshold:
-            audit = _draw.random() < policy.audit_share
+            audit = drawn_for_audit(policy.audit_share)
             found[key] = Vouched(top.group_id, threshold, policy.version, audit)
     return found
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from django.conf import settings
@@ -75,6 +75,7 @@ def inputs_submit(
     queued_by=None,
     auto_coding: bool = True,
     bulk_job_id: int | None = None,
+    audits: Mapping[str, Vouched] | None = None,
 ) -> list[ReviewItem]:
     """Store cleaned texts as inputs with a prediction each, and queue them for review; one
     item per distinct text, in the order given.
@@ -86,7 +87,9 @@ def inputs_submit(
     ``queued_by``, the user whose send this is, may have at most
     ``SIAMWEB_REVIEW_PENDING_PER_USER`` new items waiting: past it ``ReviewQueueFull`` is raised
     and nothing is stored. Items a user's send merely updates are not new. ``bulk_job_id``:
-    the bulk job sending them for review; its open items are marked as its own.
+    the bulk job sending them for review; its open items are marked as its own. ``audits``:
+    answers a bulk job coded under the policy it started with and drew for the audit, by text;
+    each new one is queued as an audit, blind as any other.
     """
     unique: dict[str, str] = {}
     for text in texts:
@@ -98,6 +101,7 @@ def inputs_submit(
     )
     # ``auto_coding`` False: the caller decided these need a person (a bulk job's review rows).
     vouched = vouched_answers(taxonomy, normalizations) if auto_coding else {}
+    vouched |= {comparison_key(text): found for text, found in (audits or {}).items()}
     # The same new text sent by two requests at once: both find it unknown, one stores it and
     # the other's insert fails on the unique text. That one is tried again in its savepoint,
     # now finding the text known, so both callers get the one input and its item.
