@@ -217,3 +217,24 @@ def test_a_mapped_encoder_fine_tunes_on_its_own_copy(tmp_path):
 
     assert file_mapped_at(child.bag.weight.data_ptr()) is None
     assert table.read_bytes() == on_disk
+
+
+def test_a_process_that_finds_the_weights_mapped_does_not_decode_them(tmp_path, monkeypatch):
+    """Only the first process to load a model decodes its saved weights (for the n-gram bag, a
+    table of every bucket); every later one maps the files it wrote, so a web worker taking a
+    new model holds no decoded copy even for a moment."""
+    torch.manual_seed(0)
+    encoder = encoder_class("ngram_bag").create(TITLES, parse_config({"kind": "ngram_bag"}))
+    with atomic_directory(tmp_path / "model") as folder:
+        encoder.save(folder)
+    first = load_encoder(tmp_path / "model", mapped=True)
+    expected = np.asarray(first.encode(TITLES))
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the saved weights were decoded")
+
+    monkeypatch.setattr(torch, "load", no_decoding)
+    later = load_encoder(tmp_path / "model", mapped=True)
+    assert np.array_equal(np.asarray(later.encode(TITLES)), expected)
+    with pytest.raises(AssertionError, match="decoded"):
+        load_encoder(tmp_path / "model")  # not mapped: it decodes, as a fine-tune's parent does

@@ -116,37 +116,48 @@ class NeuralEncoder(nn.Module):
         folder = Path(folder)
         try:
             vocabulary = json.loads((folder / _VOCABULARY).read_text())
-            state = torch.load(folder / _WEIGHTS, map_location="cpu", weights_only=True)
+        except (OSError, ValueError) as exc:
+            raise ArtifactError(f"encoder files in {folder} are unreadable: {exc}") from None
+        module = cls.for_loading(config, vocabulary)
+        if mapped:
+            module.map_weights(folder, read=True)
+        else:
+            module.read_weights(folder)
+        module.eval()
+        return module
+
+    def read_weights(self, folder: Path) -> None:
+        """The weights saved in ``folder``, decoded into this module."""
+        try:
+            state = torch.load(Path(folder) / _WEIGHTS, map_location="cpu", weights_only=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ArtifactError(f"encoder files in {folder} are unreadable: {exc}") from None
-        module = cls.from_vocabulary(config, vocabulary)
         try:
             state = {
                 name: tensor.float() if tensor.is_floating_point() else tensor
                 for name, tensor in state.items()
             }
-            module.load_state_dict(module.state_from_disk(state))
+            self.load_state_dict(self.state_from_disk(state))
         except (RuntimeError, KeyError, IndexError) as exc:
             raise ArtifactError(f"weights in {folder} do not fit the config: {exc}") from None
-        module.eval()
-        if mapped:
-            module.map_weights(folder)
-        return module
 
-    def map_weights(self, folder: Path) -> None:
-        """Serve from the weights as loaded (float32, the n-gram table whole), kept in
+    def map_weights(self, folder: Path, *, read: bool = False) -> None:
+        """Serve from the weights as decoded (float32, the n-gram table whole), kept in
         memory-mapped files under ``folder``: written by the first process that loads this
-        encoder, shared by every later one through the page cache instead of each decoding its
-        own copy. Mapped copy-on-write: a write (a fine-tune works on a deep copy) changes only
-        the writer's pages, never the file."""
-        arrays = mapped_arrays(
-            Path(folder) / _MAPPED_WEIGHTS,
-            of=_WEIGHTS,
-            compute=lambda: {
+        encoder, mapped by every later one through the page cache instead of each decoding its
+        own copy. ``read``: the module holds no weights yet; only a process that writes the
+        files decodes them (``read_weights``). Mapped copy-on-write: a write (a fine-tune works
+        on a deep copy) changes only the writer's pages, never the file."""
+
+        def decoded() -> dict[str, np.ndarray]:
+            if read:
+                self.read_weights(folder)
+            return {
                 name: tensor.detach().cpu().numpy() for name, tensor in self.state_dict().items()
-            },
-            mode="c",
-        )
+            }
+
+        arrays = mapped_arrays(Path(folder) / _MAPPED_WEIGHTS, of=_WEIGHTS, compute=decoded,
+                               mode="c")  # fmt: skip
         state = {name: torch.from_numpy(array) for name, array in arrays.items()}
         try:
             self.load_state_dict(state, assign=True)
@@ -164,3 +175,8 @@ class NeuralEncoder(nn.Module):
     @classmethod
     def from_vocabulary(cls, config: Any, vocabulary: Any) -> NeuralEncoder:
         return cls(config)
+
+    @classmethod
+    def for_loading(cls, config: Any, vocabulary: Any) -> NeuralEncoder:
+        """The module ``load`` fills with the saved weights."""
+        return cls.from_vocabulary(config, vocabulary)

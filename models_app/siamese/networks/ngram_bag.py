@@ -80,11 +80,17 @@ class NgramBagEncoder(NeuralEncoder):
 
     kind = "ngram_bag"
 
-    def __init__(self, config: NgramBagConfig) -> None:
+    def __init__(self, config: NgramBagConfig, *, initialize: bool = True) -> None:
         super().__init__()
         self.config = config
-        self.bag = nn.EmbeddingBag(config.buckets, config.embedding_dim, mode="mean", sparse=True)
-        nn.init.normal_(self.bag.weight, std=0.1)
+        # A table loaded from disk is filled in place (``state_from_disk``): filling it at
+        # random first would write its 268 MB (O*NET's student) for nothing.
+        table = None if initialize else torch.empty(config.buckets, config.embedding_dim)
+        self.bag = nn.EmbeddingBag(
+            config.buckets, config.embedding_dim, mode="mean", sparse=True, _weight=table
+        )
+        if initialize:
+            nn.init.normal_(self.bag.weight, std=0.1)
         self.dropout = nn.Dropout(config.dropout)
         self.dense = nn.Linear(config.embedding_dim, config.output_dim, bias=config.bias)
 
@@ -98,12 +104,18 @@ class NgramBagEncoder(NeuralEncoder):
         quantized = torch.round(values / scale).to(torch.int8)  # (R, E)
         return {**state, "bag.rows": rows, "bag.int8": quantized, "bag.scale": scale}
 
+    @classmethod
+    def for_loading(cls, config: NgramBagConfig, vocabulary) -> NgramBagEncoder:
+        return cls(config, initialize=False)
+
     def state_from_disk(self, state):
         state = dict(state)
-        table = torch.zeros(self.config.buckets, self.config.embedding_dim)
+        # The module's own table, filled in place: a load holds one table, not two.
+        table = self.bag.weight.detach()
+        table.zero_()
         rows = state.pop("bag.rows")
         if "bag.int8" in state:
-            table[rows] = state.pop("bag.int8").float() * state.pop("bag.scale").float()
+            table[rows] = state.pop("bag.int8").float().mul_(state.pop("bag.scale").float())
         else:  # float16 rows, as written before int8 storage
             table[rows] = state.pop("bag.values")
         return {**state, "bag.weight": table}
