@@ -15,8 +15,14 @@ from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.serving.engines import HitsCache, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese import exact_cosines
 from models_app.siamese.baselines import TrigramMatcher
-from models_app.siamese.exact_cosines import ExactCosines, cosines, kth_best_at_least
+from models_app.siamese.exact_cosines import (
+    ExactCosines,
+    cosines,
+    distinct_rows,
+    kth_best_at_least,
+)
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.search import MemberSearch, SearchConfig, best_first
 from models_app.siamese.text import comparison_key
@@ -65,6 +71,27 @@ def test_each_cosine_is_the_dot_product_to_a_millionth(dim):
     exact = [[math.fsum(np.float64(q) * m) for m in members.astype(np.float64)]
              for q in np.vstack([queries, queries[:1]]).astype(np.float64)]  # fmt: skip
     assert np.abs(found - np.array(exact)).max() <= 1e-6
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_distinct_rows_group_exactly_the_identical_vectors(collide, monkeypatch):
+    """Identical rows are one distinct vector, rows a hair apart are not; a hash that puts
+    different rows together (every row at one hash, forced here) falls back to comparing the
+    rows' bytes and groups them the same."""
+    _, base = random_members(400, 64, seed=3)
+    rng = np.random.default_rng(4)
+    members = np.concatenate([base, base + 1e-7 * rng.standard_normal(base.shape), base[:50]])
+    members = members.astype(np.float32)[rng.permutation(850)]
+    if collide:
+        monkeypatch.setattr(
+            exact_cosines, "row_hashes", lambda words: np.zeros(len(words), np.uint64)
+        )
+    first, vector_of = distinct_rows(members)
+    assert len(first) == 800
+    assert np.array_equal(members[first][vector_of], members)
+    for row, distinct in enumerate(vector_of):  # the first row of its vector
+        same = np.flatnonzero((members == members[row]).all(axis=1))
+        assert first[distinct] == same.min()
 
 
 def test_the_near_set_is_every_member_at_or_above_the_reach_th_best():
