@@ -130,24 +130,30 @@ def judgement_write(
 
     The one writer of a verdict's rows: the single card and each item of a batch come here."""
     taxonomy = item.input.taxonomy
-    try:
-        with transaction.atomic():
-            judgement = Judgement.objects.create(
-                review_item=item,
-                verdict=verdict,
-                group=groups.get(effects.group_id),
-                rejected_group=groups.get(effects.rejected_group_id),
-                user=user,
-                prediction_id=item.prediction_id,
-                previous_status=item.status,
-                idempotency_key=idempotency_key,
-                batch=batch,
-            )
-    except IntegrityError:
-        # The same key, sent at the same moment for another item: the other request won.
-        raise VerdictError(
-            "idempotency_key", "this key was already used for a different verdict"
-        ) from None
+    judgement = Judgement(
+        review_item=item,
+        verdict=verdict,
+        group=groups.get(effects.group_id),
+        rejected_group=groups.get(effects.rejected_group_id),
+        user=user,
+        prediction_id=item.prediction_id,
+        previous_status=item.status,
+        idempotency_key=idempotency_key,
+        batch=batch,
+    )
+    if not idempotency_key:
+        # Only a key is unique: without one no insert can collide, so no savepoint is needed
+        # (a batch writes a verdict a tile).
+        judgement.save(force_insert=True)
+    else:
+        try:
+            with transaction.atomic():
+                judgement.save(force_insert=True)
+        except IntegrityError:
+            # The same key, sent at the same moment for another item: the other request won.
+            raise VerdictError(
+                "idempotency_key", "this key was already used for a different verdict"
+            ) from None
     judgement.replayed = False
     FeedbackPair.objects.bulk_create(
         feedback_pairs(
