@@ -182,7 +182,7 @@ def recorded_actions() -> set[str]:
                 if not isinstance(node, ast.Call):
                     continue
                 called = getattr(node.func, "id", getattr(node.func, "attr", None))
-                if called not in ("audit_record", "AuditEvent"):
+                if called not in ("audit_record", "audit_records", "AuditEvent"):
                     continue
                 for keyword in node.keywords:
                     if keyword.arg == "action":

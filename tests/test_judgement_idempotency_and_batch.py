@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from annotations.models import FeedbackPair, Group, Judgement, Member, ReviewItem
+from annotations.models import AuditEvent, FeedbackPair, Group, Judgement, Member, ReviewItem
 from annotations.services.review.batch import judgements_create_for_group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdict_rules import VerdictError
@@ -105,3 +107,54 @@ def test_an_item_both_confirmed_and_rejected_is_refused(developer_items, curator
             reject_item_ids=[developer_items[0].id],
         )
     assert not Judgement.objects.exists()
+
+
+def test_a_batch_writes_its_verdicts_in_the_same_statements_whatever_its_size(
+    tiny_taxonomy, curator, other_curator
+):
+    """A grid of 60 took a statement a row a verdict (480); now each table is written once."""
+    texts = [f"Java Engineer {n}" for n in range(12)]
+    inputs_submit(taxonomy=tiny_taxonomy, texts=texts, source="api")
+    developers = group("15-1252")
+    items = list(ReviewItem.objects.filter(top_group=developers).order_by("id"))
+    assert len(items) == len(texts)
+    counts = []
+    for user, chosen in ((curator, items[:2]), (other_curator, items[2:])):
+        with CaptureQueriesContext(connection) as statements:
+            result = judgements_create_for_group(
+                user=user,
+                group=developers,
+                confirm_item_ids=[i.id for i in chosen[1:]],
+                reject_item_ids=[chosen[0].id],
+            )
+        assert len(result.confirmed) + len(result.rejected) == len(chosen)
+        counts.append(len(statements.captured_queries))
+    assert counts[0] == counts[1]
+    # Every row a verdict leaves was written: one member, pair and event for each.
+    confirmed = [i for chosen in (items[:2], items[2:]) for i in chosen[1:]]
+    assert Member.objects.filter(source="curator", group=developers).count() == len(confirmed)
+    assert FeedbackPair.objects.count() == len(items)
+    assert AuditEvent.objects.filter(action="judgement.create").count() == len(items)
+    done = ReviewItem.objects.filter(id__in=[i.id for i in confirmed], status="done")
+    assert done.count() == len(confirmed)
+    assert all(item.updated_at > item.created_at for item in done)
+
+
+def test_a_member_the_group_already_holds_is_kept_as_it_is(developer_items, curator):
+    developers = group("15-1252")
+    first = developer_items[0]
+    taken = Member.objects.create(
+        taxonomy=developers.taxonomy,
+        group=developers,
+        text="taken before",
+        normalized_text=first.input.normalized_text,
+        source="curator",
+    )
+    judgements_create_for_group(
+        user=curator, group=developers, confirm_item_ids=[first.id], reject_item_ids=[]
+    )
+    taken.refresh_from_db()
+    assert taken.text == "taken before" and taken.judgement_id is None
+    assert (
+        Member.objects.filter(group=developers, normalized_text=taken.normalized_text).count() == 1
+    )

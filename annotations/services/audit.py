@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from annotations.models import AuditEvent, Taxonomy
@@ -18,14 +19,35 @@ def audit_record(
 ) -> AuditEvent:
     """Store one event in the caller's transaction, so a change and its record commit together.
     ``action`` must be one of ``AuditEvent.ACTIONS``."""
+    [event] = audit_records(actor=actor, action=action, changes=[(obj, taxonomy, before, after)])
+    return event
+
+
+def audit_records(
+    *,
+    actor,
+    action: str,
+    changes: Sequence[tuple[Any, Taxonomy | None, dict | None, dict | None]],
+) -> list[AuditEvent]:
+    """Store an event of ``action`` for each (object, taxonomy, before, after) of ``changes`` in
+    one statement, in the caller's transaction."""
     if action not in AuditEvent.ACTIONS:
         raise ValueError(f"{action!r} is not an audit action: add it to AuditEvent.ACTIONS")
-    return AuditEvent.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        taxonomy=taxonomy,
-        action=action,
-        object_type=type(obj).__name__.lower(),
-        object_id=str(obj.pk),
-        before=before,
-        after=after,
-    )
+    actor = actor if actor is not None and actor.is_authenticated else None
+    events = [
+        AuditEvent(
+            actor=actor,
+            taxonomy=taxonomy,
+            action=action,
+            object_type=type(obj).__name__.lower(),
+            object_id=str(obj.pk),
+            before=before,
+            after=after,
+        )
+        for obj, taxonomy, before, after in changes
+    ]
+    if len(events) == 1:
+        events[0].save(force_insert=True)  # a single event's id, on every database
+    else:
+        AuditEvent.objects.bulk_create(events)
+    return events

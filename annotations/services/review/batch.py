@@ -12,7 +12,12 @@ from django.utils import timezone
 from annotations.models import Group, Judgement, ReviewItem
 from annotations.services.review.auto_coding import auto_coding_audit_check
 from annotations.services.review.verdict_rules import VerdictError, verdict_effects
-from annotations.services.review.verdicts import item_state, judgement_write, live_verdicts
+from annotations.services.review.verdicts import (
+    VerdictWrite,
+    item_state,
+    judgements_write,
+    live_verdicts,
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ def judgements_create_for_group(
     All or nothing: one item that cannot take its verdict refuses the whole batch before
     anything is written. Each verdict is decided by the same rules as one at a time
     (``verdict_rules.verdict_effects``) and written by the same writer
-    (``verdicts.judgement_write``), item by item in this one transaction.
+    (``verdicts.judgements_write``), all of them at once in this one transaction.
     """
     overlap = set(confirm_item_ids) & set(reject_item_ids)
     if overlap:
@@ -75,18 +80,12 @@ def judgements_create_for_group(
                 exc.field, f"item {item_id}: {exc}", forbidden=exc.forbidden
             ) from None
 
-    batch = uuid.uuid4()
-    judgements = [
-        judgement_write(
-            item=items[item_id],
-            verdict=verdicts[item_id],
-            effects=effects[item_id],
-            groups={group.id: group},
-            user=user,
-            batch=batch,
-        )[0]
-        for item_id in wanted
-    ]
+    judgements = judgements_write(
+        [VerdictWrite(items[i], verdicts[i], effects[i]) for i in wanted],
+        groups={group.id: group},
+        user=user,
+        batch=uuid.uuid4(),
+    )
     if any(items[item_id].audit for item_id in confirm_item_ids):
         auto_coding_audit_check(taxonomy=group.taxonomy)
     return BatchResult(

@@ -3,7 +3,7 @@ curator's verdict, ``verdict_effects`` refuses it (``VerdictError``) or says wha
 group the text joins, the group it is rejected from, the feedback pairs, and the item's status,
 conflict and answer. Plain data in and out, no query: the single card
 (``verdicts.judgement_record``) and the batch (``batch.judgements_create_for_group``) read the
-rows, call it and write what it returns with one writer (``verdicts.judgement_write``), so the
+rows, call it and write what it returns with one writer (``verdicts.judgements_write``), so the
 two cannot drift apart."""
 
 from __future__ import annotations
