@@ -197,6 +197,11 @@ def main() -> None:
     parser.add_argument("--dev-size", type=int, default=0, help="0: every dev-unseen title")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--out", default="corrigibility_real")
+    parser.add_argument(
+        "--finetune-recipe",
+        choices=("titles", "pairs"),
+        help="how fine-tunes learn the verdicts (default: the product's for the live encoder)",
+    )
     args = parser.parse_args()
     if args.start is None:
         args.start = "pretrained" if args.taxonomy == "esco" else str(ROOT / "data/models/onet")
@@ -214,6 +219,9 @@ def main() -> None:
         dev = dev[: args.dev_size]
     if len(stream) < args.rounds * args.round_size:
         parser.error(f"the curator stream holds {len(stream)} titles, fewer than asked for")
+    recipe_override = (
+        {"training": {"finetune_recipe": args.finetune_recipe}} if args.finetune_recipe else None
+    )
     scratch_database()
 
     from annotations.models import Group
@@ -263,7 +271,10 @@ def main() -> None:
         # answers by the live ranker's probabilities, as the product's would be by then.
         ranker_before = ranker_fit(taxonomy=taxonomy)
         run = retraining.finetune_run_request(
-            taxonomy=taxonomy, trigger=TrainingRun.Trigger.MANUAL, enqueue=False
+            taxonomy=taxonomy,
+            trigger=TrainingRun.Trigger.MANUAL,
+            enqueue=False,
+            config=recipe_override,
         )
         run = training_run_execute(run_id=run.id)
         seconds = time.perf_counter() - last_verdict
@@ -324,6 +335,7 @@ def write(name: str, args, rows: list[dict]) -> None:
         "taxonomy": args.taxonomy,
         "start": args.start,
         "traffic": args.traffic,
+        "finetune_recipe": args.finetune_recipe or "the product's",
         "round_size": args.round_size,
         "dev_titles": args.dev_size or "all",
         "rounds": rows,

@@ -58,11 +58,6 @@ def prepare_data(
     by_group: dict[int, list[str]] = defaultdict(list)
     for group, text in train:
         by_group[group].append(text)
-    digest = hashlib.sha256()
-    for group, text in sorted(members):
-        digest.update(f"{group}\t{text}\n".encode())
-    for example in feedback:
-        digest.update(f"{example.group_id}\t{example.text}\t{example.label}\n".encode())
     related_groups: dict[int, list[int]] = defaultdict(list)
     for a, b in related:
         if a in by_group and b in by_group:
@@ -74,9 +69,21 @@ def prepare_data(
         validation=list(validation),
         feedback=list(feedback),
         by_group=dict(by_group),
-        sha256=digest.hexdigest(),
+        sha256=training_data_digest(members, feedback),
         related=dict(related_groups),
     )
+
+
+def training_data_digest(
+    members: Sequence[tuple[int, str]], feedback: Sequence[FeedbackExample]
+) -> str:
+    """What a model was trained on, as a digest: its members in any order, its feedback in order."""
+    digest = hashlib.sha256()
+    for group, text in sorted(members):
+        digest.update(f"{group}\t{text}\n".encode())
+    for example in feedback:
+        digest.update(f"{example.group_id}\t{example.text}\t{example.label}\n".encode())
+    return digest.hexdigest()
 
 
 class BatchSampler:

@@ -17,6 +17,7 @@ from models_app.siamese.losses import LOSSES
 PAIRWISE_LOSSES = {"contrastive", "hybrid"}
 TRIPLE_LOSSES = {"s2net"}
 MARGIN_LOSSES = {"sdml"}  # those that take a per-row margin on the positive (feedback_margin)
+FINETUNE_RECIPES = ("pairs", "titles")
 # On unit vectors -||a-b||^2 = 2cos(a, b) - 2, so SDML's scale 10 is a softmax temperature of 0.05
 # over cosine similarities, the setting measured before this code was written (DESIGN.md).
 DEFAULT_LOSS_PARAMS: dict[str, dict[str, Any]] = {"sdml": {"scale": 10.0}}
@@ -64,6 +65,9 @@ class TrainConfig:
     # words with the wrong group: a correction learnt by less than the window is taken back.
     # Only the in-batch softmax (sdml) takes it.
     feedback_margin: float = 0.0
+    # Fine-tuning: ``pairs``, the pairs sampler above; ``titles``, a tower learns its verdicts
+    # by the recipe that taught it real titles (``tower_finetune.py``).
+    finetune_recipe: str = "pairs"
     seed: int = 0
     device: str = "auto"
     threads: int = 0  # 0: every core
@@ -86,6 +90,10 @@ class TrainConfig:
             (self.threads >= 0, "threads must not be negative"),
             (0 <= self.keep_parent_share < 1, "keep_parent_share must be in [0, 1)"),
             (0 <= self.feedback_margin <= 1, "feedback_margin must be in [0, 1], a cosine"),
+            (
+                self.finetune_recipe in FINETUNE_RECIPES,
+                f"finetune_recipe must be one of {', '.join(FINETUNE_RECIPES)}",
+            ),
             (
                 self.feedback_margin == 0 or self.loss in MARGIN_LOSSES,
                 f"feedback_margin needs a loss that takes one ({', '.join(sorted(MARGIN_LOSSES))})",
@@ -257,6 +265,11 @@ def parse_model_spec(raw: dict[str, Any] | None) -> tuple[dict[str, Any], TrainC
     # wipe out what it knows in a few steps.
     defaults = TOWER_SPEC["training"] if encoder_config.kind in PRETRAINED_KINDS else {}
     training = TrainConfig.from_dict({**defaults, **raw.get("training", {})})
+    if training.finetune_recipe == "titles" and encoder_config.kind not in PRETRAINED_KINDS:
+        raise ConfigError(
+            f"finetune_recipe 'titles' trains a pretrained tower "
+            f"({', '.join(sorted(PRETRAINED_KINDS))}); {encoder_config.kind} takes 'pairs'"
+        )
     if training.max_steps == 0 and encoder_config.kind not in PRETRAINED_KINDS:
         raise ConfigError(
             f"max_steps 0 serves a model as it comes, which only a pretrained encoder can "

@@ -69,6 +69,8 @@ class TitleTowerRecipe:
     # Stop after this many seconds whatever the step (0: the step count alone decides): a
     # comparison at the same time budget, never the shipped tower's recipe.
     max_seconds: float = 0.0
+    # Warm up and decay over max_seconds rather than over the steps: a fine-tune by the clock.
+    clock_schedule: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1 or not 2 <= self.batch_size <= 4096:
@@ -77,6 +79,8 @@ class TitleTowerRecipe:
             raise ValueError("learning_rate and temperature must be in (0, 1)")
         if not 0 <= self.member_share <= 1 or not 0 <= self.warmup_share < 1:
             raise ValueError("member_share must be in [0, 1] and warmup_share in [0, 1)")
+        if self.clock_schedule and self.max_seconds <= 0:
+            raise ValueError("clock_schedule needs max_seconds")
 
 
 @dataclass
@@ -87,6 +91,8 @@ class LabelledTaxonomy:
     name: str
     members: dict[str, list[str]]
     titles: list[tuple[str, str]] = field(default_factory=list)  # (title, group key)
+    # (title, group key, member): a member a curator said the title is not (a false match).
+    false_matches: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -146,25 +152,30 @@ def transformer_of(model: Any) -> torch.nn.Module:
     return inner
 
 
-def _batches(
+def batch_drawer(
     taxonomies: Sequence[LabelledTaxonomy], recipe: TitleTowerRecipe, rng: random.Random
 ) -> Callable[[], tuple[list[str], list[str]]]:
     """A function drawing one batch: (anchors, positives), every anchor of another group.
 
     A batch comes from one taxonomy (chosen in proportion to its real titles), so its
     negatives are groups of the same taxonomy; each anchor's positive is a random member of its
-    group other than the anchor itself."""
+    group other than the anchor itself. A title with a false match (``rejected``) brings a row
+    whose positive is that member, so the false match is a negative column of the title's row."""
     pools = []
     for taxonomy in taxonomies:
         members = {g: texts for g, texts in taxonomy.members.items() if texts}
         titles = [(t, g) for t, g in taxonomy.titles if g in members]
         # A member string can be an anchor when its group holds another to pull it to.
         member_anchors = [(t, g) for g, texts in members.items() if len(texts) > 1 for t in texts]
-        pools.append((members, titles, member_anchors))
-    weights = [max(len(titles), 1) for _, titles, _ in pools]
+        rejected: dict[str, list[tuple[str, str]]] = {}
+        for title, group, member in taxonomy.false_matches:
+            if member in members.get(group, ()):
+                rejected.setdefault(title, []).append((group, member))
+        pools.append((members, titles, member_anchors, rejected))
+    weights = [max(len(titles), 1) for _, titles, _, _ in pools]
 
     def draw() -> tuple[list[str], list[str]]:
-        members, titles, member_anchors = rng.choices(pools, weights=weights)[0]
+        members, titles, member_anchors, rejected = rng.choices(pools, weights=weights)[0]
         anchors, positives, used = [], [], set()
         want_members = round(recipe.batch_size * recipe.member_share) if member_anchors else 0
         sources = [(member_anchors, want_members), (titles, recipe.batch_size - want_members)]
@@ -181,6 +192,14 @@ def _batches(
                 anchors.append(text)
                 positives.append(rng.choice(choices))
                 taken += 1
+                wrong = [(g, m) for g, m in rejected.get(text, ()) if g not in used]
+                if wrong and taken < wanted:
+                    wrong_group, member = rng.choice(wrong)
+                    others = [m for m in members[wrong_group] if m != member] or [member]
+                    used.add(wrong_group)
+                    anchors.append(rng.choice(others))
+                    positives.append(member)
+                    taken += 1
         return anchors, positives
 
     return draw
@@ -230,20 +249,33 @@ def train_title_tower(
     optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=0.01)
     warmup = max(1, int(recipe.steps * recipe.warmup_share))
 
+    started = time.perf_counter()
+
     def rate(step: int) -> float:
+        if recipe.clock_schedule:
+            # Warm-up and decay by the share of the steps or of the time budget spent,
+            # whichever is further along: a run stopped by the clock ends at a low rate on any
+            # machine, whatever step it reaches.
+            spent = min(
+                1.0,
+                max(step / recipe.steps, (time.perf_counter() - started) / recipe.max_seconds),
+            )
+            if spent < recipe.warmup_share:
+                return max(spent / recipe.warmup_share, 0.01)
+            return max(0.0, (1.0 - spent) / (1.0 - recipe.warmup_share))
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (recipe.steps - step) / max(1, recipe.steps - warmup))
 
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    draw = _batches(taxonomies, recipe, rng)
+    draw = batch_drawer(taxonomies, recipe, rng)
     model.train()
-    started = time.perf_counter()
     losses: list[float] = []
     steps = 0
     for step in range(recipe.steps):
         if recipe.max_seconds and time.perf_counter() - started > recipe.max_seconds:
             break
+        for group in optimizer.param_groups:
+            group["lr"] = recipe.learning_rate * rate(step)
         anchors, positives = draw()
         a = _embed(model, anchors, rng)  # (B, D)
         p = _embed(model, positives, rng)  # (B, D)
@@ -253,7 +285,6 @@ def train_title_tower(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
-        schedule.step()
         losses.append(float(loss.detach()))
         steps = step + 1
         if progress is not None:

@@ -15,6 +15,7 @@ from models_app.models import ModelVersion
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.specs import MARGIN_LOSSES, TrainConfig
 from models_app.siamese.text import comparison_key
+from models_app.siamese.title_tower import TitleTowerRecipe
 
 # Half of a fine-tune's positive pairs come from curator feedback, half replay the taxonomy's
 # own pairs, so the corrections are learned without forgetting what the parent knew.
@@ -45,6 +46,8 @@ FINETUNE_FRESH_MAX_REPEATS = 8
 # a fixed budget learnt fewer of them (docs/decisions/finetune-recipe.md). The cap bounds how
 # long a backlog keeps the training worker busy.
 FINETUNE_BUDGET_GROWTH_CAP = 1.5
+# How a fine-tune learns its verdicts (TrainConfig.finetune_recipe); "titles" on request.
+FINETUNE_RECIPE = "pairs"
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -60,7 +63,10 @@ def finetune_minutes(new_verdicts: int) -> float:
 
 def finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int = 0) -> dict:
     """The parent's spec with a short training budget for ``new_verdicts`` (see
-    ``finetune_minutes``); ``overrides`` may change its training, the budget too."""
+    ``finetune_minutes``); ``overrides`` may change its training, the budget too. The verdicts
+    are learnt by the pairs sampler with replay and augmented curator inputs, or, when
+    ``overrides`` asks a tower's run for ``finetune_recipe`` "titles", by the title recipe
+    (``siamese/tower_finetune.py``)."""
     spec = {key: dict(value) for key, value in parent.config.items()}
     # A student was distilled once; its fine-tunes learn the verdicts like any trained model.
     spec.pop("distill", None)
@@ -69,13 +75,24 @@ def finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int = 
     if not training.get("max_steps", TrainConfig.max_steps):
         # A pretrained version served as it came (0 steps): its fine-tunes train, by the clock.
         training["max_steps"] = TrainConfig.max_steps
-    training["replay_share"] = FINETUNE_REPLAY_SHARE
-    training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
     training["select_best"] = False
     training["keep_parent_share"] = FINETUNE_KEEP_PARENT_SHARE
     requested = overrides.get("training", {})
+    # Every encoder learns its verdicts by the pairs sampler unless a run asks for the title
+    # recipe (a tower only): on real titles the title recipe did no better from the wheel's
+    # MiniLM and cost the shipped title tower a point (docs/decisions/finetune-recipe.md).
+    training["finetune_recipe"] = requested.get("finetune_recipe", FINETUNE_RECIPE)
+    if training["finetune_recipe"] == "pairs":
+        training["replay_share"] = FINETUNE_REPLAY_SHARE
+        training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
+    else:
+        training["batch_size"] = TitleTowerRecipe.batch_size  # as the title tower trained
     training.update(requested)
-    if "feedback_margin" not in requested:
+    if "feedback_margin" in requested:
+        pass  # an admin's own value is kept
+    elif training.get("finetune_recipe", TrainConfig.finetune_recipe) == "titles":
+        training.pop("feedback_margin", None)  # the pairs sampler's, which it does not use
+    else:
         # By the loss the run will train with: an override may change it, and a parent
         # fine-tuned under sdml carries a margin another loss cannot take.
         if training.get("loss", TrainConfig.loss) in MARGIN_LOSSES:

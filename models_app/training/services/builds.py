@@ -32,7 +32,7 @@ from models_app.siamese.encoders import (
 )
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.progress import Progress, no_progress
-from models_app.siamese.sampling import FeedbackExample, prepare_data
+from models_app.siamese.sampling import FeedbackExample, prepare_data, training_data_digest
 from models_app.siamese.specs import (
     PRETRAINED_KINDS,
     TOWER_SPEC,
@@ -44,6 +44,7 @@ from models_app.siamese.specs import (
 )
 from models_app.siamese.text import comparison_key
 from models_app.siamese.tfidf import CharNgramTfidfEncoder
+from models_app.siamese.tower_finetune import tower_finetune
 from models_app.siamese.train import TrainResult, train_encoder
 from models_app.training.services.indexes import member_vectors
 from models_app.training.services.training_data import (
@@ -99,6 +100,13 @@ def encoder_fit(
     ]
     if not members:
         raise ConfigError(f"taxonomy {taxonomy.slug!r} has no member strings to train on")
+    if parent is not None and training.finetune_recipe == "titles":
+        # By the clock and from the start on a retry: no checkpoint to resume.
+        result = tower_finetune(
+            parent, members, feedback, training, anchor=anchor, progress=progress
+        )
+        digest = training_data_digest(members, feedback)
+        return EncoderFit(result, len(members), 0, digest)
     related = GroupRelation.objects.filter(taxonomy=taxonomy).values_list("group_id", "related_id")
     data = prepare_data(members, feedback, config=training, related=list(related))
     result = train_encoder(
