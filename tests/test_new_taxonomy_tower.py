@@ -228,3 +228,35 @@ def test_the_pretrained_tower_as_it_comes_is_not_fine_tuned_its_verdicts_go_to_t
     assert not TrainingRun.objects.filter(taxonomy=new_taxonomy, kind="finetune").exists()
     learnt_by = page.split('data-testid="live-ranker">')[1].split("</dd>")[0]
     assert learnt_by.startswith("fresh/ranker 1, fitted on 22 verdicts")
+
+
+def test_a_trained_towers_fine_tune_asked_for_the_title_recipe_learns_by_it(new_taxonomy, curator):
+    from annotations.services.review.inputs import inputs_submit
+    from annotations.services.review.verdicts import judgement_create
+    from models_app.training import retraining
+
+    training_run_execute(run_id=taxonomy_model_refresh(taxonomy=new_taxonomy).id)
+    quick_tower = {"encoder": {"kind": "transformer"}, "training": {"max_steps": 2}}
+    run = TrainingRun.objects.create(taxonomy=new_taxonomy, kind="build", config=quick_tower)
+    tower = training_run_execute(run_id=run.id).model_version
+    texts = ["Latte Artist", "Travel RN - 13 weeks", "Espresso Bar Lead"]
+    for item, code in zip(
+        inputs_submit(taxonomy=new_taxonomy, texts=texts, source="api"),
+        ["35-3023", "29-1141", "35-3023"],
+        strict=True,
+    ):
+        group = item.taxonomy.groups.get(code=code)
+        judgement_create(review_item=item, user=curator, verdict="reassign", group=group)
+    asked = {"training": {"finetune_recipe": "titles", "max_steps": 6}}
+    finetune = retraining.finetune_run_request(
+        taxonomy=new_taxonomy, trigger="manual", config=asked, enqueue=False
+    )
+    finetune = training_run_execute(run_id=finetune.id)
+    assert finetune.status in ("promoted", "rejected"), finetune.error
+    candidate = finetune.model_version
+    assert candidate.parent == tower
+    assert candidate.config["training"]["finetune_recipe"] == "titles"
+    assert candidate.config["training"]["batch_size"] == 64
+    # Both phases trained by the title recipe, each to its share of the step cap.
+    assert candidate.metrics["steps"] > 0
+    assert finetune.gate_report["decision"] in ("promote", "reject")
