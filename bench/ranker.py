@@ -219,6 +219,8 @@ class Served:
         description_weight: float,
     ) -> None:
         self.taxonomy, self.encoder = taxonomy, encoder
+        # Texts a search call: 512 as a batch request; 1 as single-text requests are searched.
+        self.texts_a_search = 512
         texts = [text for _, text in taxonomy.members]
         self.member_vectors = encoder.vectors(texts)
         index = MemberIndex.build(self.member_vectors, np.arange(len(texts)), kind="flat")
@@ -276,7 +278,15 @@ class Served:
         required = options.pop("required", None)
         for start in range(0, len(texts), 512):
             chunk = texts[start : start + 512]
-            hits = search.search(chunk, vectors[start : start + 512], DEPTH + 20)
+            hits = [
+                row
+                for at in range(start, start + len(chunk), self.texts_a_search)
+                for row in search.search(
+                    texts[at : min(at + self.texts_a_search, start + 512)],
+                    vectors[at : min(at + self.texts_a_search, start + 512)],
+                    DEPTH + 20,
+                )
+            ]
             leaves = own[start : start + 512] if own is not None else [None] * len(chunk)
             for offset, leave in enumerate(leaves):
                 if leave is not None:

@@ -69,7 +69,8 @@ class TitleTowerRecipe:
     # Stop after this many seconds whatever the step (0: the step count alone decides): a
     # comparison at the same time budget, never the shipped tower's recipe.
     max_seconds: float = 0.0
-    # Warm up and decay over max_seconds rather than over the steps: a fine-tune by the clock.
+    # Warm up and decay by the share of max_seconds or of the steps spent, whichever is further
+    # along, not by the steps alone: a fine-tune by the clock.
     clock_schedule: bool = False
 
     def __post_init__(self) -> None:
@@ -159,8 +160,9 @@ def batch_drawer(
 
     A batch comes from one taxonomy (chosen in proportion to its real titles), so its
     negatives are groups of the same taxonomy; each anchor's positive is a random member of its
-    group other than the anchor itself. A title with a false match (``rejected``) brings a row
-    whose positive is that member, so the false match is a negative column of the title's row."""
+    group other than the anchor itself. A title with a false match (``false_matches``) brings
+    a row whose positive is that member, so the false match is a negative column of the title's
+    row; a taxonomy without false matches draws exactly as before (the shipped tower's seed)."""
     pools = []
     for taxonomy in taxonomies:
         members = {g: texts for g, texts in taxonomy.members.items() if texts}
