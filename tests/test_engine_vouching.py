@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from models_app.siamese.vouching import (
+    precision_exact_lower_bound,
+    precision_exact_upper_bound,
     precision_lower_bound,
-    precision_upper_bound,
     vouching_threshold,
 )
 
@@ -18,10 +19,29 @@ def test_the_lower_bound_is_below_the_precision_and_closes_in_with_more_answers(
     assert few < many < 0.95
     assert many == pytest.approx(0.9365, abs=0.001)  # Wilson, one-sided 95%
     assert precision_lower_bound(10, 10) < 1.0
-    # The upper bound mirrors it: 50 right of 100 is bounded symmetrically around a half.
-    assert precision_upper_bound(0, 0) == 1.0
-    assert precision_upper_bound(50, 100) == pytest.approx(1 - precision_lower_bound(50, 100))
-    assert precision_lower_bound(80, 100) < 0.8 < precision_upper_bound(80, 100) < 0.87
+
+
+@pytest.mark.parametrize(
+    ("right", "answers", "upper"),
+    # The beta distribution's 95% quantile at (right + 1, answers - right), as tabulated.
+    [(0, 1, 0.95), (0, 2, 0.776393), (0, 5, 0.45072), (1, 10, 0.394163), (45, 50, 0.959763),
+     (900, 1000, 0.915215), (9000, 10000, 0.904898)],
+)  # fmt: skip
+def test_the_exact_upper_bound_is_clopper_pearsons(right, answers, upper):
+    assert precision_exact_upper_bound(right, answers) == pytest.approx(upper, abs=1e-6)
+    # The lower bound mirrors it: the upper bound of the wrong answers' share, from 1.
+    assert precision_exact_lower_bound(answers - right, answers) == pytest.approx(
+        1 - upper, abs=1e-6
+    )
+
+
+def test_the_exact_bounds_of_no_answers_and_of_all_right():
+    assert precision_exact_upper_bound(0, 0) == 1.0 and precision_exact_lower_bound(0, 0) == 0.0
+    assert precision_exact_upper_bound(7, 7) == 1.0
+    assert precision_exact_lower_bound(0, 7) == 0.0
+    for right in (-1, 8):
+        with pytest.raises(ValueError, match="right of 7 answers"):
+            precision_exact_upper_bound(right, 7)
 
 
 def test_the_threshold_is_the_lowest_probability_whose_answers_show_the_target():

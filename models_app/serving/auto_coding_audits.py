@@ -11,7 +11,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, Input, Judgement, ReviewItem, Taxonomy
-from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
+from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
 
 
 class _Audited:
@@ -27,12 +27,13 @@ class _Audited:
 
     @property
     def audited_interval(self) -> tuple[float, float] | None:
-        """One-sided 95% lower and upper bounds of the audited precision."""
+        """One-sided 95% exact lower and upper bounds of the audited precision (the upper is
+        what pauses a policy)."""
         if not self.audited:
             return None
         return (
-            precision_lower_bound(self.audited_right, self.audited),
-            precision_upper_bound(self.audited_right, self.audited),
+            precision_exact_lower_bound(self.audited_right, self.audited),
+            precision_exact_upper_bound(self.audited_right, self.audited),
         )
 
 

@@ -27,7 +27,7 @@ from models_app.serving.auto_coding_audits import audited_answers
 from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
 from models_app.siamese.ranker.active import verdict_worth
-from models_app.siamese.vouching import precision_lower_bound, precision_upper_bound
+from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
 
 logger = logging.getLogger(__name__)
 
@@ -150,21 +150,24 @@ def auto_coded_reopen(*, item_id: int, user) -> ReviewItem:
 
 def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
     """After a verdict on an audited answer: pause the policy when its audited answers'
-    precision is shown below the target (one-sided 95% upper bound). Returns the policy when
-    this call paused it."""
+    precision is shown below the target (one-sided 95% exact upper bound). Returns the policy
+    when this call paused it."""
     with transaction.atomic():
         policy = AutoCodingPolicy.objects.select_for_update().filter(taxonomy=taxonomy).first()
         if policy is None or not policy.active:
             return None
         answers, right = audited_answers(policy)
-        if not answers or precision_upper_bound(right, answers) >= policy.target_precision:
+        # Exact, not Wilson's: checked after every audit, Wilson's bound paused a policy on its
+        # first wrong audit (bench/audit_pause.py).
+        upper = precision_exact_upper_bound(right, answers)
+        if not answers or upper >= policy.target_precision:
             return None
         before = policy_summary(policy)
         policy.paused_at = timezone.now()
         policy.paused_reason = (
             f"the audit found {right} of {answers} audited answers right "
-            f"({right / answers:.1%}; at least {precision_lower_bound(right, answers):.1%}, at "
-            f"most {precision_upper_bound(right, answers):.1%} at 95% confidence), below the "
+            f"({right / answers:.1%}; at least {precision_exact_lower_bound(right, answers):.1%}, "
+            f"at most {upper:.1%} at 95% confidence), below the "
             f"{policy.target_precision:.1%} target: nothing more is coded by itself until an "
             "admin sets the policy again"
         )
