@@ -46,8 +46,4 @@ def audit_records(
         )
         for obj, taxonomy, before, after in changes
     ]
-    if len(events) == 1:
-        events[0].save(force_insert=True)  # a single event's id, on every database
-    else:
-        AuditEvent.objects.bulk_create(events)
-    return events
+    return AuditEvent.objects.bulk_create(events)

@@ -46,8 +46,6 @@ FINETUNE_FRESH_MAX_REPEATS = 8
 # a fixed budget learnt fewer of them (docs/decisions/finetune-recipe.md). The cap bounds how
 # long a backlog keeps the training worker busy.
 FINETUNE_BUDGET_GROWTH_CAP = 1.5
-# How a fine-tune learns its verdicts (TrainConfig.finetune_recipe); "titles" on request.
-FINETUNE_RECIPE = "pairs"
 # The share of a fine-tune's time budget that catches up on the held-out verdicts once the
 # gate has measured them (see finetune_execute).
 FINETUNE_CATCH_UP_SHARE = 0.25
@@ -81,7 +79,7 @@ def finetune_spec(parent: ModelVersion, overrides: dict, *, new_verdicts: int = 
     # Every encoder learns its verdicts by the pairs sampler unless a run asks for the title
     # recipe (a tower only): on real titles the title recipe did no better from the wheel's
     # MiniLM and cost the shipped title tower a point (docs/decisions/finetune-recipe.md).
-    training["finetune_recipe"] = requested.get("finetune_recipe", FINETUNE_RECIPE)
+    training["finetune_recipe"] = requested.get("finetune_recipe", TrainConfig.finetune_recipe)
     if training["finetune_recipe"] == "pairs":
         training["replay_share"] = FINETUNE_REPLAY_SHARE
         training["feedback_augment_share"] = FINETUNE_FEEDBACK_AUGMENT_SHARE
