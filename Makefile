@@ -53,7 +53,8 @@ services: ## Start (installing if needed) PostgreSQL, Redis, nginx and Chromium 
 # The serving path's SQL differs by database: its tests run again on SQLite, `make run`'s default.
 SQLITE_TESTS := tests/test_normalize_api.py tests/test_normalize_batch.py \
 	tests/test_normalize_command.py tests/test_match_probability.py tests/test_api_token_auth.py \
-	tests/test_judgement_undo.py tests/test_plain_sql.py tests/test_inputs_sent_at_once.py
+	tests/test_judgement_undo.py tests/test_plain_sql.py tests/test_inputs_sent_at_once.py \
+	tests/test_review_queue_order.py
 
 # The tests that compare scores computed two ways run again under another of OpenBLAS's CPU
 # kernels (Prescott: SSE3, on every x86-64): a test that wants bit-equal float32 scores from two

@@ -102,3 +102,23 @@ def test_an_order_interrupted_half_way_leaves_the_last_one_whole(tiny_taxonomy, 
     with pytest.raises(RuntimeError):
         review_items_reorder(taxonomy=tiny_taxonomy)
     assert dict(ReviewItem.objects.values_list("id", "priority")) == before
+
+
+def test_an_item_judged_while_the_queue_is_ordered_keeps_what_its_verdict_wrote(
+    tiny_taxonomy, monkeypatch
+):
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=COPIES + OTHERS, source="api")
+    judged = items[0]
+
+    def judged_meanwhile(*args, **kwargs):
+        ReviewItem.objects.filter(id=judged.id).update(status=ReviewItem.Status.DONE, priority=-7.0)
+        return rank_taxonomy_groups(*args, **kwargs)
+
+    monkeypatch.setattr(queue_order, "rank_taxonomy_groups", judged_meanwhile)
+    stamped_before = dict(ReviewItem.objects.values_list("id", "updated_at"))
+    assert review_items_reorder(taxonomy=tiny_taxonomy) == len(items) - 1
+    judged.refresh_from_db()
+    assert (judged.status, judged.priority) == (ReviewItem.Status.DONE, -7.0)
+    others = ReviewItem.objects.exclude(id=judged.id)
+    assert all(item.updated_at > stamped_before[item.id] for item in others)
+    assert all(item.priority > 0 for item in others)
