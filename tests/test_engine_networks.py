@@ -10,7 +10,11 @@ from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.encoders import as_stored, encoder_class, load_encoder, parse_config
 from models_app.siamese.networks.base import stable_hash
-from models_app.siamese.networks.ngram_bag import ngram_bag_ids, training_ngram_bag_ids
+from models_app.siamese.networks.ngram_bag import (
+    ngram_bag_id_rows,
+    ngram_bag_ids,
+    training_ngram_bag_ids,
+)
 from models_app.siamese.text import comparison_key
 from models_app.siamese.tfidf import char_ngrams
 
@@ -142,6 +146,44 @@ def test_ngram_bag_ids_are_the_distinct_char_ngrams_then_the_words_hashed(text):
     assert ids.dtype == np.int32
     with pytest.raises(ValueError, match="read-only"):
         ids[0] = 1  # kept in the cache: a caller writing to it would change every later text
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"ngram_min": 1, "ngram_max": 5, "words": False},
+        {"ngram_min": 2, "ngram_max": 3, "buckets": 2**24},
+        {"ngram_min": 4, "ngram_max": 8},
+    ],
+)
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_many_texts_hashed_at_once_get_each_texts_own_ids(options, ascii_only):
+    # ASCII texts are told apart by their code points, others by the batch's characters
+    # numbered, and 8-grams over 50 CJK characters by every character (no 64-bit key holds them).
+    config = parse_config({"kind": "ngram_bag", **SMALL["ngram_bag"], **options})
+    rng = np.random.default_rng(7)
+    letters = list("abcdefghij JAVA-dev/(m) 12_3.,!")
+    if not ascii_only:
+        letters += ["é", "ß", "ﬁ", "\u00a0", "🙂", "\u2019", *map(chr, range(0x4E00, 0x4E32))]
+    texts = ["", " ", "!!", "Java Developer", "a", "ab", "abc", "aaaa aaaa"]
+    texts += [] if ascii_only else ["Straße", "中中中中中中中中中中"]
+    for _ in range(1500):
+        size = int(rng.integers(0, 30))
+        texts.append("".join(letters[i] for i in rng.choice(len(letters), size=size)))
+
+    flat, lengths = ngram_bag_id_rows(texts, config)
+
+    rows = [ngram_bag_ids(text, config) for text in texts]
+    assert lengths.tolist() == [len(row) for row in rows]
+    assert flat.tolist() == np.concatenate(rows).tolist()  # the same buckets, in the same order
+    assert flat.dtype == np.int32 and lengths.dtype == np.int64
+
+
+def test_no_texts_hashed_at_once_are_no_ids():
+    config = parse_config({"kind": "ngram_bag", **SMALL["ngram_bag"]})
+    flat, lengths = ngram_bag_id_rows([], config)
+    assert (flat.tolist(), lengths.tolist()) == ([], [])
 
 
 def test_ngram_bag_featurizes_the_same_while_training_from_the_kept_ids_and_cold():
