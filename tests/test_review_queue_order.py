@@ -9,10 +9,15 @@ import pytest
 
 from annotations.models import ReviewItem
 from annotations.services.review import queue_order
-from annotations.services.review.inputs import inputs_submit, review_priority
+from annotations.services.review.inputs import (
+    CHANGED_ANSWER_PRIORITY,
+    inputs_submit,
+    review_priorities,
+    review_priority,
+)
 from annotations.services.review.leases import review_item_claim
 from annotations.services.review.queue_order import review_items_reorder
-from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.serving.normalize import Normalization, RankedGroup, rank_taxonomy_groups
 from models_app.siamese.ranker.active import SPREAD, spread_near_copies, verdict_worth
 from tests.test_match_probability import judge_all
 
@@ -32,6 +37,28 @@ def test_each_more_worthy_copy_in_the_same_group_spreads_a_text_down():
         [1.0, 0.9 * SPREAD, 0.8 * SPREAD**2, 0.5 * SPREAD, 0.95]
     )
     assert spread_near_copies(np.zeros(0), np.zeros(0)).tolist() == []
+
+
+def answer(probability, *scores):
+    groups = [RankedGroup(i, f"c{i}", f"g{i}", score, None, None, "model") for i, score in
+              enumerate(scores)]  # fmt: skip
+    return Normalization("t", groups, "model", "v1", 1, probability=probability)
+
+
+def test_many_answers_are_worth_what_each_is_worth_alone():
+    answers = [answer(0.9, 0.8, 0.5), answer(None, 0.8, 0.5), answer(None, 0.3), answer(0.2, 0.6)]
+    occurrences = [1, 3, 1, 20]
+    worth = review_priorities(answers, occurrences)
+    alone = [
+        review_priority(a, n, changed=False) for a, n in zip(answers, occurrences, strict=True)
+    ]
+    assert worth.tolist() == pytest.approx(alone)
+    # Without a probability: a small margin, a low top score and traffic come first.
+    assert worth[1] == pytest.approx((1 - 0.3) + (1 - 0.8) + 0.1 * np.log1p(3))
+    assert worth[2] == pytest.approx((1 - 0.3) + (1 - 0.3) + 0.1 * np.log1p(1))
+    assert worth[0] == pytest.approx(0.1) and worth[3] == pytest.approx(0.8 * (1 + np.log(20)))
+    changed = review_priority(answers[0], 1, changed=True)
+    assert changed == pytest.approx(0.1 + CHANGED_ANSWER_PRIORITY)
 
 
 def test_a_new_item_is_queued_by_what_its_verdict_is_worth(tiny_taxonomy):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOW = (
@@ -144,4 +145,13 @@ def test_postgresql_prepares_normalizes_read_unless_turned_off(tmp_path):
             [sys.executable, "-c", show], cwd=ROOT, env=clean, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == repr({"prepare_threshold": threshold})
+        expected = {"prepare_threshold": threshold, "options": "-c jit=off"}
+        assert result.stdout.strip() == repr(expected)
+
+
+@pytest.mark.django_db
+def test_postgresql_never_compiles_a_query():
+    # JIT took 237 of the batch groups page's 316 ms of SQL (docs/benchmarks.md).
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("off",)

@@ -12,13 +12,15 @@ written in one statement at the end: an order interrupted half-way leaves the la
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from annotations.models import ReviewItem, Taxonomy
-from annotations.services.review.inputs import CHANGED_ANSWER_PRIORITY, review_priority
+from annotations.services.review.inputs import CHANGED_ANSWER_PRIORITY, review_priorities
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.ranker.active import spread_near_copies
 
@@ -26,16 +28,27 @@ from models_app.siamese.ranker.active import spread_near_copies
 _CHUNK = 500
 
 
-def review_items_to_reorder(*, taxonomy: Taxonomy, limit: int) -> list[ReviewItem]:
+class ItemToReorder(NamedTuple):
+    id: int
+    text: str
+    occurrences: int
+    changed: bool  # a new model version changed its answer while nobody had judged it
+
+
+def review_items_to_reorder(*, taxonomy: Taxonomy, limit: int) -> list[ItemToReorder]:
     """The open items ordered again this time: the head of the queue, then those ordered
-    longest ago (``updated_at``), ``limit`` in all."""
-    open_items = ReviewItem.objects.filter(
-        taxonomy=taxonomy, status__in=ReviewItem.OPEN_STATUSES
-    ).select_related("input")
-    head = list(open_items.order_by("-priority", "id")[: limit - limit // 4])
-    seen = [item.id for item in head]
-    rest = list(open_items.exclude(id__in=seen).order_by("updated_at", "id")[: limit - len(head)])
-    return head + rest
+    longest ago (``updated_at``), ``limit`` in all. Read as plain values: building 20,000
+    items and their inputs as model instances took a tenth of a reorder."""
+    open_items = ReviewItem.objects.filter(taxonomy=taxonomy, status__in=ReviewItem.OPEN_STATUSES)
+    columns = ("id", "input__text", "input__occurrences", "changed_from_id")
+    head = list(open_items.order_by("-priority", "id").values_list(*columns)[: limit - limit // 4])
+    seen = [row[0] for row in head]
+    rest = open_items.exclude(id__in=seen).order_by("updated_at", "id")
+    rows = head + list(rest.values_list(*columns)[: limit - len(head)])
+    return [
+        ItemToReorder(item_id, text, occurrences, changed_from is not None)
+        for item_id, text, occurrences, changed_from in rows
+    ]
 
 
 def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int:
@@ -45,17 +58,11 @@ def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int
     if not items:
         return 0
     answers = []
-    texts = [item.input.text for item in items]
+    texts = [item.text for item in items]
     for start in range(0, len(texts), _CHUNK):
         answers += rank_taxonomy_groups(taxonomy, texts[start : start + _CHUNK], k=2)
-    changed = np.array([item.changed_from_id is not None for item in items])
-    bonus = np.where(changed, CHANGED_ANSWER_PRIORITY, 0.0)
-    worth = np.array(
-        [
-            review_priority(answer, item.input.occurrences, changed=False)
-            for answer, item in zip(answers, items, strict=True)
-        ]
-    )
+    bonus = np.where([item.changed for item in items], CHANGED_ANSWER_PRIORITY, 0.0)
+    worth = review_priorities(answers, [item.occurrences for item in items])
     groups = np.array([answer.groups[0].group_id if answer.groups else -1 for answer in answers])
     priorities = spread_near_copies(worth, groups) + bonus
     return _priorities_write([item.id for item in items], priorities.tolist())
