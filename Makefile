@@ -80,7 +80,7 @@ format: install-dev ## Apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: install-bench ## Run every benchmark (about an hour on 2 cores); figures go to bench/results/
+bench: install-bench ## Run the benchmarks that need no server (about an hour on 2 cores); figures go to bench/results/
 	$(PY) bench/normalize_speed.py
 	$(PY) bench/index_recall.py
 	$(PY) bench/accuracy.py

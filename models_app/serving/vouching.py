@@ -19,11 +19,8 @@ from annotations.models import ReviewItem, Taxonomy
 from models_app.serving.engines import live_engine_and_ranker
 from models_app.serving.rankers import serving_ranker
 from models_app.siamese.ranker.files import cold_start_ranker
-from models_app.siamese.vouching import VouchingThreshold, vouching_threshold
+from models_app.siamese.vouching import MIN_OWN_EVIDENCE, VouchingThreshold, vouching_threshold
 
-# The taxonomy's own ranker vouches once it was fitted on this many verdicts: fewer say less
-# than the starter's 523 answers on real titles.
-MIN_OWN_EVIDENCE = 200
 RECENT_DAYS = 30
 # Targets an admin may ask for: below 0.5 an answer is more likely wrong than right; at 1 no
 # finite evidence shows it.
