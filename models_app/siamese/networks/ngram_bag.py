@@ -71,6 +71,9 @@ def _crc32_table() -> np.ndarray:
 
 
 _CRC32 = _crc32_table()
+# Fewer texts are hashed one by one: the vectorised hash's fixed cost (about 0.2 ms) is more
+# than Python's for a text or a few (0.05 ms each), and one text is a request's whole encoding.
+_HASHED_AT_ONCE_FROM = 8
 
 
 def ngram_bag_id_rows(
@@ -80,15 +83,15 @@ def ngram_bag_id_rows(
     each text's count, int64). The same ids in the same order; every text's n-grams are hashed
     by one vectorised CRC-32 over their UTF-8 bytes, which Python did one string at a time (21
     of the 24 ms the O*NET student took to encode 500 titles: ``bench/batch_stages.py``)."""
+    if len(texts) < _HASHED_AT_ONCE_FROM:
+        return _ids_one_by_one(texts, config)
     keys = [comparison_key(text) for text in texts]
     # An ASCII key is its own key: only the others are folded again, as one text's are.
     padded = [f" {key if key.isascii() else comparison_key(key)} " for key in keys]
     try:
         points = np.frombuffer("".join(padded).encode("utf-32-le"), np.uint32)
     except UnicodeEncodeError:  # a lone surrogate: refused as one text alone refuses it
-        rows = [ngram_bag_ids(text, config) for text in texts]
-        flat = np.concatenate(rows) if rows else np.zeros(0, np.int32)
-        return flat, np.fromiter(map(len, rows), np.int64, len(rows))
+        return _ids_one_by_one(texts, config)
     ngrams, ngram_counts = _ngram_ids(points, padded, config)
     word_ids, word_counts = _word_ids(keys, config) if config.words else _no_words(len(keys))
     counts = ngram_counts + word_counts
@@ -98,6 +101,12 @@ def ngram_bag_id_rows(
     flat[_places(starts, ngram_counts)] = ngrams
     flat[_places(starts + ngram_counts, word_counts)] = word_ids
     return flat, counts
+
+
+def _ids_one_by_one(texts: Sequence[str], config: NgramBagConfig) -> tuple[np.ndarray, np.ndarray]:
+    rows = [ngram_bag_ids(text, config) for text in texts]
+    flat = np.concatenate(rows) if rows else np.zeros(0, np.int32)
+    return flat, np.fromiter(map(len, rows), np.int64, len(rows))
 
 
 def _places(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
