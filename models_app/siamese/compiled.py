@@ -9,8 +9,8 @@ writes it (``compile_tower``, after a version is stored) under a temporary name 
 into place. ``CompiledServing`` is what a served tower holds: the session when the folder is
 whole and of this version, else the reason it is not, logged once, while PyTorch encodes; it
 looks again at most once a minute, so a folder the worker writes again is taken up without a
-restart. The student (the n-gram bag) is not compiled: hashing its n-grams in Python is most
-of its encoding, its forward a tenth at most (``bench/compiled_encoders.py``).
+restart. The student (the n-gram bag) is not compiled: hashing its n-grams is most of its
+encoding, its forward a tenth at most (``bench/compiled_encoders.py``).
 
 The recipe: ``torch.onnx`` export with eager attention; ONNX Runtime's transformer fusions
 (layer norms, GELU; attention left as plain ops so that its projections are quantised too);

@@ -97,8 +97,8 @@ def load_encoder(folder: Path, *, mapped: bool = False) -> Encoder:
 
 def compile_encoder(folder: Path) -> bool:
     """Compile the encoder saved in ``folder`` for serving, where that pays: the tower through
-    ONNX Runtime (``compiled.py``); the n-gram encoders spend their time hashing n-grams in
-    Python, which no runtime speeds up. True when a compiled copy was written, False when a
+    ONNX Runtime (``compiled.py``); the n-gram encoders spend their time hashing n-grams,
+    which no runtime speeds up. True when a compiled copy was written, False when a
     current one was there or the kind is not compiled."""
     config = parse_config(read_manifest(folder, kind=ENCODER_ARTIFACT)["config"])
     if not hasattr(encoder_class(config.kind), "compile_for_serving"):
