@@ -86,9 +86,18 @@ def evidence_worth(stream_size: int, seed: int = 5):
     return worth
 
 
+def worth_alone(worth_of):
+    def worth(probabilities, occurrences, rows):
+        return worth_of(probabilities, occurrences)
+
+    return lambda stream_size: worth
+
+
+# Each order's worth of the open titles (probabilities, occurrences, their rows), by stream size.
 WORTH = {
-    "queue": lambda probabilities, occurrences, rows: verdict_worth(probabilities, occurrences),
-    "vouching": lambda probabilities, occurrences, rows: vouching_worth(probabilities, occurrences),
+    "queue": worth_alone(verdict_worth),
+    "vouching": worth_alone(vouching_worth),
+    "evidence": evidence_worth,
 }
 
 
@@ -218,7 +227,7 @@ def run_taxonomy(
     for order in orders:
         judged_by[order], results[order] = judge_in_rounds(
             served, stream, cold, starter_top,
-            evidence_worth(len(stream.texts)) if order == "evidence" else WORTH[order],
+            WORTH[order](len(stream.texts)),
             checkpoints, round_size,
             (dev_texts, dev_vectors, dev_labels), shown, order,
         )  # fmt: skip

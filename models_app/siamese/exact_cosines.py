@@ -125,6 +125,15 @@ def principal_directions(vectors: np.ndarray, dims: int) -> np.ndarray:
     return np.ascontiguousarray(directions[:, np.argsort(-values)[:dims]], dtype=np.float32)
 
 
+def first_pass_candidates(
+    queries: np.ndarray, basis: np.ndarray, reduced: np.ndarray, width: int
+) -> np.ndarray:
+    """(Q, width) each query's ``width`` best distinct vectors by their cosines in the first
+    pass's directions (``basis`` (D, d); ``reduced``: the vectors in them, (U, d)), unordered."""
+    rough = cosines(queries @ basis, reduced)  # (Q, U)
+    return np.argpartition(-rough, width, axis=1)[:, :width]
+
+
 class ExactCosines:
     """The members' vectors of an exact index: each distinct vector once, and which distinct
     vector each member has.
@@ -166,10 +175,9 @@ class ExactCosines:
             chunk = queries[start : start + _FIRST_PASS_MAX_QUERIES]
             exact = cosines(chunk, rough)  # (S, U)
             near = exact >= kth_best_at_least(exact, reach)[:, None] - 1e-6
-            first = cosines(chunk @ basis, reduced)
             chosen = np.zeros_like(near)
-            top = np.argpartition(-first, width, axis=1)[:, :width]
-            np.put_along_axis(chosen, top, True, axis=1)
+            np.put_along_axis(chosen, first_pass_candidates(chunk, basis, reduced, width), True,
+                              axis=1)  # fmt: skip
             if np.any(near & ~chosen):
                 return none
         return basis, reduced
@@ -264,9 +272,8 @@ class ExactCosines:
         ):
             return cosines(queries, self.rough)
         queries = np.asarray(queries, dtype=np.float32)
-        rough = cosines(queries @ self._basis, self._reduced)  # (Q, U) in the first dims
-        candidates = np.argpartition(-rough, width, axis=1)[:, :width]  # (Q, width)
-        scores = np.full(rough.shape, -np.inf, dtype=np.float32)
+        candidates = first_pass_candidates(queries, self._basis, self._reduced, width)
+        scores = np.full((len(queries), len(self.rough)), -np.inf, dtype=np.float32)
         for row, (query, chosen) in enumerate(zip(queries, candidates, strict=True)):
             scores[row, chosen] = self.rough[chosen] @ query
         return scores

@@ -159,8 +159,8 @@ def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
         answers, right = audited_answers(policy)
         # Exact, not Wilson's: checked after every audit, Wilson's bound paused a policy on its
         # first wrong audit (bench/audit_pause.py).
-        upper = precision_exact_upper_bound(right, answers)
-        if not answers or upper >= policy.target_precision:
+        upper = precision_exact_upper_bound(right, answers)  # 1 without answers
+        if upper >= policy.target_precision:
             return None
         before = policy_summary(policy)
         policy.paused_at = timezone.now()

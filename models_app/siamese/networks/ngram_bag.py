@@ -103,8 +103,10 @@ def ngram_bag_id_rows(
     return flat, counts
 
 
-def _ids_one_by_one(texts: Sequence[str], config: NgramBagConfig) -> tuple[np.ndarray, np.ndarray]:
-    rows = [ngram_bag_ids(text, config) for text in texts]
+def _ids_one_by_one(
+    texts: Sequence[str], config: NgramBagConfig, ids_of=ngram_bag_ids
+) -> tuple[np.ndarray, np.ndarray]:
+    rows = [ids_of(text, config) for text in texts]
     flat = np.concatenate(rows) if rows else np.zeros(0, np.int32)
     return flat, np.fromiter(map(len, rows), np.int64, len(rows))
 
@@ -165,12 +167,13 @@ def _ngram_ids(
             continue
         fits = np.flatnonzero(room >= size)
         found_texts.append(text_of[fits])
-        found_sizes.append(np.full(len(fits), size, np.uint32))
-        found_starts.append(fits)
         found_ids.append((state[fits] ^ np.uint32(0xFFFFFFFF)) % np.uint32(config.buckets))
         if packed:
             head = (text_of[fits].astype(np.uint64) << np.uint64(4)) | np.uint64(size)
             found_keys.append((head << np.uint64(char_bits * config.ngram_max)) | chars[fits])
+        else:
+            found_sizes.append(np.full(len(fits), size, np.uint32))
+            found_starts.append(fits)
     # Each text's n-grams, shortest first, in reading order (a stable sort keeps both).
     texts = np.concatenate(found_texts)
     order = np.argsort(texts, kind="stable")
@@ -279,9 +282,7 @@ class NgramBagEncoder(NeuralEncoder):
 
     def featurize(self, texts, *, train=False, rng=None):
         if train:
-            ids = [training_ngram_bag_ids(text, self.config) for text in texts]
-            lengths = np.fromiter(map(len, ids), np.int64, len(ids))
-            flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+            flat, lengths = _ids_one_by_one(texts, self.config, training_ngram_bag_ids)
         else:
             flat, lengths = ngram_bag_id_rows(texts, self.config)
         offsets = np.cumsum(lengths) - lengths
