@@ -61,6 +61,23 @@ def test_a_rejected_candidate_offers_no_rollback_and_says_it_was_never_live(
     row = version_row(page, "jobs/v2")
     assert 'data-testid="rollback"' not in row
     assert 'data-testid="never-live"' in row
+    # Why a candidate whose mean may be above the live one's did not go live: the gate's first
+    # reason, how many more, and a link to its run.
+    run = TrainingRun.objects.get(model_version=rejected)
+    assert "The gate rejected it: typos fell by 0.050" in row
+    assert "(and 1 more)" in row and f'href="/models/runs/{run.id}/"' in row
+    assert "rejected-because" not in version_row(page, "jobs/v1")
+
+
+def test_a_candidate_the_gate_promoted_but_whose_run_failed_gives_no_rejection(
+    client, admin_user, first_version, rejected
+):
+    promoted = {**rejected.metrics["gate"], "decision": "promote"}
+    rejected.metrics = {**rejected.metrics, "gate": promoted}
+    rejected.save(update_fields=["metrics"])
+    client.force_login(admin_user)
+    row = version_row(client.get("/models/").content.decode(), "jobs/v2")
+    assert 'data-testid="never-live"' in row and "rejected-because" not in row
 
 
 def test_a_rollback_to_a_version_that_was_never_live_is_refused(

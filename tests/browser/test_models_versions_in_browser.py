@@ -25,6 +25,7 @@ def test_a_rejected_candidate_is_not_offered_a_rollback_and_shows_the_gates_figu
     log_in_at(page, live_server, "/models/", "ada", "ada-pass-123")
     row = page.locator('[data-testid="version-row"][data-label="jobs/v2"]')
     expect(row.get_by_test_id("never-live")).to_have_text("never live")
+    expect(row.get_by_test_id("rejected-because")).to_contain_text("typos fell by 0.050")
     expect(row.get_by_test_id("rollback")).to_have_count(0)
     expect(row.get_by_test_id("version-typos")).to_have_text("0.850")
     expect(row.get_by_test_id("version-mean")).to_have_text("0.835")

@@ -54,6 +54,9 @@ class VersionRow:
     # Where the figures come from: "build" (the version's own evaluation when it was made),
     # "gate" (a fine-tune's candidate as its gate measured it) or "" (not measured).
     measured_by: str = ""
+    # A never-live candidate's gate reasons, and its run: why a higher mean did not go live.
+    rejected_because: tuple[str, ...] = ()
+    run_id: int | None = None
 
     @property
     def figures(self) -> list[tuple[str, float | None]]:
@@ -96,6 +99,14 @@ def model_versions_page(
     )
     versions_page = Paginator(versions, VERSIONS_PER_PAGE).get_page(page)
     never_live = never_live_version_ids(taxonomy=taxonomy)
+    runs_of = dict(
+        TrainingRun.objects.filter(
+            model_version_id__in=[v.id for v in versions_page.object_list if v.id in never_live],
+            kind=TrainingRun.Kind.FINETUNE,
+        )
+        .order_by("id")
+        .values_list("model_version_id", "id")
+    )
     rows = []
     for version in versions_page.object_list:
         is_live = live is not None and version.id == live.id
@@ -108,6 +119,8 @@ def model_versions_page(
                 accuracy=accuracy,
                 was_live=is_live or version.id not in never_live,
                 measured_by=measured_by,
+                rejected_because=gate_rejection(version) if version.id in never_live else (),
+                run_id=runs_of.get(version.id),
             )
         )
     versions_page.object_list = rows
@@ -125,6 +138,14 @@ def version_measured(version: ModelVersion) -> tuple[float | None, dict, str]:
         accuracy = {name: gate.get(name) for name in SUITE_SETS}
         return mean_or_none(list(gate.values())), accuracy, "gate"
     return None, accuracy, ""
+
+
+def gate_rejection(version: ModelVersion) -> tuple[str, ...]:
+    """The reasons a candidate's gate rejected it (none for one it promoted or never gated)."""
+    gate = (version.metrics or {}).get("gate") or {}
+    if gate.get("decision") != "reject":
+        return ()
+    return tuple(str(reason) for reason in gate.get("reasons") or ())
 
 
 def gate_candidate_metrics(version: ModelVersion) -> dict[str, float]:
