@@ -24,6 +24,7 @@ import numpy as np
 from celery import current_app
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from annotations.models import Member, Taxonomy, TaxonomyRevision
 from models_app.models import Deployment
@@ -31,7 +32,7 @@ from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, compiled_rebuild_wanted, load_encoder
 from models_app.siamese.index import MemberIndex
 from models_app.siamese.ranker.lexical import LexicalCache
-from models_app.siamese.search import MemberSearch
+from models_app.siamese.search import MemberSearch, SearchConfig
 from models_app.siamese.specs import parse_search_config
 from siamweb.task_names import COMPILE_MODEL_VERSION
 
@@ -70,9 +71,10 @@ _STRAGGLER_RECHECK = 60.0  # seconds
 @dataclass
 class LiveEngine:
     taxonomy_id: int
-    model_version_id: int
+    # Both None for an engine of a model that is not stored (``engine_unstored``).
+    model_version_id: int | None
     model_label: str
-    index_build_id: int
+    index_build_id: int | None
     max_member_id: int
     built_at: datetime
     encoder: Encoder
@@ -86,6 +88,8 @@ class LiveEngine:
     _straggler_rows: list[tuple[int, str]] = field(default_factory=list)
     _stragglers_at: float | None = None
     _newer_at: tuple[int, list[tuple[int, str]]] | None = None  # (revision, rows) last read
+    # An unstored engine's group facts with the rows they were built from (``serving.groups``).
+    own_group_facts: tuple | None = None
 
     def nearest_members(
         self, texts: list[str], depth: int, *, cache: HitsCache | None = None
@@ -429,6 +433,37 @@ def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
         indexed_ids=np.sort(index.member_ids()),
     )
     return engine
+
+
+def engine_unstored(
+    taxonomy: Taxonomy,
+    *,
+    encoder: Encoder,
+    search_config: SearchConfig,
+    label: str,
+    member_ids: list[int],
+    texts: list[str],
+    vectors: np.ndarray,
+) -> LiveEngine:
+    """An engine of a model that was never stored (a fine-tune's first phase), over the given
+    members and their vectors in its embedding, held in memory for its caller alone: the gate
+    asks it what users would see, with a ranker fitted for it. Nothing it serves is cached
+    under a version's id."""
+    index = MemberIndex.build(np.asarray(vectors, dtype=np.float32), member_ids)
+    text_of = dict(zip(member_ids, texts, strict=True))
+    indexed = [text_of[int(member_id)] for member_id in index.member_ids()]
+    return LiveEngine(
+        taxonomy_id=taxonomy.id,
+        model_version_id=None,
+        model_label=label,
+        index_build_id=None,
+        max_member_id=max(member_ids),
+        built_at=timezone.now(),
+        encoder=encoder,
+        index=index,
+        search=MemberSearch(index, indexed if search_config.lexical_weight else [], search_config),
+        indexed_ids=np.sort(index.member_ids()),
+    )
 
 
 def forget_loaded_engines() -> None:

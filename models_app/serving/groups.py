@@ -102,15 +102,40 @@ def group_rows(taxonomy_id: int) -> list[tuple[int, str, str]]:
 
 
 def engine_group_facts(engine: LiveEngine, taxonomy_slug: str) -> GroupFacts:
-    """The groups as ``engine`` sees them, read again when older than ``_RECHECK``."""
+    """The groups as ``engine`` sees them, read again when older than ``_RECHECK``. An engine
+    of a model not stored encodes its descriptions each time and keeps nothing."""
+    if engine.index_build_id is None:
+        rows = group_rows(engine.taxonomy_id)
+        if engine.own_group_facts is None or engine.own_group_facts[0] != rows:
+            engine.own_group_facts = (rows, _group_facts(engine, taxonomy_slug, rows))
+        return engine.own_group_facts[1]
     now = time.monotonic()
     with _lock:
         cached = _facts.get(engine.index_build_id)
     if cached is not None and now - cached[0] < _RECHECK:
         return cached[2]
     rows = group_rows(engine.taxonomy_id)
-    if cached is not None and cached[1] == rows:
-        facts = cached[2]
+    facts = (
+        cached[2]
+        if cached is not None and cached[1] == rows
+        else _group_facts(engine, taxonomy_slug, rows)
+    )
+    with _lock:
+        if len(_facts) >= _MAX_ENGINES and engine.index_build_id not in _facts:
+            _facts.pop(next(iter(_facts)))
+        _facts[engine.index_build_id] = (now, rows, facts)
+    return facts
+
+
+def _group_facts(engine: LiveEngine, taxonomy_slug: str, rows) -> GroupFacts:
+    if engine.model_version_id is None:
+        descriptions = [description for _, _, description in rows if description]
+        encoded = iter(np.asarray(engine.encoder.encode(descriptions), dtype=np.float32)
+                       if descriptions else ())  # fmt: skip
+        vectors = np.zeros((len(rows), engine.encoder.dim), np.float32)
+        for row, (_, _, description) in enumerate(rows):
+            if description:
+                vectors[row] = next(encoded)
     else:
         vectors = description_vectors(
             taxonomy_slug=taxonomy_slug,
@@ -118,17 +143,12 @@ def engine_group_facts(engine: LiveEngine, taxonomy_slug: str) -> GroupFacts:
             encoder=engine.encoder,
             descriptions=[description for _, _, description in rows],
         )
-        facts = GroupFacts.build(
-            [group_id for group_id, _, _ in rows],
-            [name for _, name, _ in rows],
-            vectors,
-            [bool(description) for _, _, description in rows],
-        )
-    with _lock:
-        if len(_facts) >= _MAX_ENGINES and engine.index_build_id not in _facts:
-            _facts.pop(next(iter(_facts)))
-        _facts[engine.index_build_id] = (now, rows, facts)
-    return facts
+    return GroupFacts.build(
+        [group_id for group_id, _, _ in rows],
+        [name for _, name, _ in rows],
+        vectors,
+        [bool(description) for _, _, description in rows],
+    )
 
 
 def forget_group_facts() -> None:

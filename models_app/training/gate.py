@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from annotations.models import Group, Input, Judgement, Member, Taxonomy
@@ -133,11 +134,17 @@ class Comparison:
         return comparison
 
     def add(
-        self, name: str, encoder, search: SearchConfig, *, index_build: IndexBuild | None = None
+        self,
+        name: str,
+        encoder,
+        search: SearchConfig,
+        *,
+        index_build: IndexBuild | None = None,
+        vectors: np.ndarray | None = None,
     ) -> None:
         """``index_build``: one built with ``encoder``, whose vectors stand in for encoding the
-        members it holds again (the tower takes minutes to encode a large taxonomy)."""
-        vectors = None
+        members it holds again (the tower takes minutes to encode a large taxonomy);
+        ``vectors``: the members' vectors in ``encoder``'s embedding, already encoded."""
         if index_build is not None and self.member_ids:
             vectors = member_vectors(encoder, index_build, self.member_ids, self.texts)
         self.matchers[name] = HybridMatcher(
@@ -184,9 +191,12 @@ class Comparison:
         *,
         alpha: float,
         held_out: tuple[list[bool], list[bool]] | None = None,
+        held_out_served: tuple[list[bool], list[bool]] | None = None,
         reference_label: str | None = None,
     ) -> dict[str, Any]:
-        """Live against candidate on each frozen test and the held-out verdicts; where a
+        """Live against candidate on each frozen test and the held-out verdicts (as served,
+        each model with a ranker fitted for it, where ``held_out_served`` gives them; the
+        models alone are then reported beside, not tested); where a
         "reference" matcher was added (the version labelled ``reference_label``), reference
         against candidate on the frozen tests too. A row blocks only when the candidate is
         significantly worse on its cases: McNemar's exact one-sided p below ``alpha`` divided
@@ -213,7 +223,9 @@ class Comparison:
                 (name, "drift", "reference", hits["reference"][name], hits["candidate"][name])
                 for name in frozen
             ]
-        if held_out is not None:
+        if held_out_served is not None:
+            pairs.append(("held_out_feedback", "feedback", "live", *held_out_served))
+        elif held_out is not None:
             pairs.append(("held_out_feedback", "feedback", "live", *held_out))
         per_test = alpha / max(len(pairs), 1)
         rows = [
@@ -221,6 +233,9 @@ class Comparison:
                      against=reference_label if suite_name == "drift" else None)
             for name, suite_name, baseline, before, after in pairs
         ]  # fmt: skip
+        for row in rows:
+            if row["name"] == "held_out_feedback":
+                _say_how_answered(row, served=held_out_served is not None, alone=held_out)
 
         judged = [(v.text, v.group_id) for v in self.verdicts.values() if v.group_id]
         verdicts = {
@@ -470,6 +485,20 @@ def gate_row(
         amount = f" by {abs(found['delta']):.3f}" if found["delta"] else ""
         row["why"] = f"{name} {change}{amount}{since} ({odds}): within noise or better"
     return row
+
+
+def _say_how_answered(
+    row: dict, *, served: bool, alone: tuple[list[bool], list[bool]] | None
+) -> None:
+    """Mark the held-out row as answered as served (each model with a ranker fitted for it on
+    the other verdicts) or by the models alone; a served row carries the models alone's shares
+    too, reported and not tested."""
+    row["answered"] = "served" if served else "model alone"
+    if not served or alone is None:
+        return
+    live, candidate = (round(_mean([float(hit) for hit in hits]), 4) for hits in alone)
+    row["model_alone"] = {"live": live, "candidate": candidate, "n": len(alone[0])}
+    row["why"] += f"; by the models alone {live:.3f} → {candidate:.3f} (not tested)"
 
 
 def _mean(values: list[float]) -> float:

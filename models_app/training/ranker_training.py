@@ -231,22 +231,11 @@ def _gate(prepared: _Prepared, current: ServingRanker, prior, *, group_count) ->
                 "summary": "no new verdicts to hold out: nothing to compare"}  # fmt: skip
     hidden = frozenset(prepared.judged[row].key for row in held)
     rest = [row for row in range(len(prepared.judged)) if row not in set(held)]
-    history, rows_of = _history(prepared, rest, group_count)
-    try:
-        candidate = fit_ranker(
-            _examples(prepared, rest, history=history, rows_of=rows_of, hidden=hidden),
-            prior=prior,
-        )
-    except ConfigError:
-        candidate = prior
     before = _top_hits(
         _examples(prepared, held, history=current.history, rows_of={}, hidden=hidden),
         current.ranker,
     )
-    after_hits = _top_hits(
-        _examples(prepared, held, history=history, rows_of={}, hidden=hidden),
-        candidate,
-    )
+    after_hits = _held_out_hits(prepared, held, rest, hidden, prior, group_count=group_count)
     found = paired_comparison(before, after_hits, alpha=settings.SIAMWEB_GATE_ALPHA)
     n = found["n"]
     chance = found["p_worse"]
@@ -269,6 +258,46 @@ def _gate(prepared: _Prepared, current: ServingRanker, prior, *, group_count) ->
         **{key: found[key] for key in ("live", "candidate", "delta", "ci95", "lost", "gained",
                                        "p_worse", "alpha")},
     }  # fmt: skip
+
+
+def _held_out_hits(
+    prepared: _Prepared, held, rest, hidden: frozenset[str], prior, *, group_count: int
+) -> list[bool]:
+    """Per held-out row, whether a ranker fitted on the ``rest`` rows alone (the ``prior``
+    where they are too few to fit) puts its text's group first; the texts in ``hidden`` are
+    nobody's evidence."""
+    history, rows_of = _history(prepared, rest, group_count)
+    try:
+        ranker = fit_ranker(
+            _examples(prepared, rest, history=history, rows_of=rows_of, hidden=hidden),
+            prior=prior,
+        )
+    except ConfigError:
+        ranker = prior
+    return _top_hits(_examples(prepared, held, history=history, rows_of={}, hidden=hidden), ranker)
+
+
+def held_out_served_hits(
+    taxonomy: Taxonomy, engines: list[LiveEngine], held_out: Collection[str]
+) -> list[list[bool]] | None:
+    """What users would see for the held-out judged texts (comparison keys in ``held_out``)
+    from each engine, paired: per engine, per held-out text with a group, whether the engine
+    with a ranker fitted for it on every other verdict (the starter ranker where those are too
+    few to fit) puts the curators' group first. The fine-tune gate's comparison of served pairs:
+    a candidate model goes live with a ranker fitted for it, not alone. None when no held-out
+    text has a group."""
+    judged = judged_texts(taxonomy)
+    held = [row for row, j in enumerate(judged) if j.key in held_out and j.group_id is not None]
+    if not held:
+        return None
+    rest = [row for row, j in enumerate(judged) if j.key not in held_out]
+    hidden = frozenset(judged[row].key for row in held)
+    group_count = Group.objects.filter(taxonomy=taxonomy).count()
+    found = []
+    for engine in engines:
+        prepared, prior = _prepare(engine, taxonomy, judged), engine_prior(engine).ranker
+        found.append(_held_out_hits(prepared, held, rest, hidden, prior, group_count=group_count))
+    return found
 
 
 def _store(taxonomy, engine, ranker, history, judged, gate) -> RankerVersion:

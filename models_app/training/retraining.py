@@ -5,18 +5,28 @@ candidate (``models_app.training.gate``) and promote or reject it
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Input, Member, Taxonomy
 from models_app.models import TrainingRun
-from models_app.serving.engines import NoLiveModel, encoder_for, live_engine
+from models_app.serving.engines import (
+    LiveEngine,
+    NoLiveModel,
+    encoder_for,
+    engine_for_build,
+    engine_unstored,
+    live_engine,
+)
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.progress import Progress
 from models_app.siamese.sampling import FeedbackExample
@@ -32,6 +42,7 @@ from models_app.training.finetune_recipe import (
 )
 from models_app.training.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
 from models_app.training.promotion import RunStateError, go_live, live_build, live_version
+from models_app.training.ranker_training import held_out_served_hits
 from models_app.training.services.builds import encoder_fit, model_version_store, version_config
 from models_app.training.services.indexes import index_build_create
 from models_app.training.services.run_clock import RunClock, calibration, encode_rates
@@ -44,7 +55,10 @@ from models_app.training.services.training_data import (
     feedback_examples,
     feedback_last_id,
     held_out_texts,
+    member_rows,
 )
+
+logger = logging.getLogger(__name__)
 
 # --- requests --------------------------------------------------------------------------------
 
@@ -310,14 +324,22 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     comparison.add(
         "live", live_encoder, parse_search_config(parent.config), index_build=live_build(taxonomy)
     )
-    held_out_hits = None
+    held_out_hits = held_out_served = None
     final = learnt
     if held_out:
         clock.phase("held_out")("evaluate", 0.0, None)
         # As it would be served (stored smaller than it trains), as the live one is.
-        comparison.add("learnt", as_stored(learnt.result.encoder), parse_search_config(spec))
+        learnt_engine = _unstored_engine(taxonomy, as_stored(learnt.result.encoder), spec)
+        comparison.add(
+            "learnt",
+            learnt_engine.encoder,
+            parse_search_config(spec),
+            vectors=learnt_engine.index.vectors_of(np.array(comparison.member_ids, np.int64)),
+        )
         held_out_hits = comparison.held_out_hits(held_out)
         comparison.drop("learnt")
+        held_out_served = _held_out_served(taxonomy, parent, learnt_engine, held_out)
+        del learnt_engine
         laps.lap("held_out")
         clock.done("held_out")
         final = encoder_fit(
@@ -371,6 +393,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     report = comparison.gate(
         alpha=settings.SIAMWEB_GATE_ALPHA,
         held_out=held_out_hits,
+        held_out_served=held_out_served,
         reference_label=reference.label,
     )
     if reference != parent:
@@ -400,6 +423,42 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     }
 
 
+def _unstored_engine(taxonomy: Taxonomy, encoder, spec) -> LiveEngine:
+    """Phase 1's model over every member, in memory: it answers the held-out verdicts alone and
+    with a ranker fitted for it."""
+    rows = member_rows(taxonomy)
+    texts = [text for _, text in rows]
+    return engine_unstored(
+        taxonomy,
+        encoder=encoder,
+        search_config=parse_search_config(spec),
+        label="the fine-tune's first phase",
+        member_ids=[member_id for member_id, _ in rows],
+        texts=texts,
+        vectors=np.asarray(encoder.encode(texts), dtype=np.float32),
+    )
+
+
+def _held_out_served(
+    taxonomy: Taxonomy, parent, learnt: LiveEngine, held_out: frozenset[str]
+) -> tuple[list[bool], list[bool]] | None:
+    """The held-out verdicts as users would see them: the live model and phase 1's, each with
+    a ranker fitted for it on the other verdicts (``ranker_training.held_out_served_hits``).
+    None when the live engine cannot be loaded or is not ``parent``'s (the gate then compares
+    the models alone, as it says)."""
+    build = live_build(taxonomy)
+    if build is None or build.model_version_id != parent.id:
+        return None
+    try:
+        live = engine_for_build(taxonomy, build)
+    except (ArtifactError, OSError) as exc:
+        logger.warning("%s: the held-out verdicts are compared by the models alone: %s",
+                       taxonomy.slug, exc)  # fmt: skip
+        return None
+    found = held_out_served_hits(taxonomy, [live, learnt], held_out)
+    return None if found is None else (found[0], found[1])
+
+
 # The stage a fine-tune's second training shows: not "train" again after "evaluate", which
 # read as a run that went back (run panel, STAGE_MEANINGS).
 CATCH_UP_STAGE = "catch up"
@@ -424,7 +483,8 @@ def _finetune_clock(
     """A fine-tune's phases with the seconds each is expected to take, from the live model's
     rates measured now on the taxonomy's own titles. Phase 1 takes its time budget until its
     training says its time left from its pace; the held-out check encodes every member
-    with the phase-1 model and answers the held-out verdicts with two; the catch-up trains on
+    with the phase-1 model and answers the held-out verdicts with two, alone and with a ranker
+    fitted for each on every judged text; the catch-up trains on
     ``catch_up`` of the budget, as fast as phase 1 did; the index encodes every member and
     group description with the candidate (the same network, so the same rate); the gate answers
     the frozen suite twice (its hits, then its ranks) and every verdict with each model, and
@@ -443,7 +503,10 @@ def _finetune_clock(
     inputs = min(Input.objects.filter(taxonomy=taxonomy).count(), FLIP_INPUTS_COMPARED)
     phases = {
         "learn": learn_seconds,  # its time budget, until training says its own time left
-        "held_out": (len(members) * rates.encode + 2 * held_out * rates.answer) if held_out else 0,
+        # Every judged text is searched again by live and phase 1 for the rankers fitted there.
+        "held_out": (len(members) * rates.encode + 2 * (held_out + verdicts) * rates.answer)
+        if held_out
+        else 0,
         "catch_up": 0.0,
         "index": (len(members) + groups) * rates.encode,
         # The recent inputs answered by live and candidate: the gate weighs the answers moved

@@ -69,6 +69,8 @@ def test_held_out_verdicts_are_measured_before_the_run_learns_them(
     # ... the gate measures it on that model, then the catch-up phase learns it.
     (row,) = [row for row in run.gate_report["metrics"] if row["name"] == "held_out_feedback"]
     assert row["n"] == 1 and row["suite"] == "feedback"
+    # ... as users would see it (each model with a ranker fitted for it), the models alone beside.
+    assert row["answered"] == "served" and row["model_alone"]["n"] == 1
     assert key in catch_up["feedback"] and not catch_up["left_out"]
     # Both phases' results keep a share of the live version's weights, not of phase 1's ...
     live_encoder = learn["parent"]

@@ -38,6 +38,18 @@ GATE_METRIC_MEANINGS = {
     "held_out_feedback": "The newest verdicts, held out of the candidate's training: whether "
     "it learnt what curators said since the live model from the other verdicts.",
 }
+# The held-out row as the gate now measures it: what curators would see, not the models alone.
+HELD_OUT_SERVED_MEANING = (
+    "The newest verdicts, held out of the candidate's training and answered as curators would "
+    "see them: each model with a ranker fitted for it on the other verdicts. Whether it learnt "
+    "what curators said since the live model from the other verdicts."
+)
+
+
+def gate_row_meaning(metric: dict) -> str:
+    if metric.get("name") == "held_out_feedback" and metric.get("answered") == "served":
+        return HELD_OUT_SERVED_MEANING
+    return GATE_METRIC_MEANINGS.get(metric.get("name", ""), "")
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,9 @@ class GateRow:
     gained: int | None = None
     p_worse: float | None = None  # the paired test's one-sided p that the candidate is worse
     why: str = ""
-    meaning: str = ""  # what the row means for a curator (GATE_METRIC_MEANINGS)
+    meaning: str = ""  # what the row means for a curator (gate_row_meaning)
+    # A served held-out row's shares by the models alone (live, candidate): reported, not tested.
+    model_alone: tuple[float, float] | None = None
 
     @property
     def ci_text(self) -> str:
@@ -126,7 +140,14 @@ class GateRow:
             chance = "a drop this size happens by chance less than 1 time in 1,000"
         else:
             chance = f"a drop this size happens by chance 1 time in {round(1 / self.p_worse):,}"
-        return f"{self.name}: {level}; {chance}: {'not blocking' if self.passed else 'blocking'}."
+        alone = (
+            f" By the models alone: {self.model_alone[1]:.3f} against {self.model_alone[0]:.3f}"
+            " (not tested)."
+            if self.model_alone
+            else ""
+        )
+        blocking = "not blocking" if self.passed else "blocking"
+        return f"{self.name}: {level}; {chance}: {blocking}.{alone}"
 
 
 @dataclass(frozen=True)
@@ -176,7 +197,12 @@ def gate_report_of(run: TrainingRun) -> GateReport | None:
             gained=metric.get("gained"),
             p_worse=metric.get("p_worse"),
             why=metric.get("why", ""),
-            meaning=GATE_METRIC_MEANINGS.get(metric.get("name", ""), ""),
+            meaning=gate_row_meaning(metric),
+            model_alone=(
+                (metric["model_alone"]["live"], metric["model_alone"]["candidate"])
+                if metric.get("model_alone")
+                else None
+            ),
         )
         for metric in report.get("metrics", [])
     ]
