@@ -290,7 +290,8 @@ def main() -> None:
             "reasons": report.get("reasons", []),
             "gate_rows": report.get("metrics", []),
             "held_out": next(
-                ({k: m[k] for k in ("live", "candidate", "n", "lost", "gained", "p_worse")}
+                ({k: m.get(k) for k in ("live", "candidate", "n", "lost", "gained", "p_worse",
+                                        "answered", "model_alone")}
                  for m in report.get("metrics", []) if m["name"] == "held_out_feedback"),
                 None,
             ),

@@ -16,8 +16,9 @@ started from (``gate_reference``), so losses spread over rounds cannot add up un
 Those cases are synthetic or few. The real traffic is weighed too (``Comparison.answers_moved``):
 of the inputs nobody has judged, the answers the candidate changes that the live ranker was
 confident of, moved to a group no curator has put a text in, are answers it most likely breaks;
-their expected number beyond a small allowance blocks. The same comparison gives the flip
-report: the inputs whose top group a promotion changes.
+their expected number beyond a small allowance blocks. A fine-tune compares them as users would
+see them: the live pair against the candidate with a ranker fitted for it (``add_served``). The
+same comparison gives the flip report: the inputs whose top group a promotion changes.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from django.conf import settings
 
 from annotations.models import Group, Input, Judgement, Member, Taxonomy
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
-from models_app.serving.engines import NoLiveModel, encoder_for
+from models_app.serving.engines import LiveEngine, NoLiveModel, encoder_for
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.serving.rankers import ServingRanker
 from models_app.siamese.evaluation import build_test_suite, evaluate
 from models_app.siamese.hybrid_matcher import HybridMatcher
 from models_app.siamese.search import SearchConfig
@@ -107,6 +109,10 @@ class Comparison:
         self.member_ids: list[int] = []  # of ``texts``, where known
         self._inputs: list[str] | None = None  # the newest inputs, read once
         self._tops: dict[str, list[int | None]] = {}  # per model, its top group for each input
+        # Per model, its engine and the ranker beside it: what users would see from it.
+        self.served: dict[str, tuple[LiveEngine, ServingRanker]] = {}
+        # Per served model, for each input: its top group and the groups offered's probabilities.
+        self._answers: dict[str, list[tuple[int | None, dict[int, float]]]] = {}
 
     @classmethod
     def build(cls, taxonomy: Taxonomy) -> Comparison:
@@ -151,6 +157,44 @@ class Comparison:
             encoder, self.texts, self.labels, config=search, vectors=vectors
         )
         self._tops.pop(name, None)
+
+    def add_served(self, name: str, engine: LiveEngine, ranker: ServingRanker) -> None:
+        """Model ``name`` as users would see it: ``engine`` with ``ranker`` beside it. Once
+        "live" and "candidate" both are, real traffic is compared as served."""
+        self.served[name] = (engine, ranker)
+        self._answers.pop(name, None)
+
+    @property
+    def traffic_served(self) -> bool:
+        return {"live", "candidate"} <= set(self.served)
+
+    def served_answers(self, name: str) -> list[tuple[int | None, dict[int, float]]]:
+        """Model ``name``'s served answer to each of ``inputs()``: its top group and the
+        probability of each group offered (up to ``OFFERED_GROUPS``), ranked once."""
+        if name not in self._answers:
+            engine, ranker = self.served[name]
+            inputs, found = self.inputs(), []
+            for start in range(0, len(inputs), SERVED_BATCH):
+                answers = rank_taxonomy_groups(
+                    self.taxonomy, inputs[start : start + SERVED_BATCH], k=OFFERED_GROUPS,
+                    engine=engine, ranker=ranker,
+                )  # fmt: skip
+                found += [
+                    (
+                        answer.groups[0].group_id if answer.groups else None,
+                        {group.group_id: group.probability or 0.0 for group in answer.groups},
+                    )
+                    for answer in answers
+                ]
+            self._answers[name] = found
+        return self._answers[name]
+
+    def traffic_tops(self, name: str) -> list[int | None]:
+        """Model ``name``'s top group for each of ``inputs()``: as served where both models
+        are (``add_served``), else by the model alone."""
+        if self.traffic_served:
+            return [top for top, _ in self.served_answers(name)]
+        return self.top_groups(name)
 
     def drop(self, name: str) -> None:
         del self.matchers[name]
@@ -294,20 +338,25 @@ class Comparison:
         model is live to weigh the old answers with.
         """
         inputs = self.inputs()
-        before, after = self.top_groups("live"), self.top_groups("candidate")
+        before, after = self.traffic_tops("live"), self.traffic_tops("candidate")
         evidence = Counter(v.group_id for v in self.verdicts.values() if v.group_id)
-        unsupported = [
-            (text, old, new)
-            for text, old, new in zip(inputs, before, after, strict=True)
+        moved_at = [
+            row
+            for row, (text, old, new) in enumerate(zip(inputs, before, after, strict=True))
             if old is not None
             and new != old
             and not evidence[new]
             and comparison_key(text) not in self.verdicts
         ]
-        try:
-            probabilities = _served_probabilities(self.taxonomy, unsupported)
-        except NoLiveModel:
-            return None
+        unsupported = [(inputs[row], before[row], after[row]) for row in moved_at]
+        if self.traffic_served:
+            offered = self.served_answers("live")
+            probabilities = [offered[row][1].get(before[row], 0.0) for row in moved_at]
+        else:
+            try:
+                probabilities = _served_probabilities(self.taxonomy, unsupported)
+            except NoLiveModel:
+                return None
         moves = sorted(
             (
                 (probability, text, old, new)
@@ -330,6 +379,7 @@ class Comparison:
         groups = Group.objects.in_bulk({g for _, _, old, new in moves for g in (old, new) if g})
         return {
             "compared": len(inputs),
+            "answered": "served" if self.traffic_served else "model alone",
             "changed_without_evidence": len(unsupported),
             "confident": confident,
             "moved": len(moves),
@@ -349,9 +399,21 @@ class Comparison:
         }
 
     def flips(self) -> dict[str, Any]:
-        """Inputs whose top group (by the model alone) changes: fixed, broken, or just changed."""
+        """Inputs whose top group changes: fixed, broken, or just changed. A judged input is
+        answered with its verdict whatever the model, so whether a model fixed or broke it is
+        read from the models alone; the others as served where both models are."""
         inputs = self.inputs()
-        tops = {name: self.top_groups(name) for name in ("live", "candidate")}
+        tops = {name: list(self.traffic_tops(name)) for name in ("live", "candidate")}
+        if self.traffic_served:
+            judged = [
+                row
+                for row, text in enumerate(inputs)
+                if (verdict := self.verdicts.get(comparison_key(text))) and verdict.group_id
+            ]
+            for name, top in tops.items():
+                rankings = self.matchers[name].rank([inputs[row] for row in judged], 1)
+                for row, ranking in zip(judged, rankings, strict=True):
+                    top[row] = ranking[0] if ranking else None
         groups = Group.objects.in_bulk(
             {g for top in tops.values() for g in top if g}
             | {v.group_id for v in self.verdicts.values() if v.group_id}

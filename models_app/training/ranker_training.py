@@ -277,6 +277,26 @@ def _held_out_hits(
     return _top_hits(_examples(prepared, held, history=history, rows_of={}, hidden=hidden), ranker)
 
 
+def ranker_fitted_for(engine: LiveEngine, taxonomy: Taxonomy) -> ServingRanker:
+    """The ranker ``engine`` would serve with once fitted for it on every verdict, as the worker
+    fits one seconds after a model goes live (not stored, not gated); its prior, the starter
+    ranker, where the judged texts are too few to fit on."""
+    prior = engine_prior(engine)
+    judged = judged_texts(taxonomy)
+    if sum(j.group_id is not None for j in judged) < MIN_EXAMPLES:
+        return prior
+    prepared = _prepare(engine, taxonomy, judged)
+    everyone = range(len(judged))
+    history, rows_of = _history(prepared, everyone, Group.objects.filter(taxonomy=taxonomy).count())
+    try:
+        ranker = fit_ranker(
+            _examples(prepared, everyone, history=history, rows_of=rows_of), prior=prior.ranker
+        )
+    except ConfigError:
+        return prior
+    return ServingRanker(ranker, history, None, engine.model_version_id)
+
+
 def held_out_served_hits(
     taxonomy: Taxonomy, engines: list[LiveEngine], held_out: Collection[str]
 ) -> list[list[bool]] | None:

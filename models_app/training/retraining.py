@@ -25,7 +25,9 @@ from models_app.serving.engines import (
     engine_for_build,
     engine_unstored,
     live_engine,
+    live_engine_and_ranker,
 )
+from models_app.serving.rankers import serving_ranker
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import as_stored
 from models_app.siamese.progress import Progress
@@ -42,7 +44,7 @@ from models_app.training.finetune_recipe import (
 )
 from models_app.training.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
 from models_app.training.promotion import RunStateError, go_live, live_build, live_version
-from models_app.training.ranker_training import held_out_served_hits
+from models_app.training.ranker_training import held_out_served_hits, ranker_fitted_for
 from models_app.training.services.builds import encoder_fit, model_version_store, version_config
 from models_app.training.services.indexes import index_build_create
 from models_app.training.services.run_clock import RunClock, calibration, encode_rates
@@ -390,6 +392,7 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     )
     if reference != parent:
         comparison.add("reference", encoder_for(reference), parse_search_config(reference.config))
+    _serve_both(comparison, taxonomy, parent, build)
     report = comparison.gate(
         alpha=settings.SIAMWEB_GATE_ALPHA,
         held_out=held_out_hits,
@@ -437,6 +440,23 @@ def _unstored_engine(taxonomy: Taxonomy, encoder, spec) -> LiveEngine:
         texts=texts,
         vectors=np.asarray(encoder.encode(texts), dtype=np.float32),
     )
+
+
+def _serve_both(comparison: Comparison, taxonomy: Taxonomy, parent, build) -> None:
+    """Real traffic as users would see it: the live pair, and the candidate with a ranker fitted
+    for it on every verdict (as the worker fits one seconds after a promotion). Left to the
+    models alone, as the report then says, when the live engine is not ``parent``'s or an
+    engine cannot be loaded."""
+    try:
+        live, ranker_id = live_engine_and_ranker(taxonomy)
+        if live is None or live.model_version_id != parent.id:
+            return
+        candidate = engine_for_build(taxonomy, build)
+    except (ArtifactError, OSError) as exc:
+        logger.warning("%s: real traffic is compared by the models alone: %s", taxonomy.slug, exc)
+        return
+    comparison.add_served("live", live, serving_ranker(live, ranker_id))
+    comparison.add_served("candidate", candidate, ranker_fitted_for(candidate, taxonomy))
 
 
 def _held_out_served(
@@ -488,8 +508,9 @@ def _finetune_clock(
     ``catch_up`` of the budget, as fast as phase 1 did; the index encodes every member and
     group description with the candidate (the same network, so the same rate); the gate answers
     the frozen suite twice (its hits, then its ranks) and every verdict with each model, and
-    encodes every member with the reference version when that is another, and answers the
-    recent inputs with live and candidate (a promotion's flip report reuses those answers).
+    encodes every member with the reference version when that is another, fits a ranker for
+    the candidate on every verdict, and answers the recent inputs with live and candidate as
+    served (a promotion's flip report reuses those answers).
     Each is then scaled by how much longer than its counted work
     that phase took in the taxonomy's last finished fine-tune (``run_clock.calibration``)."""
     members = list(Member.objects.filter(taxonomy=taxonomy).values_list("text", flat=True))
@@ -513,7 +534,7 @@ def _finetune_clock(
         # (gate.Comparison.answers_moved) and the promotion's flip report reuses them.
         "gate": models * (2 * suite + verdicts) * rates.answer
         + (len(members) * rates.encode if reference else 0.0)
-        + 2 * inputs * rates.answer,
+        + (2 * inputs + verdicts) * rates.answer,
         "promote": 0.0,
     }
     last = (

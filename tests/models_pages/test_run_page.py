@@ -204,6 +204,15 @@ def test_the_gate_report_lists_the_confident_answers_a_candidate_would_move(
         "move to a group no curator has put a text in: about 0.9 right answers lost, above the "
         "0.1 allowed."
     )
+    # A gate that compared the served pairs says so.
+    served = make_run(
+        tiny_taxonomy,
+        status=TrainingRun.Status.REJECTED,
+        gate_report={**GATE_REPORT, "answers_moved": {**moved, "answered": "served"}},
+    )
+    page = client.get(f"/models/runs/{served.id}/").content.decode()
+    sentence = re.search(r'data-testid="answers-moved"[^>]*>(.*?)</p>', page, re.S).group(1)
+    assert "Both answered as users would see them" in " ".join(sentence.split())
     (row,) = re.findall(r'data-testid="answer-moved">(.*?)</tr>', page, re.S)
     cells = [" ".join(re.sub(r"<[^>]+>", "", c).split()) for c in row.split("</td>")][:4]
     assert cells == [

@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from annotations.models import Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.serving.engines import live_engine
+from models_app.serving.engines import engine_unstored, live_engine, live_engine_and_ranker
 from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.serving.rankers import engine_prior, serving_ranker
 from models_app.siamese.search import SearchConfig
 from models_app.siamese.text import comparison_key
 from models_app.training import gate
@@ -109,3 +111,48 @@ def test_a_judged_answer_moved_is_the_verdict_rows_business(taxonomy, curator, t
     moved = comparison.answers_moved(confident=traffic - 0.01, allowed_per_thousand=1.0)
 
     assert moved["moved"] == 0 and moved["passed"]
+
+
+def served_comparison_moving(taxonomy, moves: dict[str, str]) -> gate.Comparison:
+    """Live and a candidate that moves ``moves``, both as users would see them: each engine with
+    a ranker beside it (the live one's, and for the candidate its prior)."""
+    comparison = comparison_moving(taxonomy, moves)
+    live, ranker_id = live_engine_and_ranker(taxonomy)
+    rows = list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
+    texts = [text for _, text in rows]
+    moving = MovingEncoder(live.encoder, moves)
+    candidate = engine_unstored(
+        taxonomy, encoder=moving, search_config=EMBEDDING_ONLY, label="moving",
+        member_ids=[member_id for member_id, _ in rows], texts=texts,
+        vectors=np.asarray(moving.encode(texts), np.float32),
+    )  # fmt: skip
+    comparison.add_served("live", live, serving_ranker(live, ranker_id))
+    comparison.add_served("candidate", candidate, engine_prior(candidate))
+    return comparison
+
+
+def test_real_traffic_is_compared_as_served_when_both_models_are(taxonomy, traffic):
+    # Served, the other matchers' evidence weighs beside the encoder's: this move lands on the
+    # baristas, where "Coffee Maker" alone would not (the nurses, a group with a verdict).
+    comparison = served_comparison_moving(taxonomy, {MOVED_TEXT: "Espresso Barista"})
+    inputs = comparison.inputs()
+    # The live pair's answers are what the API serves now, probabilities included.
+    served = {a.text: a for a in rank_taxonomy_groups(taxonomy, inputs, k=gate.OFFERED_GROUPS)}
+    for text, (top, offered) in zip(inputs, comparison.served_answers("live"), strict=True):
+        assert top == served[text].groups[0].group_id
+        # (A curator's answer is given without a probability.)
+        assert offered[top] == pytest.approx(served[text].probability or 0.0)
+    # The candidate served moves the flagship text: blocked as the model alone was.
+    moved = comparison.answers_moved(confident=traffic - 0.01, allowed_per_thousand=1.0)
+    assert moved["answered"] == "served"
+    assert (moved["moved"], moved["passed"]) == (1, False)
+    assert moved["expected_lost"] == pytest.approx(traffic, abs=1e-3)
+    (example,) = moved["examples"]
+    assert (example["before"]["code"], example["after"]["code"]) == ("15-1252", "35-3023")
+    # The flip report reads the same served answers.
+    assert comparison.flips()["counts"]["changed"] >= 1
+    # Without both served, the models alone answer, and say so.
+    alone = comparison_moving(taxonomy, {MOVED_TEXT: "Coffee Maker"})
+    assert alone.answers_moved(confident=0.5, allowed_per_thousand=1.0)["answered"] == (
+        "model alone"
+    )

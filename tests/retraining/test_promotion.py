@@ -55,6 +55,8 @@ def test_a_finetune_learns_the_corrections_and_is_promoted(taxonomy, curator, se
     assert training["feedback_margin"] == 0.05  # past the search's trigram window
     assert training["select_best"] is False
     assert run.flip_report["counts"]["fixed"] >= 1
+    # Real traffic compared as users would see it: each model with a ranker beside it.
+    assert report["answers_moved"]["answered"] == "served"
     stages = report["stage_seconds"]
     assert set(stages) == {"learn", "index", "gate", "flips"}
     assert all(seconds >= 0 for seconds in stages.values())
