@@ -442,19 +442,31 @@ def _unstored_engine(taxonomy: Taxonomy, encoder, spec) -> LiveEngine:
     )
 
 
-def _serve_both(comparison: Comparison, taxonomy: Taxonomy, parent, build) -> None:
-    """Real traffic as users would see it: the live pair, and the candidate with a ranker fitted
-    for it on every verdict (as the worker fits one seconds after a promotion). Left to the
-    models alone, as the report then says, when the live engine is not ``parent``'s or an
-    engine cannot be loaded."""
+def _live_pair_of(taxonomy: Taxonomy, parent) -> tuple[LiveEngine, int | None] | None:
+    """The live engine and ranker id, when the live engine is ``parent``'s and loads; else None
+    (logged), and the gate compares the models alone, as its report then says."""
     try:
         live, ranker_id = live_engine_and_ranker(taxonomy)
-        if live is None or live.model_version_id != parent.id:
-            return
+    except (ArtifactError, OSError) as exc:
+        logger.warning("%s: the gate compares the models alone: %s", taxonomy.slug, exc)
+        return None
+    if live is None or live.model_version_id != parent.id:
+        return None
+    return live, ranker_id
+
+
+def _serve_both(comparison: Comparison, taxonomy: Taxonomy, parent, build) -> None:
+    """Real traffic as users would see it: the live pair, and the candidate with a ranker fitted
+    for it on every verdict (as the worker fits one seconds after a promotion)."""
+    live_pair = _live_pair_of(taxonomy, parent)
+    if live_pair is None:
+        return
+    try:
         candidate = engine_for_build(taxonomy, build)
     except (ArtifactError, OSError) as exc:
-        logger.warning("%s: real traffic is compared by the models alone: %s", taxonomy.slug, exc)
+        logger.warning("%s: the gate compares the models alone: %s", taxonomy.slug, exc)
         return
+    live, ranker_id = live_pair
     comparison.add_served("live", live, serving_ranker(live, ranker_id))
     comparison.add_served("candidate", candidate, ranker_fitted_for(candidate, taxonomy))
 
@@ -463,19 +475,11 @@ def _held_out_served(
     taxonomy: Taxonomy, parent, learnt: LiveEngine, held_out: frozenset[str]
 ) -> tuple[list[bool], list[bool]] | None:
     """The held-out verdicts as users would see them: the live model and phase 1's, each with
-    a ranker fitted for it on the other verdicts (``ranker_training.held_out_served_hits``).
-    None when the live engine cannot be loaded or is not ``parent``'s (the gate then compares
-    the models alone, as it says)."""
-    build = live_build(taxonomy)
-    if build is None or build.model_version_id != parent.id:
+    a ranker fitted for it on the other verdicts (``ranker_training.held_out_served_hits``)."""
+    live_pair = _live_pair_of(taxonomy, parent)
+    if live_pair is None:
         return None
-    try:
-        live = engine_for_build(taxonomy, build)
-    except (ArtifactError, OSError) as exc:
-        logger.warning("%s: the held-out verdicts are compared by the models alone: %s",
-                       taxonomy.slug, exc)  # fmt: skip
-        return None
-    found = held_out_served_hits(taxonomy, [live, learnt], held_out)
+    found = held_out_served_hits(taxonomy, [live_pair[0], learnt], held_out)
     return None if found is None else (found[0], found[1])
 
 

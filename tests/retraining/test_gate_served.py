@@ -9,11 +9,11 @@ import numpy as np
 from annotations.models import Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
-from models_app.models import TrainingRun
+from models_app.models import IndexBuild, ModelVersion, TrainingRun
 from models_app.serving.engines import engine_unstored, live_engine
 from models_app.serving.groups import engine_group_facts
 from models_app.siamese.text import comparison_key
-from models_app.training import gate, ranker_training
+from models_app.training import gate, ranker_training, retraining
 from models_app.training.ranker_training import held_out_served_hits, judged_texts
 from models_app.training.selectors.reports import gate_report_of
 from tests.test_match_probability import RIGHT, WRONG, judge_all
@@ -105,3 +105,22 @@ def test_a_served_held_out_row_says_so_and_gives_the_models_alone_beside_it(tiny
     assert first.sentence.endswith("By the models alone: 0.500 against 1.000 (not tested).")
     assert "as curators would see them" not in second.meaning
     assert "models alone" not in second.sentence
+
+
+def test_a_parent_that_is_not_live_is_compared_by_the_models_alone(tiny_taxonomy):
+    """A retry whose parent was rolled away from: there is no live pair of the parent's to
+    serve with, so neither the held-out verdicts nor real traffic are compared as served."""
+    live = live_engine(tiny_taxonomy)
+    not_live = ModelVersion.objects.create(
+        taxonomy=tiny_taxonomy, number=9, encoder_kind="char_ngram_tfidf",
+        artifact_path="jobs/models/none",
+    )  # fmt: skip
+    comparison = gate.Comparison.build(tiny_taxonomy)
+    build = IndexBuild.objects.get(id=live.index_build_id)
+    retraining._serve_both(comparison, tiny_taxonomy, not_live, build)
+    assert not comparison.traffic_served
+    assert retraining._held_out_served(tiny_taxonomy, not_live, live, frozenset({"x"})) is None
+    # The live model's own parent does get the served pair.
+    parent = ModelVersion.objects.get(id=live.model_version_id)
+    retraining._serve_both(comparison, tiny_taxonomy, parent, build)
+    assert comparison.traffic_served
