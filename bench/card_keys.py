@@ -9,7 +9,7 @@ the product's config (two workers), headless Chromium logged in as a curator on 
 page from the keydown to the moment the next card is in the document (a MutationObserver; the
 first ``--warm`` are left out). Prints p50 / p90 / max and writes bench/results/card_keys.json.
 
-    .venv/bin/python bench/card_keys.py [--cards 60] [--before <commit>]
+    .venv/bin/python bench/card_keys.py [--cards 60] [--before <commit> [--rounds 2]]
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ def main() -> None:
     parser.add_argument("--cards", type=int, default=60)
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--before", help="a commit to serve too, for a before-and-after")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="with --before: serve both this many times, in turn (before first, then this "
+        "checkout first, ...), so that neither always runs first on a machine that drifts",
+    )  # fmt: skip
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -112,6 +117,9 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.before],
                        cwd=ROOT, check=True, capture_output=True)  # fmt: skip
         runs.insert(0, (f"{args.before} (before)", worktree))
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    runs = [run for turn in range(args.rounds) for run in (runs if turn % 2 == 0 else runs[::-1])]
     need = (args.cards + args.warm + 5) * len(runs)
     inputs_submit(taxonomy=taxonomy, texts=titles[:need], source="api")
     _pg.vacuum_analyze()
@@ -137,16 +145,20 @@ def main() -> None:
                     )
                 finally:
                     stop_gunicorn(server)
-                report["runs"][name] = {**summary(found[args.warm :]), "all_ms": found}
+                run = report["runs"].setdefault(name, {"all_ms": [], "p50_ms_by_turn": []})
+                run["all_ms"] += found[args.warm :]
+                run["p50_ms_by_turn"].append(round(_pg.percentile(found[args.warm :], 0.5), 1))
             browser.close()
     finally:
         if worktree is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT,
                            capture_output=True)  # fmt: skip
     report["load_after"] = _pg.load_average()
+    for run in report["runs"].values():
+        run.update(summary(run["all_ms"]))
     rows = [{"checkout": name, **{k: v for k, v in run.items() if k != "all_ms"}}
             for name, run in report["runs"].items()]  # fmt: skip
-    _pg.print_table(rows, ["checkout", "cards", "p50_ms", "p90_ms", "max_ms"])
+    _pg.print_table(rows, ["checkout", "cards", "p50_ms", "p90_ms", "max_ms", "p50_ms_by_turn"])
     _pg.write_results("card_keys", report)
 
 
