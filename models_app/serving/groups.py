@@ -103,7 +103,7 @@ def group_rows(taxonomy_id: int) -> list[tuple[int, str, str]]:
 
 def engine_group_facts(engine: LiveEngine, taxonomy_slug: str) -> GroupFacts:
     """The groups as ``engine`` sees them, read again when older than ``_RECHECK``. An engine
-    of a model not stored encodes its descriptions each time and keeps nothing."""
+    of a model not stored encodes its descriptions itself and keeps them on itself alone."""
     if engine.index_build_id is None:
         rows = group_rows(engine.taxonomy_id)
         if engine.own_group_facts is None or engine.own_group_facts[0] != rows:
