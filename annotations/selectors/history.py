@@ -6,15 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import (
-    Case,
-    F,
-    Q,
-    Value,
-    When,
-    Window,
-)
-from django.db.models.functions import RowNumber
+from django.db.models import Q
 from django.utils import timezone
 
 from annotations.models import (
@@ -106,24 +98,24 @@ def recent_verdicts_and_skips(
     """Shown beside the card, each undoable: the curator's latest verdicts that still count, a
     false match and the verdict that completed it on one line; and apart, their latest skips
     still standing (a skip decides nothing, and would push the verdicts out of their list).
-    One query: the newest of each kind, numbered apart."""
-    is_skip = Case(When(verdict=Judgement.Verdict.SKIP, then=Value(1)), default=Value(0))
-    newest = [F("created_at").desc(), F("id").desc()]
+    One query: the newest of each kind, each read down the curator's index as far as it needs
+    (numbering every verdict of theirs cost a card 69 ms at 20,000 verdicts, 12 at 100)."""
+    newest = ("-created_at", "-id")
+    mine = Judgement.objects.live().filter(user=user)
+    verdict_ids = mine.exclude(verdict=Judgement.Verdict.SKIP).order_by(*newest).values("id")
+    skip_ids = mine.filter(verdict=Judgement.Verdict.SKIP).order_by(*newest).values("id")
     rows = list(
-        Judgement.objects.live()
-        .filter(user=user)
-        .select_related("review_item__input", "group", "rejected_group")
-        .annotate(
-            is_skip=is_skip, rank=Window(RowNumber(), partition_by=[is_skip], order_by=newest)
+        Judgement.objects.filter(
+            Q(id__in=verdict_ids[: max(limit * 3, skips)]) | Q(id__in=skip_ids[:skips])
         )
-        .filter(rank__lte=max(limit * 3, skips))
-        .order_by("-created_at", "-id")
+        .select_related("review_item__input", "group", "rejected_group")
+        .order_by(*newest)
     )
-    skipped = [j for j in rows if j.is_skip][:skips]
+    skipped = [j for j in rows if j.verdict == Judgement.Verdict.SKIP]
     lines: list[RecentVerdict] = []
     # By item: its line so far, and the oldest verdict on it.
     waiting: dict[int, tuple[RecentVerdict, Judgement]] = {}
-    for judgement in (j for j in rows if not j.is_skip):
+    for judgement in (j for j in rows if j.verdict != Judgement.Verdict.SKIP):
         held = waiting.pop(judgement.review_item_id, None)
         if held is not None and completes_false_match(held[1], judgement):
             held[0].ruled_out.insert(0, judgement.rejected_group)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from annotations.models import Judgement, Member, ReviewItem
+from annotations.selectors.history import recent_verdicts_and_skips
 from annotations.services.review.verdicts import judgement_create
 from tests.review_pages.conftest import HTMX, card_item_id
 
@@ -84,3 +85,18 @@ def test_undo_needs_a_post(client, curator, items):
     assert client.get(f"/review/judgements/{judgement.id}/undo").status_code == 405
     judgement.refresh_from_db()
     assert judgement.undone_at is None
+
+
+def test_a_skip_older_than_the_last_verdicts_still_stands_beside_them(curator, many_items):
+    """Each kind is read apart: a skip before thirty-odd verdicts is still listed, and an
+    undone verdict is not."""
+    skipped = judgement_create(review_item=many_items[0], user=curator, verdict="skip")
+    for item in many_items[1:36]:
+        judgement_create(review_item=item, user=curator, verdict="none")
+    undone = judgement_create(review_item=many_items[36], user=curator, verdict="none")
+    Judgement.objects.filter(id=undone.id).update(undone_at=undone.created_at)
+    lines, skips = recent_verdicts_and_skips(user=curator)
+    assert [j.id for j in skips] == [skipped.id]
+    newest = Judgement.objects.live().exclude(verdict="skip").order_by("-created_at", "-id")
+    assert [line.judgement.id for line in lines] == list(newest.values_list("id", flat=True)[:10])
+    assert undone.id not in [line.judgement.id for line in lines]
