@@ -436,21 +436,17 @@ def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
 
 
 def engine_unstored(
-    taxonomy: Taxonomy,
-    *,
-    encoder: Encoder,
-    search_config: SearchConfig,
-    label: str,
-    member_ids: list[int],
-    texts: list[str],
-    vectors: np.ndarray,
+    taxonomy: Taxonomy, *, encoder: Encoder, search_config: SearchConfig, label: str
 ) -> LiveEngine:
-    """An engine of a model that was never stored (a fine-tune's first phase), over the given
-    members and their vectors in its embedding, held in memory for its caller alone: the gate
-    asks it what users would see, with a ranker fitted for it. Nothing it serves is cached
+    """An engine of a model that was never stored (a fine-tune's first phase): every member of
+    the taxonomy encoded by ``encoder`` and indexed, held in memory for its caller alone. The
+    gate asks it what users would see, with a ranker fitted for it. Nothing it serves is cached
     under a version's id."""
-    index = MemberIndex.build(np.asarray(vectors, dtype=np.float32), member_ids)
-    text_of = dict(zip(member_ids, texts, strict=True))
+    rows = list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
+    member_ids = [member_id for member_id, _ in rows]
+    texts = [text for _, text in rows]
+    index = MemberIndex.build(np.asarray(encoder.encode(texts), dtype=np.float32), member_ids)
+    text_of = dict(rows)
     indexed = [text_of[int(member_id)] for member_id in index.member_ids()]
     return LiveEngine(
         taxonomy_id=taxonomy.id,

@@ -57,7 +57,6 @@ from models_app.training.services.training_data import (
     feedback_examples,
     feedback_last_id,
     held_out_texts,
-    member_rows,
 )
 
 logger = logging.getLogger(__name__)
@@ -331,7 +330,14 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     if held_out:
         clock.phase("held_out")("evaluate", 0.0, None)
         # As it would be served (stored smaller than it trains), as the live one is.
-        learnt_engine = _unstored_engine(taxonomy, as_stored(learnt.result.encoder), spec)
+        # Phase 1's model over every member, in memory: it answers the held-out verdicts alone
+        # and with a ranker fitted for it.
+        learnt_engine = engine_unstored(
+            taxonomy,
+            encoder=as_stored(learnt.result.encoder),
+            search_config=parse_search_config(spec),
+            label="the fine-tune's first phase",
+        )
         comparison.add(
             "learnt",
             learnt_engine.encoder,
@@ -424,22 +430,6 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         "flip_report": flips,
         "gate_report": {**report, "stage_seconds": laps.seconds},
     }
-
-
-def _unstored_engine(taxonomy: Taxonomy, encoder, spec) -> LiveEngine:
-    """Phase 1's model over every member, in memory: it answers the held-out verdicts alone and
-    with a ranker fitted for it."""
-    rows = member_rows(taxonomy)
-    texts = [text for _, text in rows]
-    return engine_unstored(
-        taxonomy,
-        encoder=encoder,
-        search_config=parse_search_config(spec),
-        label="the fine-tune's first phase",
-        member_ids=[member_id for member_id, _ in rows],
-        texts=texts,
-        vectors=np.asarray(encoder.encode(texts), dtype=np.float32),
-    )
 
 
 def _live_pair_of(taxonomy: Taxonomy, parent) -> tuple[LiveEngine, int | None] | None:

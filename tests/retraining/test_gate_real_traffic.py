@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from annotations.models import Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.serving.engines import engine_unstored, live_engine, live_engine_and_ranker
@@ -118,14 +117,10 @@ def served_comparison_moving(taxonomy, moves: dict[str, str]) -> gate.Comparison
     a ranker beside it (the live one's, and for the candidate its prior)."""
     comparison = comparison_moving(taxonomy, moves)
     live, ranker_id = live_engine_and_ranker(taxonomy)
-    rows = list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
-    texts = [text for _, text in rows]
     moving = MovingEncoder(live.encoder, moves)
     candidate = engine_unstored(
-        taxonomy, encoder=moving, search_config=EMBEDDING_ONLY, label="moving",
-        member_ids=[member_id for member_id, _ in rows], texts=texts,
-        vectors=np.asarray(moving.encode(texts), np.float32),
-    )  # fmt: skip
+        taxonomy, encoder=moving, search_config=EMBEDDING_ONLY, label="moving"
+    )
     comparison.add_served("live", live, serving_ranker(live, ranker_id))
     comparison.add_served("candidate", candidate, engine_prior(candidate))
     return comparison

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from annotations.models import Member
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
 from models_app.models import IndexBuild, ModelVersion, TrainingRun
@@ -22,17 +21,11 @@ from tests.test_match_probability import RIGHT, WRONG, judge_all
 def unstored_copy(taxonomy):
     """The live model as an engine that was never stored: its members encoded again."""
     live = live_engine(taxonomy)
-    rows = list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
-    texts = [text for _, text in rows]
-    version = live.model_label
     engine = engine_unstored(
         taxonomy,
         encoder=live.encoder,
         search_config=live.search.config,
-        label=f"{version} again",
-        member_ids=[member_id for member_id, _ in rows],
-        texts=texts,
-        vectors=np.asarray(live.encoder.encode(texts), np.float32),
+        label=f"{live.model_label} again",
     )
     return live, engine
 
