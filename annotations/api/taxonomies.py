@@ -39,6 +39,7 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
+from annotations.signals import taxonomy_serve_request
 from models_app.serving.api import serving_error_response
 from models_app.serving.auto_coding_audits import auto_coding_state
 from models_app.serving.engines import NoLiveModel
@@ -50,7 +51,6 @@ from models_app.serving.vouching import (
     vouching_threshold_now,
 )
 from models_app.siamese.artifacts import ArtifactError
-from models_app.training.services.runs import taxonomy_model_refresh
 from siamweb.web.api import (
     BAD_REQUEST,
     FORBIDDEN,
@@ -151,7 +151,7 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
             rows = [str(error) for error in exc.errors[:MAX_ROW_ERRORS]]
             return Response({"file": [str(exc)], "rows": rows}, status=status.HTTP_400_BAD_REQUEST)
         run = (
-            taxonomy_model_refresh(taxonomy=report.taxonomy, requested_by=request.user)
+            taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
             if data["serve"]
             else None
         )

@@ -39,11 +39,10 @@ from annotations.services.taxonomy_upload import (
     taxonomy_import_upload,
     upload_too_large,
 )
-from models_app.models import TrainingRun
+from annotations.signals import taxonomy_serve_request
 from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_state
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from models_app.siamese.artifacts import ArtifactError
-from models_app.training.services.runs import taxonomy_model_refresh
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.web.decorators import admin_required
 
@@ -115,9 +114,9 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
             status=400,
         )
     messages.info(request, report.summary())
-    run = taxonomy_model_refresh(taxonomy=report.taxonomy, requested_by=request.user)
+    run = taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
     if run is not None:
-        if run.kind == TrainingRun.Kind.REINDEX:
+        if run.reindex:
             messages.info(request, f"Queued a reindex for {report.taxonomy.slug}.")
         else:
             messages.info(

@@ -6,8 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.importers import ImportFileError
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
-from models_app.models import TrainingRun
-from models_app.training.services.runs import taxonomy_model_refresh
+from annotations.signals import taxonomy_serve_request
 
 _MAX_ERRORS_SHOWN = 50
 
@@ -55,10 +54,10 @@ class Command(BaseCommand):
         self.stdout.write(report.summary())
         if no_model:
             return
-        run = taxonomy_model_refresh(taxonomy=report.taxonomy)
+        run = taxonomy_serve_request(taxonomy=report.taxonomy)
         if run is None:
             self.stdout.write(f"{slug} already has a run queued or running; nothing more queued")
-        elif run.kind == TrainingRun.Kind.REINDEX:
+        elif run.reindex:
             self.stdout.write(f"queued run #{run.id}: a reindex of {slug}'s live model")
         else:
             self.stdout.write(

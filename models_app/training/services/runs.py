@@ -16,6 +16,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotations.models import Taxonomy
+from annotations.signals import QueuedRun
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.serving.engines import NoLiveModel, artifact_path, encoder_for
 from models_app.siamese.progress import Progress
@@ -108,6 +109,17 @@ def taxonomy_model_refresh(*, taxonomy: Taxonomy, requested_by=None) -> Training
         config=None if has_live_model else PRETRAINED_SPEC,
         requested_by=requested_by,
     )
+
+
+def taxonomy_imported_serve(
+    sender, *, taxonomy: Taxonomy, requested_by=None, **kwargs
+) -> QueuedRun | None:
+    """The receiver of curation's ``taxonomy_imported`` (connected in models_app/apps.py): the
+    run that makes an imported taxonomy serve its members, as ``taxonomy_model_refresh``."""
+    run = taxonomy_model_refresh(taxonomy=taxonomy, requested_by=requested_by)
+    if run is None:
+        return None
+    return QueuedRun(id=run.id, reindex=run.kind == TrainingRun.Kind.REINDEX)
 
 
 def taxonomy_has_trained_version(taxonomy: Taxonomy) -> bool:
