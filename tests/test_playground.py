@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.conf import settings
 
 from annotations.models import AuditEvent, Group, Input, Prediction, ReviewItem
 from annotations.services.review.inputs import inputs_submit
@@ -230,3 +231,27 @@ def test_the_site_has_an_icon_and_favicon_ico_finds_it(client, curator):
     client.force_login(curator)
     page = client.get("/playground/").content.decode()
     assert 'rel="icon"' in page and "favicon.svg" in page
+
+
+def test_a_link_with_only_a_text_answers_with_what_the_page_shows_chosen(
+    client, curator, tiny_taxonomy
+):
+    # The taxonomy list preselects the first taxonomy and the k list shows the default: a link
+    # that names only the text is answered with those, not "choose a taxonomy" beneath them.
+    client.force_login(curator)
+    response = client.get("/playground/", {"text": "senior java developer"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "choose a taxonomy" not in page
+    assert '<option value="jobs" selected>Tiny jobs</option>' in page
+    default_k = min(settings.SIAMWEB_DEFAULT_K, 10)
+    assert f'<option value="{default_k}" selected>{default_k}</option>' in page
+    rows = ranked(response)
+    assert rows[0] == ("15-1252", "model")
+    assert len(rows) == min(default_k, tiny_taxonomy.groups.count())
+    # The same from the results endpoint, and a taxonomy that does not exist is still refused.
+    partial = client.get("/playground/results", {"text": "senior java developer"}, **HTMX)
+    assert ranked(partial) == rows
+    refused = client.get("/playground/", {"text": "Nurse", "taxonomy": "nope"})
+    assert refused.status_code == 400
+    assert "no taxonomy &#x27;nope&#x27;" in refused.content.decode()

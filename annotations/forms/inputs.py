@@ -84,6 +84,21 @@ class PlaygroundForm(FieldErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["k"].initial = self.default_k()
 
+    @classmethod
+    def from_query(cls, query) -> PlaygroundForm:
+        """The form bound to a query string (a link to the page, the results' request), each
+        field it leaves out filled as the page shows it: the first taxonomy, which the list
+        preselects, and the default number of groups. Left unbound, a link with only a text
+        answered "choose a taxonomy" under a list that showed one chosen."""
+        data = query.dict()
+        if not data.get("taxonomy"):
+            first = cls.base_fields["taxonomy"].queryset.values_list("slug", flat=True).first()
+            if first is not None:
+                data["taxonomy"] = first
+        if not data.get("k"):
+            data["k"] = str(cls.default_k())
+        return cls(data)
+
     @staticmethod
     def default_k() -> int:
         return min(settings.SIAMWEB_DEFAULT_K, PLAYGROUND_MAX_K)

@@ -133,7 +133,7 @@ def _with(query, **params) -> str:
 def playground(request: HttpRequest) -> HttpResponse:
     # Results on the page itself once a text was sent: the form works without JavaScript too.
     if "text" in request.GET:
-        form = PlaygroundForm(request.GET)
+        form = PlaygroundForm.from_query(request.GET)
         results, status = _playground_results(form)
     else:
         form = PlaygroundForm(initial=request.GET.dict())
@@ -145,7 +145,7 @@ def playground(request: HttpRequest) -> HttpResponse:
 @curator_required
 @require_GET
 def playground_results(request: HttpRequest) -> HttpResponse:
-    results, status = _playground_results(PlaygroundForm(request.GET))
+    results, status = _playground_results(PlaygroundForm.from_query(request.GET))
     return render(request, "inputs/_playground_results.html", results, status=status)
 
 
@@ -190,7 +190,7 @@ def playground_send(request: HttpRequest) -> HttpResponse:
             status = 503
     if request.htmx:
         return render(request, "inputs/_playground_sent.html", context, status=status)
-    page = PlaygroundForm(request.POST)
+    page = PlaygroundForm.from_query(request.POST)
     results, _ = _playground_results(page)
     return render(
         request, "inputs/playground.html", {"form": page, **results, **context}, status=status
