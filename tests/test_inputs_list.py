@@ -8,6 +8,7 @@ from annotations.models import Input
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
+from tests.test_match_probability import judge_all
 
 
 def row_texts(response) -> list[str]:
@@ -51,6 +52,25 @@ def test_it_shows_occurrences_source_review_status_and_predicted_group(
     assert "Pending" in row
     assert "53-3032" in row
     assert "Heavy Truck Drivers" in row
+
+
+def test_the_predicted_group_carries_the_chance_the_card_words_not_a_bare_similarity(
+    client, curator, tiny_taxonomy
+):
+    judge_all(tiny_taxonomy, curator)  # a calibrated ranker: predictions carry a probability
+    [item] = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["Senior Tax Accountant Remote"], source="api"
+    )
+    item.refresh_from_db()
+    probability = item.prediction.ranked_groups[0]["probability"]
+    assert probability is not None
+    client.force_login(curator)
+    page = client.get("/inputs/", {"q": "senior tax accountant remote"}).content.decode()
+    [shown] = re.findall(r'data-testid="input-chance"[^>]*>([0-9.]+) likely right</span>', page)
+    assert abs(float(shown) - probability) <= 0.005  # as the card rounds it
+    # The similarity stays as evidence in the title, never as the figure shown.
+    [similarity] = re.findall(r"nearest member: ([0-9.]+)\)", page)
+    assert abs(float(similarity) - item.top_score) <= 0.0005
 
 
 def test_it_filters_by_taxonomy_and_by_text(client, curator, tiny_taxonomy, other_taxonomy):

@@ -289,7 +289,8 @@ def inputs_recent(
 ) -> QuerySet[Input]:
     """Newest inputs first, keyset-paginated on id: a deep page costs what the first one does.
 
-    The review item and its predicted group come in the same query; nothing is counted.
+    The review item, its prediction and predicted group come in the same query; nothing is
+    counted.
     """
     inputs = Input.objects.all()
     if taxonomy is not None:
@@ -298,4 +299,6 @@ def inputs_recent(
         inputs = inputs.filter(normalized_text__contains=comparison_key(query))
     if before is not None:
         inputs = inputs.filter(id__lt=before)
-    return inputs.select_related("taxonomy", "review_item__top_group").order_by("-id")[:limit]
+    return inputs.select_related(
+        "taxonomy", "review_item__top_group", "review_item__prediction"
+    ).order_by("-id")[:limit]

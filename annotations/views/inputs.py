@@ -15,6 +15,7 @@ from annotations.forms.inputs import (
     PlaygroundSendForm,
 )
 from annotations.models import Judgement, ReviewItem
+from annotations.selectors.card import review_items_probability
 from annotations.selectors.history import input_history
 from annotations.services.inputs_upload import (
     INPUTS_PAGE_SIZE,
@@ -105,6 +106,13 @@ def inputs_list(request: HttpRequest) -> HttpResponse:
         )
     )
     inputs, more = rows[:INPUTS_PAGE_SIZE], len(rows) > INPUTS_PAGE_SIZE
+    # The chance the prediction gave its group, as the card words it: a bare similarity beside
+    # the group read as a confidence. The list is the history of what arrived; an input's page
+    # shows the live answer.
+    items = [input.review_item for input in inputs if hasattr(input, "review_item")]
+    chances = review_items_probability(item for item in items if item.prediction_id)
+    for item in items:
+        item.chance = chances.get(item.id)
     query = request.GET.copy()
     query.pop("before", None)
     context = {
