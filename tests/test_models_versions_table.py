@@ -179,3 +179,22 @@ def test_versions_measured_before_the_rename_show_their_held_out_verdicts(first_
     migration.backwards(apps, None)
     first_version.refresh_from_db()
     assert "annotations/accuracy" in first_version.metrics["suite"]
+
+
+def test_the_live_versions_parent_says_where_a_version_without_one_came_from(
+    client, admin_user, first_version
+):
+    client.force_login(admin_user)
+
+    def parent_shown() -> str:
+        page = client.get("/models/", {"taxonomy": "jobs"}).content.decode()
+        return page.split('data-testid="live-parent">', 1)[1].split("</dd>", 1)[0]
+
+    assert parent_shown() == "— (trained from scratch)"
+    # The shipped O*NET model is a student distilled from a tower (its shipped.json spec).
+    first_version.config = {**first_version.config, "distill": {"teacher_version": "tower ab12"}}
+    first_version.save(update_fields=["config"])
+    assert parent_shown() == "— (distilled from tower ab12)"
+    first_version.config = {"encoder": {"kind": "transformer"}, "training": {"max_steps": 0}}
+    first_version.save(update_fields=["config"])
+    assert parent_shown() == "— (the pretrained tower as it comes)"
