@@ -31,7 +31,7 @@ from annotations.services.inputs_upload import (
 )
 from annotations.services.review.auto_coding import AutoCodingError, auto_coded_reopen
 from annotations.services.review.inputs import ReviewQueueFull
-from annotations.services.review.live_ranking import review_items_rerank
+from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
 from models_app.serving.engines import NoLiveModel
@@ -215,12 +215,14 @@ def _input_page(request, input_id: int, *, error: str | None = None, status: int
     history = input_history(input_id=input_id)
     if history is None:
         raise Http404(f"no input {input_id}")
+    ranking_note = ""
     if history.item is not None:
         # An open answer as the live model and ranker give it now, as the card shows it.
-        review_items_rerank([history.item], user=request.user)
+        _, ranking_note = review_item_rerank(history.item, user=request.user)
     latest = history.latest
     context = {
         "history": history,
+        "ranking_note": ranking_note,
         "double_review_share": f"{round(100 / max(settings.SIAMWEB_DOUBLE_REVIEW_PERCENT, 1))}",
         "error": error,
         "can_reopen": latest is not None

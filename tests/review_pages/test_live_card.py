@@ -90,6 +90,10 @@ def test_a_card_the_live_model_cannot_rank_shows_the_stored_ranking_with_a_note(
         (g["code"], f"{g['probability']:.2f}") for g in item.prediction.ranked_groups
     ]
     assert ReviewItem.objects.get(id=item.id).prediction_id == item.prediction_id
+    # The input's page says the same, above the stored groups.
+    input_page = client.get(f"/inputs/{item.input_id}/")
+    assert input_page.status_code == 200
+    assert 'data-testid="ranking-note"' in input_page.content.decode()
 
 
 def test_the_queue_the_batch_grid_and_the_input_page_show_the_live_answer(
@@ -109,6 +113,15 @@ def test_the_queue_the_batch_grid_and_the_input_page_show_the_live_answer(
     page = client.get(f"/inputs/{item.input_id}/").content.decode()
     answer = re.search(r'data-testid="item-top">(.*?)</dd>', page, re.S).group(1)
     assert top["code"] in answer and top["name"] in answer
+    # Every group the API offers, in its order, with the chance the card words.
+    offered = re.findall(
+        r'data-testid="offered-group" data-group-code="([^"]+)">.*?'
+        r'data-testid="offered-probability">([0-9.]+) likely right<',
+        page,
+    )
+    assert [code for code, _ in offered] == [g["code"] for g in live["groups"]]
+    for (_, shown), group in zip(offered, live["groups"], strict=True):
+        assert abs(float(shown) - group["probability"]) <= 0.005
 
     grid = client.get(f"/review/batch/jobs/{top['code']}/").content.decode()
     tile = re.search(rf'data-testid="tile" data-item-id="{item.id}" data-probability="([0-9.]+)"',
