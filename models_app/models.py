@@ -246,8 +246,8 @@ class BulkJob(models.Model):
     column = models.CharField(max_length=200, blank=True, help_text="The CSV column to normalize")
     folder = models.CharField(max_length=500, help_text="Relative to the artifacts folder")
     input_bytes = models.BigIntegerField()
-    # Rows the model answers with a top score below this, or with a margin over the runner-up
-    # below review_margin_below, also go to the review queue.
+    # Rows whose top group's chance of being right (the card's probability) is below this, or
+    # whose lead over the runner-up is below review_margin_below, also go to the review queue.
     review_below = models.FloatField(null=True, blank=True)
     review_margin_below = models.FloatField(null=True, blank=True)
     rows_queued = models.BigIntegerField(default=0, help_text="Rows sent to the review queue")

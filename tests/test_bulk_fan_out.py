@@ -312,7 +312,7 @@ def test_the_review_cap_holds_across_chunks_done_by_different_workers(tiny_taxon
         bulk_chunk_execute(chunk_id=chunk.id, worker=f"worker-{position % 2}", enqueue=False)
     done = bulk_job_finish(job_id=job.id)
     qualified = sum(
-        a.groups[0].score < 1.0 for a in rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)
+        a.groups[0].probability < 1.0 for a in rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)
     )
     assert (done.rows_queued, done.rows_not_queued) == (3, qualified - 3)
     assert ReviewItem.objects.filter(taxonomy=tiny_taxonomy).count() == 3

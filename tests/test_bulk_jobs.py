@@ -711,11 +711,13 @@ def test_the_beat_check_queues_again_a_job_whose_worker_died(tiny_taxonomy):
 
 
 def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(tiny_taxonomy):
-    scores = {a.text: a.groups[0].score for a in rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)}
-    threshold = sorted(scores.values())[4]  # the four lowest-scoring titles fall below it
+    # The threshold reads the chance the card shows (the probability), not the similarity.
+    answers = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)
+    chances = {a.text: a.groups[0].probability for a in answers}
+    threshold = sorted(chances.values())[4]  # the four least likely titles fall below it
     job = create(tiny_taxonomy, jobs_csv(), review_below=threshold)
     done = bulk_job_execute(job_id=job.id, chunk_rows=3)
-    low = sorted(text for text, score in scores.items() if score < threshold)
+    low = sorted(text for text, chance in chances.items() if chance < threshold)
     assert len(low) == 4 and done.rows_queued == 4
     queued = ReviewItem.objects.filter(taxonomy=tiny_taxonomy).values_list("input__text", flat=True)
     assert sorted(queued) == low
@@ -725,10 +727,10 @@ def test_rows_the_model_answers_below_the_threshold_also_go_to_the_review_queue(
 def test_one_job_sends_at_most_the_cap_for_review_and_counts_the_rest(
     tiny_taxonomy, settings, client, curator
 ):
-    """review_below=1 sends every row not matched exactly (300 of 300 once); a 1 GiB file
-    would queue millions."""
+    """review_below=1 sends every row the product is not certain of (300 of 300 once); a 1 GiB
+    file would queue millions."""
     answers = rank_taxonomy_groups(tiny_taxonomy, TITLES, k=1)
-    qualified = sum(answer.groups[0].score < 1.0 for answer in answers)
+    qualified = sum(answer.groups[0].probability < 1.0 for answer in answers)
     assert qualified > 3
     settings.SIAMWEB_BULK_REVIEW_MAX_ROWS = 3
     job = create(tiny_taxonomy, jobs_csv(), review_below=1.0, user=curator)

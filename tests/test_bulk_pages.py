@@ -35,7 +35,7 @@ def test_a_file_uploaded_on_the_page_is_followed_to_its_downloads(curator, tiny_
     assert (job.review_below, job.review_margin_below, job.column) == (0.5, 0.05, "title")
     page = client.get(f"/bulk/{job.id}/").content.decode()
     assert 'data-status="queued"' in page and 'hx-trigger="every 2s"' in page
-    assert "top score below 0.5, or ahead of the runner-up by less than 0.05" in page
+    assert "less likely right than 0.5, or ahead of the runner-up by less than 0.05" in page
     bulk_job_execute(job_id=job.id)
     page = client.get(f"/bulk/{job.id}/").content.decode()
     assert 'data-status="succeeded"' in page and "hx-trigger" not in page
@@ -46,7 +46,7 @@ def test_a_file_uploaded_on_the_page_is_followed_to_its_downloads(curator, tiny_
 
 def test_rows_sent_for_review_are_linked_to_exactly_those_rows_in_the_queue(curator, tiny_taxonomy):
     client = logged_in(curator)
-    quiet = start(client, review_below="0")  # no top score is below 0: nothing is sent
+    quiet = start(client, review_below="0")  # no chance is below 0: nothing is sent
     bulk_job_execute(job_id=quiet.id)
     assert "job-review-link" not in client.get(f"/bulk/{quiet.id}/").content.decode()
     BulkJob.objects.all().delete()

@@ -138,8 +138,8 @@ class BulkJobListCreateApi(CuratorApi):
             required=False,
             min_value=0.0,
             max_value=1.0,
-            help_text="Rows the model answers with a top score below this also go to the "
-            "review queue",
+            help_text="Rows whose top group's chance of being right (its probability, as the "
+            "review card shows it) is below this also go to the review queue",
         )
         review_margin_below = serializers.FloatField(
             required=False,

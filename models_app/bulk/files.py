@@ -311,6 +311,15 @@ def row_problem(record: Record, width: int) -> str:
 # --- writing the results --------------------------------------------------------------------
 
 
+def answer_chance(answer: Normalization) -> float | None:
+    """The top group's chance of being right, as the card shows it: its probability when the
+    ranker gives one, else the ranking's score (a ranker not calibrated yet)."""
+    if not answer.groups:
+        return None
+    top = answer.groups[0]
+    return top.probability if top.probability is not None else top.score
+
+
 def answer_margin(answer: Normalization) -> float | None:
     """How far the top group leads the runner-up, in what orders them: the probabilities (the
     card's figures) when the ranker gives them, else the ranking's scores. Never negative: a

@@ -32,8 +32,8 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         required=False,
         min_value=0.0,
         max_value=1.0,
-        label="Also queue for review the rows scoring below",
-        help_text="0 to 1; empty: none",
+        label="Also queue for review the rows less likely right than",
+        help_text="the chance the card shows, 0 to 1; empty: none",
     )
     review_margin_below = forms.FloatField(
         required=False,

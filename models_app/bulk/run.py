@@ -58,6 +58,7 @@ from models_app.bulk.files import (
     TEXT_COLUMN,
     BulkFileError,
     Record,
+    answer_chance,
     answer_margin,
     chunk_files,
     column_position,
@@ -492,17 +493,16 @@ def _write_files(job, chunk, attempt, keys, records, results) -> dict[str, str]:
 
 def _needs_review(job: BulkJob, answer: Normalization | None) -> bool:
     """Whether the model's answer to a row also goes to the review queue: with a threshold set,
-    when it has no group to offer, or its top score or its margin over the runner-up (the
-    result's ``margin``) is below the job's threshold for it. A curator's own answer never
-    does."""
+    when it has no group to offer, or its chance of being right (``answer_chance``: the card's
+    probability) or its lead over the runner-up (the result's ``margin``) is below the job's
+    threshold for it. A curator's own answer never does."""
     if answer is None or answer.source != "model":
         return False
     if job.review_below is None and job.review_margin_below is None:
         return False
     if not answer.groups:
         return True
-    top = answer.groups[0].score
-    if job.review_below is not None and top < job.review_below:
+    if job.review_below is not None and answer_chance(answer) < job.review_below:
         return True
     if job.review_margin_below is None:
         return False
