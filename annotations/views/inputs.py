@@ -106,9 +106,9 @@ def inputs_list(request: HttpRequest) -> HttpResponse:
         )
     )
     inputs, more = rows[:INPUTS_PAGE_SIZE], len(rows) > INPUTS_PAGE_SIZE
-    # The chance the prediction gave its group, as the card words it: a bare similarity beside
-    # the group read as a confidence. The list is the history of what arrived; an input's page
-    # shows the live answer.
+    # Beside each predicted group, the chance the prediction gave it, as the card words it (a
+    # bare similarity there was read as a confidence). The list is the history of what arrived;
+    # an input's page shows the live answer.
     items = [input.review_item for input in inputs if hasattr(input, "review_item")]
     chances = review_items_probability(item for item in items if item.prediction_id)
     for item in items:
