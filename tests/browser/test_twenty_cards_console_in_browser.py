@@ -46,3 +46,30 @@ def test_twenty_cards_by_keyboard_leave_no_console_error(page, live_server, cura
     assert cards >= 15
     assert page.evaluate("window.__cspViolations") == []
     assert problems == []
+
+
+def test_a_style_put_on_the_card_by_something_else_is_not_copied_by_the_next_swap(
+    page, live_server, curator, tiny_taxonomy
+):
+    # A browser extension, a screenshot tool or a resized box can leave a style attribute on an
+    # element of the card; htmx settled styles across swaps, and the policy refused each copy.
+    inputs_submit(taxonomy=tiny_taxonomy, texts=RIGHT[:3], source="api")
+    page.add_init_script(RECORD_VIOLATIONS)
+    log_in(page, live_server, "carla", "carla-pass-123")
+    # Set as tools do it, from outside the page (a script of the page's own would be refused).
+    devtools = page.context.new_cdp_session(page)
+    for _ in range(2):
+        settled(page)
+        shown = page.get_by_test_id("review-card").get_attribute("data-item-id")
+        root = devtools.send("DOM.getDocument")["root"]["nodeId"]
+        search = devtools.send("DOM.querySelector", {"nodeId": root, "selector": "#group-search"})
+        devtools.send(
+            "DOM.setAttributeValue", {"nodeId": search["nodeId"], "name": "style", "value": ""}
+        )
+        assert page.locator("#group-search").get_attribute("style") == ""
+        page.keyboard.press("a")
+        expect(page.get_by_test_id("review-card")).not_to_have_attribute("data-item-id", shown)
+    settled(page)
+    # Setting it is refused, as any inline style is; the swaps add no refusal of their own.
+    refused = page.evaluate("window.__cspViolations")
+    assert refused and not [line for line in refused if "htmx" in line]
