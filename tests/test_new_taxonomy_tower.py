@@ -227,7 +227,7 @@ def test_the_pretrained_tower_as_it_comes_is_not_fine_tuned_its_verdicts_go_to_t
     assert retrain_due_taxonomies() == []
     assert not TrainingRun.objects.filter(taxonomy=new_taxonomy, kind="finetune").exists()
     learnt_by = page.split('data-testid="live-ranker">')[1].split("</dd>")[0]
-    assert learnt_by.startswith("fresh/ranker 1, fitted on 22 verdicts")
+    assert learnt_by.startswith("fresh/ranker 1, fitted on 22 verdicts, live since <time")
 
 
 def test_a_trained_towers_fine_tune_asked_for_the_title_recipe_learns_by_it(new_taxonomy, curator):
