@@ -311,13 +311,11 @@ def row_problem(record: Record, width: int) -> str:
 # --- writing the results --------------------------------------------------------------------
 
 
-def answer_chance(answer: Normalization) -> float | None:
-    """The top group's chance of being right, as the card shows it: its probability when the
-    ranker gives one, else the ranking's score (a ranker not calibrated yet)."""
-    if not answer.groups:
-        return None
-    top = answer.groups[0]
-    return top.probability if top.probability is not None else top.score
+def answer_chance(answer: Normalization) -> float:
+    """The top group's chance of being right, as the card shows it (of an answer that offers a
+    group): its probability when the ranker gives one, else the ranking's score (a ranker not
+    calibrated yet)."""
+    return answer.probability if answer.probability is not None else answer.groups[0].score
 
 
 def answer_margin(answer: Normalization) -> float | None:

@@ -435,6 +435,11 @@ def _engine_of(taxonomy: Taxonomy, build) -> LiveEngine:
     return engine
 
 
+def member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
+    """Every member of the taxonomy as (id, text), by id: what an index is built over."""
+    return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
+
+
 def engine_unstored(
     taxonomy: Taxonomy, *, encoder: Encoder, search_config: SearchConfig, label: str
 ) -> LiveEngine:
@@ -442,7 +447,7 @@ def engine_unstored(
     the taxonomy encoded by ``encoder`` and indexed, held in memory for its caller alone. The
     gate asks it what users would see, with a ranker fitted for it. Nothing it serves is cached
     under a version's id."""
-    rows = list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
+    rows = member_rows(taxonomy)
     member_ids = [member_id for member_id, _ in rows]
     texts = [text for _, text in rows]
     index = MemberIndex.build(np.asarray(encoder.encode(texts), dtype=np.float32), member_ids)

@@ -15,7 +15,7 @@ from django.db import transaction
 from annotations.models import Member, Taxonomy
 from annotations.services.audit import audit_record
 from models_app.models import Deployment, IndexBuild, ModelVersion
-from models_app.serving.engines import artifact_path, encoder_for
+from models_app.serving.engines import artifact_path, encoder_for, member_rows
 from models_app.serving.groups import description_vectors, descriptions_to_encode, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
 from models_app.siamese.configs import ConfigError
@@ -23,7 +23,6 @@ from models_app.siamese.index import MemberIndex
 from models_app.siamese.progress import Progress, encode_reporting, no_progress
 from models_app.siamese.search import MemberSearch
 from models_app.siamese.specs import parse_search_config
-from models_app.training.services.training_data import member_rows
 
 logger = logging.getLogger(__name__)
 

@@ -9,15 +9,11 @@ from collections.abc import Callable
 
 from django.db.models import Max
 
-from annotations.models import FeedbackPair, Member, Taxonomy
+from annotations.models import FeedbackPair, Taxonomy
 from models_app.siamese.sampling import FeedbackExample
 from models_app.siamese.text import comparison_key
 
 logger = logging.getLogger(__name__)
-
-
-def member_rows(taxonomy: Taxonomy) -> list[tuple[int, str]]:
-    return list(Member.objects.filter(taxonomy=taxonomy).order_by("id").values_list("id", "text"))
 
 
 def feedback_examples(
