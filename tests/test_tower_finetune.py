@@ -49,7 +49,7 @@ def test_a_false_match_is_a_negative_column_of_its_titles_row():
     draw = batch_drawer([material], recipe, random.Random(3))
     drawn = 0
     for _ in range(50):
-        anchors, positives = draw()
+        anchors, positives, _ = draw()
         assert len(anchors) == len(positives) <= 4
         if "Travel RN - 13 weeks" in anchors:
             row = anchors.index("Travel RN - 13 weeks")

@@ -72,6 +72,10 @@ class TitleTowerRecipe:
     # Warm up and decay by the share of max_seconds or of the steps spent, whichever is further
     # along, not by the steps alone: a fine-tune by the clock.
     clock_schedule: bool = False
+    # Of the real titles in a batch that have mined near misses (``LabelledTaxonomy.near_misses``),
+    # this share also bring one as an extra negative column: a member of another group the
+    # starting tower put near the title. 0: batches as the shipped tower's first build drew them.
+    near_miss_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or not 2 <= self.batch_size <= 4096:
@@ -80,6 +84,8 @@ class TitleTowerRecipe:
             raise ValueError("learning_rate and temperature must be in (0, 1)")
         if not 0 <= self.member_share <= 1 or not 0 <= self.warmup_share < 1:
             raise ValueError("member_share must be in [0, 1] and warmup_share in [0, 1)")
+        if not 0 <= self.near_miss_share <= 1:
+            raise ValueError("near_miss_share must be in [0, 1]")
         if self.clock_schedule and self.max_seconds <= 0:
             raise ValueError("clock_schedule needs max_seconds")
 
@@ -94,6 +100,9 @@ class LabelledTaxonomy:
     titles: list[tuple[str, str]] = field(default_factory=list)  # (title, group key)
     # (title, group key, member): a member a curator said the title is not (a false match).
     false_matches: list[tuple[str, str, str]] = field(default_factory=list)
+    # title -> [(group key, member)]: members of other groups nearest the title by the starting
+    # tower (``mine_near_misses``), the mistakes it would make.
+    near_misses: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,16 +162,22 @@ def transformer_of(model: Any) -> torch.nn.Module:
     return inner
 
 
+Batch = tuple[list[str], list[str], list[str]]
+
+
 def batch_drawer(
     taxonomies: Sequence[LabelledTaxonomy], recipe: TitleTowerRecipe, rng: random.Random
-) -> Callable[[], tuple[list[str], list[str]]]:
-    """A function drawing one batch: (anchors, positives), every anchor of another group.
+) -> Callable[[], Batch]:
+    """A function drawing one batch: (anchors, positives, negatives), every anchor of another
+    group and every negative of a group no anchor has.
 
     A batch comes from one taxonomy (chosen in proportion to its real titles), so its
     negatives are groups of the same taxonomy; each anchor's positive is a random member of its
     group other than the anchor itself. A title with a false match (``false_matches``) brings
     a row whose positive is that member, so the false match is a negative column of the title's
-    row; a taxonomy without false matches draws exactly as before (the shipped tower's seed)."""
+    row; a taxonomy without false matches draws exactly as before (the shipped tower's seed).
+    A real title with near misses brings one of them as a negative (``near_miss_share`` of
+    them), of a group no anchor of the batch may then take."""
     pools = []
     for taxonomy in taxonomies:
         members = {g: texts for g, texts in taxonomy.members.items() if texts}
@@ -173,12 +188,16 @@ def batch_drawer(
         for title, group, member in taxonomy.false_matches:
             if member in members.get(group, ()):
                 rejected.setdefault(title, []).append((group, member))
-        pools.append((members, titles, member_anchors, rejected))
-    weights = [max(len(titles), 1) for _, titles, _, _ in pools]
+        near = {
+            title: [(g, m) for g, m in misses if g in members]
+            for title, misses in taxonomy.near_misses.items()
+        }
+        pools.append((members, titles, member_anchors, rejected, near))
+    weights = [max(len(pool[1]), 1) for pool in pools]
 
-    def draw() -> tuple[list[str], list[str]]:
-        members, titles, member_anchors, rejected = rng.choices(pools, weights=weights)[0]
-        anchors, positives, used = [], [], set()
+    def draw() -> Batch:
+        members, titles, member_anchors, rejected, near = rng.choices(pools, weights=weights)[0]
+        anchors, positives, negatives, used = [], [], [], set()
         want_members = round(recipe.batch_size * recipe.member_share) if member_anchors else 0
         sources = [(member_anchors, want_members), (titles, recipe.batch_size - want_members)]
         for source, wanted in sources:
@@ -202,9 +221,52 @@ def batch_drawer(
                     anchors.append(rng.choice(others))
                     positives.append(member)
                     taken += 1
-        return anchors, positives
+                if recipe.near_miss_share and source is titles and text in near:
+                    misses = [(g, m) for g, m in near[text] if g not in used]
+                    if misses and rng.random() < recipe.near_miss_share:
+                        miss_group, member = rng.choice(misses)
+                        used.add(miss_group)
+                        negatives.append(member)
+        return anchors, positives, negatives
 
     return draw
+
+
+def mine_near_misses(
+    encode: Callable[[list[str]], Any], taxonomy: LabelledTaxonomy, per_title: int = 10
+) -> dict[str, list[tuple[str, str]]]:
+    """For each real title of ``taxonomy``, the nearest member of each of the ``per_title``
+    groups other than its label nearest it by ``encode`` (unit vectors): the groups the
+    starting tower confuses it with, as (group key, member)."""
+    import numpy as np
+
+    keys = [(g, m) for g, texts in taxonomy.members.items() for m in texts]
+    if not keys or not taxonomy.titles:
+        return {}
+    member_vectors = np.asarray(encode([m for _, m in keys]), dtype=np.float32)
+    groups = np.array([g for g, _ in keys])
+    titles = sorted({t for t, _ in taxonomy.titles})
+    labels: dict[str, set[str]] = {}
+    for title, group in taxonomy.titles:
+        labels.setdefault(title, set()).add(group)
+    title_vectors = np.asarray(encode(titles), dtype=np.float32)
+    depth = min(len(keys), per_title * 8)
+    found: dict[str, list[tuple[str, str]]] = {}
+    for start in range(0, len(titles), 512):
+        scores = title_vectors[start : start + 512] @ member_vectors.T
+        top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+        for offset, (row, hits) in enumerate(zip(scores, top, strict=True)):
+            title = titles[start + offset]
+            misses, seen = [], set(labels[title])
+            for hit in hits[np.argsort(-row[hits], kind="stable")]:
+                group = str(groups[hit])
+                if group not in seen:
+                    seen.add(group)
+                    misses.append((group, keys[hit][1]))
+                    if len(misses) == per_title:
+                        break
+            found[title] = misses
+    return found
 
 
 def _embed(model: Any, texts: list[str], rng: random.Random) -> torch.Tensor:
@@ -278,10 +340,10 @@ def train_title_tower(
             break
         for group in optimizer.param_groups:
             group["lr"] = recipe.learning_rate * rate(step)
-        anchors, positives = draw()
+        anchors, positives, negatives = draw()
         a = _embed(model, anchors, rng)  # (B, D)
-        p = _embed(model, positives, rng)  # (B, D)
-        logits = a @ p.T / recipe.temperature  # (B, B)
+        p = _embed(model, [*positives, *negatives], rng)  # (B + N, D)
+        logits = a @ p.T / recipe.temperature  # (B, B + N)
         loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(anchors)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
