@@ -12,7 +12,8 @@ agree with themselves:
   holds the same ones out of the tower's training), answered by the title tower as a new
   taxonomy serves it.
 
-Per set: acc@1, the expected calibration error with a 95% bootstrap interval, the answers at
+Per set: acc@1, the expected calibration error with a 95% bootstrap interval and what a
+perfectly calibrated probability would read on as many titles (sampling's floor), the answers at
 p >= 0.9 and the share right among them, coverage at 95% and 90% precision taking the surest
 answers first, and auto-coding: the threshold ``vouching_threshold`` derives for a target from
 the evidence the product has before any verdict (the stream's consistently labelled titles,
@@ -134,14 +135,32 @@ def ece_interval(right: np.ndarray, p: np.ndarray) -> list[float]:
     return [round(float(v), 4) for v in np.percentile(values, [2.5, 97.5])]
 
 
+def ece_if_calibrated(p: np.ndarray, observed: float) -> dict:
+    """What a perfectly calibrated probability would read on these titles: each answer right
+    with exactly its probability, drawn BOOTSTRAP times. Its median and 95th percentile are the
+    ECE that sampling alone gives at this many titles, and ``share_at_least_observed`` is how
+    often it reads the observed ECE or more (a one-sided test of miscalibration)."""
+    rng = np.random.default_rng(1)
+    values = np.array(
+        [expected_calibration_error(p, rng.random(len(p)) < p) for _ in range(BOOTSTRAP)]
+    )
+    return {
+        "median": round(float(np.median(values)), 4),
+        "p95": round(float(np.percentile(values, 95)), 4),
+        "share_at_least_observed": round(float((values >= observed).mean()), 4),
+    }
+
+
 def measured(right: np.ndarray, p: np.ndarray, thresholds: dict) -> dict:
     sure = p >= 0.9
+    ece = expected_calibration_error(p, right)
     row = {
         "titles": len(p),
         "acc@1": round(float(right.mean()), 4),
         "mean_probability": round(float(p.mean()), 4),
-        "ece": round(expected_calibration_error(p, right), 4),
+        "ece": round(ece, 4),
         "ece_ci95": ece_interval(right, p),
+        "ece_if_calibrated": ece_if_calibrated(p, ece),
         "share_at_least_0_9": round(float(sure.mean()), 4),
         "right_among_at_least_0_9": round(float(right[sure].mean()), 4) if sure.any() else None,
         "right_among_at_least_0_9_lower_bound":
@@ -273,7 +292,8 @@ def main() -> None:
         for target, f in found.items():
             print(f"  target {target}: threshold {f['threshold']}, {f['answers']} of "
                   f"{f['evidence']} answers, lower bound {f['lower_bound']}")  # fmt: skip
-    header = f"{'':52}{'n':>5}{'acc@1':>7}{'ECE':>7}{'ECE 95% CI':>16}{'p>=.9':>7}{'right':>7}"
+    header = f"{'':52}{'n':>5}{'acc@1':>7}{'ECE':>7}{'ECE 95% CI':>16}{'calib.':>7}"
+    header += f"{'p>=.9':>7}{'right':>7}"
     header += f"{'cov95':>7}{'cov90':>7}{'auto95':>8}{'prec':>6}{'auto90':>8}{'prec':>6}"
     for set_name, stages in measures.items():
         print(f"\n{set_name}\n{header}")
@@ -290,6 +310,7 @@ def main() -> None:
                     )
                 print(f"{(stage + ': ' + label)[:51]:52}{row['titles']:5}{row['acc@1']:7.3f}"
                       f"{row['ece']:7.3f}{row['ece_ci95']!s:>16}"
+                      f"{row['ece_if_calibrated']['median']:7.3f}"
                       f"{row['share_at_least_0_9']:7.3f}"
                       + (f"{right:7.3f}" if right is not None else f"{'-':>7}")
                       + f"{row['coverage_at_95']:7.3f}{row['coverage_at_90']:7.3f}"
