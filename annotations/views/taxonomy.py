@@ -8,7 +8,6 @@ reads. A group's page and its edits are ``annotations.views.taxonomy_groups``; t
 from __future__ import annotations
 
 import csv
-import math
 
 from django import forms
 from django.contrib import messages
@@ -18,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from annotations.forms.auto_coding import DEFAULT_AUDIT_PERCENT, AutoCodingForm, as_percent
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
@@ -164,6 +164,7 @@ def _detail_page(
     guidelines_text: str | None = None,
     guidelines_error: str | None = None,
     auto_coding_error: str | None = None,
+    auto_coding_typed=None,
     status: int = 200,
 ) -> HttpResponse:
     context.setdefault(
@@ -176,7 +177,8 @@ def _detail_page(
         guidelines_error=guidelines_error,
         guidelines_max=GUIDELINES_MAX_CHARS,
         vouching_days=RECENT_DAYS,
-        auto_coding=auto_coding_state(taxonomy),
+        auto_coding=(state := auto_coding_state(taxonomy)),
+        auto_coding_fields=_auto_coding_fields(state.policy, auto_coding_typed),
         auto_coding_days=auto_coding_days(taxonomy),
         auto_coding_error=auto_coding_error,
     )
@@ -185,6 +187,20 @@ def _detail_page(
     except ArtifactError as exc:
         context["vouching"], context["vouching_error"] = None, str(exc)
     return render(request, "taxonomy/detail.html", context, status=status)
+
+
+def _auto_coding_fields(policy, typed) -> dict[str, str]:
+    """What the auto-coding form shows: what was typed after a refusal, else the policy in
+    percent ("95", "5"), the default audit share when there is none."""
+    if typed is not None:
+        return {name: typed.get(name, "") for name in ("target_precision", "audit_share")}
+    if policy is None:
+        return {"target_precision": "", "audit_share": as_percent(DEFAULT_AUDIT_PERCENT / 100)}
+    target = policy.target_precision
+    return {
+        "target_precision": "" if target is None else as_percent(target),
+        "audit_share": as_percent(policy.audit_share),
+    }
 
 
 @admin_required
@@ -209,20 +225,17 @@ def taxonomy_guidelines(request: HttpRequest, slug: str) -> HttpResponse:
 def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
     """Set the auto-coding policy from the taxonomy page; a refusal names the field."""
     taxonomy = taxonomy_or_404(slug)
-    raw_target = request.POST.get("target_precision", "").strip()
-    raw_share = request.POST.get("audit_share", "").strip()
-    try:
-        target = None if raw_target in ("", "off") else float(raw_target)
-        share = float(raw_share) if raw_share else 0.05
-        if (target is not None and not math.isfinite(target)) or not math.isfinite(share):
-            raise ValueError
-    except ValueError:
-        error = "the target precision and the audit share are numbers (0.95, 0.05); nothing changed"
+    form = AutoCodingForm(request.POST)
+    if not form.is_valid():
         return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
-                            auto_coding_error=error, status=400)  # fmt: skip
+                            auto_coding_error=form.refusal(), auto_coding_typed=request.POST,
+                            status=400)  # fmt: skip
     try:
         policy = auto_coding_set(
-            taxonomy=taxonomy, target_precision=target, audit_share=share, user=request.user
+            taxonomy=taxonomy,
+            target_precision=form.cleaned_data["target_precision"],
+            audit_share=form.cleaned_data["audit_share"],
+            user=request.user,
         )
     except AutoCodingError as exc:
         return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},

@@ -17,7 +17,7 @@ def pages(member_id: int) -> list[tuple[str, str, dict]]:
         ("get", "/taxonomies/jobs/export.csv", {}),
         ("post", "/taxonomies/jobs/groups/new", {"code": "99-1", "name": "New"}),
         ("get", group_url, {}),
-        ("post", "/taxonomies/jobs/auto-coding", {"target_precision": "0.95"}),
+        ("post", "/taxonomies/jobs/auto-coding", {"target_precision": "95"}),
         ("post", f"{group_url}rename", {"name": "Coffee people"}),
         ("get", f"{group_url}merge?into={NURSES}", {}),
         ("post", f"{group_url}merge", {"into": NURSES}),

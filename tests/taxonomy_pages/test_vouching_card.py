@@ -44,21 +44,40 @@ def test_without_a_live_model_the_card_says_so(client, db, admin_user):
 def test_an_admin_sets_auto_coding_on_the_page_and_bad_values_are_refused(
     client, tiny_taxonomy, admin_user
 ):
+    """The page shows targets in percent, so its form takes percent: "95" is 95%."""
     client.force_login(admin_user)
-    refused = client.post("/taxonomies/jobs/auto-coding", {"target_precision": "0.3"})
+    for typed, said in [
+        ("30", "the target precision is from 50% to 99.9% (empty turns it off), got 30%"),
+        ("0.95", "got 0.95%"),  # a fraction in a percent field: refused, not guessed
+        ("ninety", "the target precision is a percentage such as 95 or 95%, got ninety"),
+    ]:
+        refused = client.post("/taxonomies/jobs/auto-coding", {"target_precision": typed})
+        page = refused.content.decode()
+        assert refused.status_code == 400 and said in page and "nothing changed" in page
+        # What was typed stays in the box, to be mended.
+        assert f'value="{typed}" data-testid="auto-coding-target"' in page
+    refused = client.post(
+        "/taxonomies/jobs/auto-coding", {"target_precision": "95", "audit_share": "150"}
+    )
     assert refused.status_code == 400
-    assert "a target precision is from 0.5 to 0.999" in refused.content.decode()
-    refused = client.post("/taxonomies/jobs/auto-coding", {"target_precision": "ninety"})
-    assert refused.status_code == 400 and "nothing changed" in refused.content.decode()
+    assert "the audit share is from 0% to 100%, got 150%" in refused.content.decode()
     assert not AutoCodingPolicy.objects.exists()
 
-    wanted = {"target_precision": "0.95", "audit_share": "0.1"}
+    wanted = {"target_precision": "95%", "audit_share": "10"}
     saved = client.post("/taxonomies/jobs/auto-coding", wanted, follow=True)
     page = saved.content.decode()
     assert "Auto-coding set (version 1)" in page
     assert "On (version 1)" in page and "10% of them go to review blind" in page
     policy = AutoCodingPolicy.objects.get()
     assert (policy.target_precision, policy.audit_share) == (0.95, 0.1)
+    # The form shows the policy as it takes it.
+    assert 'value="95" data-testid="auto-coding-target"' in page
+    assert 'value="10" data-testid="auto-coding-audit"' in page
+    client.post("/taxonomies/jobs/auto-coding", {"target_precision": "99.5", "audit_share": ""})
+    policy = AutoCodingPolicy.objects.get()
+    assert (policy.target_precision, policy.audit_share) == (0.995, 0.05)
+    page = client.get("/taxonomies/jobs/").content.decode()
+    assert 'value="99.5" data-testid="auto-coding-target"' in page
     off = client.post("/taxonomies/jobs/auto-coding", {"target_precision": ""}, follow=True)
     assert "Auto-coding is off" in off.content.decode()
     assert AutoCodingPolicy.objects.get().target_precision is None
