@@ -24,7 +24,11 @@ def test_a_curator_creates_a_token_the_api_answers_then_rotates_it(client, curat
     page = client.get("/accounts/token/").content.decode()
     assert 'data-testid="no-api-token"' in page
     assert client.post("/accounts/token/").status_code == 302
-    first = shown_token(client.get("/accounts/token/").content.decode())
+    page = client.get("/accounts/token/").content.decode()
+    # A first token replaces nothing, so nothing is said to stop working.
+    assert "A new token is ready; keep it like a password." in page
+    assert "previous one" not in page
+    first = shown_token(page)
     assert Token.objects.get(user=curator).key == first
 
     api = APIClient()
