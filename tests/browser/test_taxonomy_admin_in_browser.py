@@ -66,3 +66,31 @@ def test_an_admin_adds_a_string_moves_it_with_the_type_ahead_and_merges_two_grou
         .order_by("id")
         .values_list("action", flat=True)
     ) == ["member.add", "member.move", "group.merge"]
+
+
+def test_an_admin_sets_auto_coding_in_percent_and_a_refusal_shows_where_the_form_is(
+    page, live_server, admin_user, tiny_taxonomy
+):
+    from annotations.models import AutoCodingPolicy
+
+    # A short window, as a taxonomy of many groups is: the form is below the fold.
+    page.set_viewport_size({"width": 1000, "height": 360})
+    log_in_at(page, live_server, "/taxonomies/jobs/", "ada", "ada-pass-123")
+    expect(page.get_by_test_id("auto-coding-jump")).to_have_text("auto-coding off")
+    expect(page.get_by_test_id("auto-coding-target")).not_to_be_in_viewport()
+    page.get_by_test_id("auto-coding-jump").click()
+    expect(page.get_by_role("heading", name="Answers it can vouch for")).to_be_in_viewport()
+    page.get_by_test_id("auto-coding-target").fill("30")
+    page.get_by_test_id("auto-coding-save").click()
+    # The refusal is beside the form, below the groups: the page opens there, not at its top.
+    error = page.get_by_test_id("auto-coding-error")
+    expect(error).to_contain_text("the target precision is from 50% to 99.9%")
+    expect(error).to_be_in_viewport()
+    expect(page.get_by_test_id("auto-coding-target")).to_have_value("30")
+    assert not AutoCodingPolicy.objects.exists()
+
+    page.get_by_test_id("auto-coding-target").fill("95")
+    page.get_by_test_id("auto-coding-save").click()
+    expect(page.get_by_test_id("auto-coding-jump")).to_have_text("auto-coding on")
+    expect(page.get_by_test_id("auto-coding-target")).to_have_value("95")
+    assert AutoCodingPolicy.objects.get().target_precision == 0.95

@@ -23,6 +23,9 @@ def test_the_page_shows_the_api_figures_for_each_suggested_target(
     rows = re.findall(r'data-testid="vouching-row">(.*?)</tr>', page, re.S)
     assert len(rows) == 2
     assert "starter ranker" in page and "Off: every answer waits for review." in page
+    # The section sits below the groups: the top of the page says its state and links to it.
+    assert '<a href="#auto-coding" data-testid="auto-coding-jump">auto-coding off</a>' in page
+    assert 'id="auto-coding" data-testid="vouching-card"' in page
     for row, target in zip(rows, (0.95, 0.9), strict=True):
         found = client.get("/api/v1/taxonomies/jobs/vouching", {"target": target}).json()
         assert f"{round(target * 100)}%" in row
@@ -73,6 +76,7 @@ def test_an_admin_sets_auto_coding_on_the_page_and_bad_values_are_refused(
     # The form shows the policy as it takes it.
     assert 'value="95" data-testid="auto-coding-target"' in page
     assert 'value="10" data-testid="auto-coding-audit"' in page
+    assert 'data-testid="auto-coding-jump">auto-coding on</a>' in page
     client.post("/taxonomies/jobs/auto-coding", {"target_precision": "99.5", "audit_share": ""})
     policy = AutoCodingPolicy.objects.get()
     assert (policy.target_precision, policy.audit_share) == (0.995, 0.05)
@@ -92,6 +96,7 @@ def test_a_paused_policy_is_shown_with_its_reason(client, tiny_taxonomy, admin_u
     page = client.get("/taxonomies/jobs/").content.decode()
     assert 'data-testid="auto-coding-paused"' in page
     assert "the audit found 1 of 9 audited answers right" in page and "Paused (version 3)" in page
+    assert 'data-testid="auto-coding-jump">auto-coding paused</a>' in page
 
 
 def test_a_live_model_that_cannot_load_is_named_not_a_500(client, tiny_taxonomy, admin_user):
