@@ -43,9 +43,11 @@ def test_a_curator_creates_a_token_the_api_answers_then_rotates_it(client, curat
     assert second != first
     answer = api.post("/api/v1/taxonomies/jobs/normalize", {"texts": ["icu nurse"]}, format="json")
     assert answer.status_code == 401
-    assert list(
-        AuditEvent.objects.filter(actor=curator).order_by("id").values_list("action", flat=True)
-    ) == ["api_token.create", "api_token.rotate"]
+    events = AuditEvent.objects.filter(actor=curator).order_by("id")
+    assert list(events.values_list("action", "object_type", "object_id")) == [
+        ("api_token.create", "user", str(curator.pk)),
+        ("api_token.rotate", "user", str(curator.pk)),
+    ]
 
 
 def test_the_token_page_needs_a_login_and_every_page_links_to_it(client, curator):

@@ -39,7 +39,8 @@ def audit_records(
             actor=actor,
             taxonomy=taxonomy,
             action=action,
-            object_type=type(obj).__name__.lower(),
+            # The model's name, also through request.user's lazy wrapper.
+            object_type=obj._meta.model_name,
             object_id=str(obj.pk),
             before=before,
             after=after,
