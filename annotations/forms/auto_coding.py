@@ -4,6 +4,7 @@ the form takes them as percentages too ("95" or "95%"); the API takes fractions.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from django import forms
 
@@ -28,6 +29,20 @@ def _percent(raw: str, field: str) -> float:
 def as_percent(fraction: float) -> str:
     """A fraction as the form shows it: 0.95 -> "95", 0.995 -> "99.5"."""
     return f"{fraction * 100:.6g}"
+
+
+def auto_coding_fields(policy, typed: Mapping[str, str] | None) -> dict[str, str]:
+    """What the form's boxes show: what was typed after a refusal, else the policy in percent
+    ("95", "5"), and the default audit share where there is no policy."""
+    if typed is not None:
+        return {name: typed.get(name, "") for name in ("target_precision", "audit_share")}
+    if policy is None:
+        return {"target_precision": "", "audit_share": as_percent(DEFAULT_AUDIT_PERCENT / 100)}
+    target = policy.target_precision
+    return {
+        "target_precision": "" if target is None else as_percent(target),
+        "audit_share": as_percent(policy.audit_share),
+    }
 
 
 class AutoCodingForm(forms.Form):

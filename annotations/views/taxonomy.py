@@ -8,6 +8,7 @@ reads. A group's page and its edits are ``annotations.views.taxonomy_groups``; t
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 
 from django import forms
 from django.contrib import messages
@@ -17,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.forms.auto_coding import DEFAULT_AUDIT_PERCENT, AutoCodingForm, as_percent
+from annotations.forms.auto_coding import AutoCodingForm, auto_coding_fields
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
@@ -164,7 +165,7 @@ def _detail_page(
     guidelines_text: str | None = None,
     guidelines_error: str | None = None,
     auto_coding_error: str | None = None,
-    auto_coding_typed=None,
+    auto_coding_typed: Mapping[str, str] | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context.setdefault(
@@ -178,7 +179,7 @@ def _detail_page(
         guidelines_max=GUIDELINES_MAX_CHARS,
         vouching_days=RECENT_DAYS,
         auto_coding=(state := auto_coding_state(taxonomy)),
-        auto_coding_fields=_auto_coding_fields(state.policy, auto_coding_typed),
+        auto_coding_fields=auto_coding_fields(state.policy, auto_coding_typed),
         auto_coding_days=auto_coding_days(taxonomy),
         auto_coding_error=auto_coding_error,
     )
@@ -187,20 +188,6 @@ def _detail_page(
     except ArtifactError as exc:
         context["vouching"], context["vouching_error"] = None, str(exc)
     return render(request, "taxonomy/detail.html", context, status=status)
-
-
-def _auto_coding_fields(policy, typed) -> dict[str, str]:
-    """What the auto-coding form shows: what was typed after a refusal, else the policy in
-    percent ("95", "5"), the default audit share when there is none."""
-    if typed is not None:
-        return {name: typed.get(name, "") for name in ("target_precision", "audit_share")}
-    if policy is None:
-        return {"target_precision": "", "audit_share": as_percent(DEFAULT_AUDIT_PERCENT / 100)}
-    target = policy.target_precision
-    return {
-        "target_precision": "" if target is None else as_percent(target),
-        "audit_share": as_percent(policy.audit_share),
-    }
 
 
 @admin_required

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from models_app.siamese.artifacts import ArtifactError
@@ -238,8 +239,6 @@ def mine_near_misses(
     """For each real title of ``taxonomy``, the nearest member of each of the ``per_title``
     groups other than its label nearest it by ``encode`` (unit vectors): the groups the
     starting tower confuses it with, as (group key, member)."""
-    import numpy as np
-
     keys = [(g, m) for g, texts in taxonomy.members.items() for m in texts]
     if not keys or not taxonomy.titles:
         return {}
