@@ -100,7 +100,7 @@ def timed(spent: collections.Counter, owner, name: str, stage: str) -> None:
 
 
 def esco_live():
-    """Import ESCO and serve it as a new taxonomy does: the pretrained tower as it comes."""
+    """Import ESCO and serve it as a new taxonomy does: the pretrained tower (the title tower)."""
     from annotations.services.taxonomy import taxonomy_import
     from models_app.training.run_execution import training_run_execute
     from models_app.training.services.runs import taxonomy_model_refresh
@@ -295,7 +295,10 @@ def main() -> None:
             "floor": "the floors above",
         }
     )
-    label = {"onet": "O*NET, the shipped model", "esco": "ESCO, the pretrained tower as it comes"}
+    label = {
+        "onet": "O*NET, the shipped model",
+        "esco": "ESCO, the pretrained tower a new taxonomy serves",
+    }
     served_by = getattr(engine.encoder, "runtime", "pytorch")
     print(f"\nmachine: {machine}; load average {_pg.load_average()}")
     print(f"{label[args.taxonomy]} ({engine.encoder.kind}, encoded by {served_by}), {commit()}")
