@@ -51,6 +51,7 @@ from models_app.siamese.baselines import EncoderMatcher  # noqa: E402
 from models_app.siamese.distill import distill_encoder, distillation_texts  # noqa: E402
 from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
 from models_app.siamese.evaluation import build_test_suite, evaluate  # noqa: E402
+from models_app.siamese.exact_cosines import principal_directions  # noqa: E402
 from models_app.siamese.specs import STUDENT_SPEC, DistillConfig  # noqa: E402
 from models_app.siamese.title_tower import SHIPPED_FOLDER, read_card  # noqa: E402
 from models_app.siamese.towers import TransformerEncoder  # noqa: E402
@@ -59,6 +60,21 @@ SHIPPED = ROOT / "data" / "models" / "onet"
 OUT = ROOT / "bench" / "results" / "onet_student.json"
 DISTILL = {"batch_size": 512, "max_steps": 12000, "max_minutes": 60.0, "seed": 0}
 COMMAND = "bench/onet_student.py --write"
+
+
+class ProjectedTeacher:
+    """The teacher's vectors in ``basis``'s directions, unit length: what a smaller student is
+    measured against as its teacher."""
+
+    def __init__(self, teacher, basis: np.ndarray) -> None:
+        self.teacher, self.basis, self.dim = teacher, basis, basis.shape[1]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return unit(np.asarray(self.teacher.encode(texts), dtype=np.float32) @ self.basis)
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 def git_commit() -> str:
@@ -74,7 +90,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=DISTILL["max_steps"])
     parser.add_argument("--write", action="store_true", help="replace data/models/onet/")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--dims",
+        type=int,
+        default=0,
+        help="a student of this many dimensions, distilled toward the teacher's vectors in "
+        "their first principal directions (0: the teacher's own 384; never --write)",
+    )
     args = parser.parse_args()
+    if args.dims and args.write:
+        parser.error("--dims measures a smaller student; --write ships the shipped spec only")
 
     onet, esco = onet_taxonomy(args.data), esco_taxonomy(args.data)
     teacher = TransformerEncoder.create([], parse_config({"kind": "transformer"}))
@@ -89,9 +114,16 @@ def main() -> None:
     teacher_vectors = title_tower_encoder().vectors(texts)  # cached by the tower's digest
     encode_seconds = time.perf_counter() - started
     print(f"teacher encoded them in {encode_seconds:.0f} s", flush=True)
-    result = distill_encoder(
-        texts, teacher, STUDENT_SPEC["encoder"], distill, teacher_vectors=teacher_vectors
-    )
+    student_config = STUDENT_SPEC["encoder"]
+    target, target_vectors, basis = teacher, teacher_vectors, None
+    if args.dims:
+        # The teacher's space in its first principal directions, as the index's first pass
+        # reads it: the student learns those coordinates, which a search can use alone.
+        basis = principal_directions(teacher_vectors, args.dims)
+        target = ProjectedTeacher(teacher, basis)
+        target_vectors = unit(teacher_vectors @ basis)
+        student_config = {**student_config, "output_dim": args.dims}
+    result = distill_encoder(texts, target, student_config, distill, teacher_vectors=target_vectors)
     student = result.encoder
     # The rows of n-grams only the augmented copies reach are zeroed, as the model shipped
     # before kept only its members' rows: stored int8 a row, every row of the 160,000 texts
@@ -113,8 +145,11 @@ def main() -> None:
         found = {}
         for name, encoder in (("shipped_before", before), ("teacher", teacher),
                               ("student", student)):  # fmt: skip
-            ranked = measure.rank(encoder.encode(measure.texts), encoder.encode(list(queries)))
-            found[name] = metrics(ranked, gold)
+            vectors = encoder.encode(measure.texts), encoder.encode(list(queries))
+            found[name] = metrics(measure.rank(*vectors), gold)
+            if name == "teacher" and args.dims:
+                projected = [unit(np.asarray(v, dtype=np.float32) @ basis) for v in vectors]
+                found["teacher_projected"] = metrics(measure.rank(*projected), gold)
         rows[key] = {name: row for name, (row, _) in found.items()}
         rows[key]["student_against_shipped_before"] = paired(
             found["student"][1], found["shipped_before"][1]
