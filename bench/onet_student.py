@@ -97,7 +97,12 @@ def main() -> None:
         help="a student of this many dimensions, distilled toward the teacher's vectors in "
         "their first principal directions (0: the teacher's own 384; never --write)",
     )
+    parser.add_argument(
+        "--embedding-dim", type=int, default=0, help="with --dims: the n-gram table's width"
+    )
     args = parser.parse_args()
+    if args.embedding_dim and not args.dims:
+        parser.error("--embedding-dim goes with --dims")
     if args.dims and args.write:
         parser.error("--dims measures a smaller student; --write ships the shipped spec only")
 
@@ -123,6 +128,8 @@ def main() -> None:
         target = ProjectedTeacher(teacher, basis)
         target_vectors = unit(teacher_vectors @ basis)
         student_config = {**student_config, "output_dim": args.dims}
+        if args.embedding_dim:
+            student_config["embedding_dim"] = args.embedding_dim
     result = distill_encoder(texts, target, student_config, distill, teacher_vectors=target_vectors)
     student = result.encoder
     # The rows of n-grams only the augmented copies reach are zeroed, as the model shipped
@@ -130,6 +137,13 @@ def main() -> None:
     # made 68 MB, the members' and the titles' a fraction of it.
     student.after_training([*members, *stream])
     print(f"distilled: {result.steps} steps in {result.seconds:.0f} s, {result.metrics}")
+    saved_bytes = None
+    if args.dims:
+        # What it would add to the repository, saved as --write saves the shipped one.
+        with tempfile.TemporaryDirectory() as folder:
+            student.save(Path(folder))
+            saved_bytes = sum(p.stat().st_size for p in Path(folder).iterdir())
+        print(f"saved, it takes {saved_bytes / 1e6:.1f} MB")
 
     # Measured by the embedding alone, against the model shipped before and the teacher.
     held, gone = clean_held_out(onet)
@@ -170,6 +184,7 @@ def main() -> None:
         "distill_seconds": round(result.seconds, 1),
         "steps": result.steps,
         "teacher_cosine": result.metrics["teacher_cosine"],
+        "student": {"encoder": student_config, "saved_bytes": saved_bytes},
         "rows": rows,
         "suite": suite_metrics,
     }
