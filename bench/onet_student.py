@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench.jobbert_data import SHARED_DATA  # noqa: E402
-from bench.ranker import esco_taxonomy, onet_taxonomy, title_tower_encoder  # noqa: E402
+from bench.ranker import esco_taxonomy, onet_taxonomy, title_tower_encoder, unit  # noqa: E402
 from bench.real_accuracy import paired  # noqa: E402
 from bench.title_tower import (  # noqa: E402
     Measure,
@@ -71,10 +71,6 @@ class ProjectedTeacher:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return unit(np.asarray(self.teacher.encode(texts), dtype=np.float32) @ self.basis)
-
-
-def unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 def git_commit() -> str:

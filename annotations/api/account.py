@@ -75,7 +75,7 @@ class AccountTokenRotateApi(TokenApi):
         responses={201: OutputSerializer, 429: TOO_MANY},
     )
     def post(self, request: Request) -> Response:
-        token = ApiToken.of(api_token_rotate(user=request.user))
+        token = ApiToken.of(api_token_rotate(user=request.user).token)
         return Response(self.OutputSerializer(token).data, status=status.HTTP_201_CREATED)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group as Role
 from django.db import transaction
@@ -33,8 +35,13 @@ def user_ensure(
     return user, created
 
 
+class RotatedToken(NamedTuple):
+    token: Token
+    replaced: bool  # whether an old token stopped working
+
+
 @transaction.atomic
-def api_token_rotate(*, user) -> Token:
+def api_token_rotate(*, user) -> RotatedToken:
     """A new API token for ``user``; the old one, if any, stops working at once. Audited (the
     key itself is not: the audit trail is readable by admins)."""
     get_user_model().objects.select_for_update().get(pk=user.pk)  # one rotation at a time
@@ -46,7 +53,7 @@ def api_token_rotate(*, user) -> Token:
         obj=user,
         after={"user": user.username},
     )
-    return token
+    return RotatedToken(token, rotated)
 
 
 @transaction.atomic

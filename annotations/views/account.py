@@ -35,9 +35,8 @@ def api_token(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         action = request.POST.get("action", "rotate")
         if action == "rotate":
-            had_one = api_token_of(user=request.user) is not None
-            api_token_rotate(user=request.user)
-            said = "the previous one no longer works" if had_one else "keep it like a password"
+            replaced = api_token_rotate(user=request.user).replaced
+            said = "the previous one no longer works" if replaced else "keep it like a password"
             messages.info(request, f"A new token is ready; {said}.")
         elif action == "revoke":
             if api_token_revoke(user=request.user):
