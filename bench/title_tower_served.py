@@ -13,7 +13,7 @@ starter ranker file and its data/models/onet/. Per taxonomy: acc@1 and candidate
 right group among the ranker's candidates), each difference paired on the same titles with a
 95% bootstrap interval and McNemar's p.
 
-    .venv/bin/python bench/title_tower_served.py [--before ac752c9]
+    .venv/bin/python bench/title_tower_served.py [--before ac752c9] [--esco-before title]
 
 Prints a table and writes bench/results/title_tower_served.json.
 """
@@ -88,21 +88,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--before", default="ac752c9", help="the commit to compare against")
+    parser.add_argument(
+        "--esco-before",
+        choices=("wheel", "title"),
+        default="wheel",
+        help="the tower ESCO's before side serves (title: the same tower, only the starter "
+        "and O*NET's model differ)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    esco_before = wheel_encoder() if args.esco_before == "wheel" else title_tower_encoder()
     before_starter = LinearRanker.from_dict(json.loads(git_file(args.before, str(
         STARTER_FILE.relative_to(ROOT)))))  # fmt: skip
     now_starter = LinearRanker.from_dict(json.loads(STARTER_FILE.read_text()))
     report: dict = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "before": args.before,
+        "esco_before": args.esco_before,
         "taxonomies": {},
     }
     with tempfile.TemporaryDirectory() as scratch:
         setups = {
             "esco": (
                 esco_taxonomy(args.data),
-                (wheel_encoder(), SearchConfig(lexical_weight=0.0)),
+                (esco_before, SearchConfig(lexical_weight=0.0)),
                 (title_tower_encoder(), SearchConfig(lexical_weight=0.0)),
             ),
             "onet": (
