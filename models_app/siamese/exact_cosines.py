@@ -96,10 +96,11 @@ def distinct_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # The first pass of a few queries over many vectors: each query's nearest ``_FIRST_PASS_WIDTH``
 # x reach distinct vectors by their cosines in the vectors' first ``_FIRST_PASS_DIMS`` principal
-# directions, then those scored exactly. A single text's product over O*NET's 43,891 distinct
-# 384-d vectors reads 67 MB, half its answer's time; the first pass reads a third of that. On
-# 5,000 real titles against O*NET every near set of 100 and of 120 was the exact product's
-# (bench/approximate_search.py measures the served answers).
+# directions, then those scored exactly. A single text's product over 43,891 distinct 384-d
+# vectors (O*NET's student when it was 384-d) reads 67 MB, half its answer's time; the first
+# pass reads a third of that. On 5,000 real titles against O*NET every near set of 100 and of 120
+# was the exact product's (bench/approximate_search.py measures the served answers). Vectors of
+# fewer than twice its dimensions (the shipped 128-d student) are searched exactly.
 _FIRST_PASS_DIMS = 128
 _FIRST_PASS_WIDTH = 24
 # Where it pays: at most this many queries a product (a batch's matrix product is bound by
