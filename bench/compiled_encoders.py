@@ -298,7 +298,7 @@ def main() -> None:
     # The student: where its time goes.
     torch.set_num_threads(1)
     student_config = NgramBagConfig(
-        **{k: v for k, v in STUDENT_SPEC["encoder"].items() if k != "kind"}
+        **{k: v for k, v in STUDENT_SPEC["encoder"].items() if k != "kind"}, output_dim=384
     )
     students = {
         # Loaded from the repository's folder as it is, not mapped: mapping writes its arrays

@@ -1,6 +1,6 @@
 """A fast student distilled from the tower, measured on JobBERT (ESCO) or O*NET's four tests.
 
-The student (a hashed n-gram bag with the tower's 384 dimensions, ``STUDENT_SPEC``) learns the
+The student (a hashed n-gram bag with its teacher's dimensions, ``STUDENT_SPEC``) learns the
 teacher's vectors of the taxonomy's strings, two augmented copies of each (job-ad words, typos)
 and inputs as unlabelled texts: for ESCO the curator stream's titles (their labels are never
 read; dev-unseen is never seen), for O*NET the simulated curator inputs (never the Annotations
@@ -92,7 +92,8 @@ def main() -> None:
         vectors = teacher.encode(texts)
         args.cache.mkdir(parents=True, exist_ok=True)
         np.save(cached, vectors)
-    result = distill_encoder(texts, teacher, STUDENT, config, teacher_vectors=vectors)
+    student_config = {**STUDENT, "output_dim": teacher.dim}  # searched in the teacher's place
+    result = distill_encoder(texts, teacher, student_config, config, teacher_vectors=vectors)
     print(f"student: {result.steps} steps, {result.seconds:.0f} s, {result.metrics}", flush=True)
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
@@ -135,7 +136,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "machine": machine, "taxonomy": args.taxonomy, "teacher": str(args.teacher),
-        "student": STUDENT, "distill": dataclasses.asdict(config), "texts": len(texts),
+        "student": student_config, "distill": dataclasses.asdict(config), "texts": len(texts),
         "steps": result.steps, "seconds": round(result.seconds, 1),
         "teacher_cosine": result.metrics["teacher_cosine"], "reference": reference,
         "sets": {name: len(set_cases) for name, set_cases in test_sets.items()}, "rows": rows,

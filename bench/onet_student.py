@@ -123,7 +123,11 @@ def main() -> None:
     teacher_vectors = title_tower_encoder().vectors(texts)  # cached by the tower's digest
     encode_seconds = time.perf_counter() - started
     print(f"teacher encoded them in {encode_seconds:.0f} s", flush=True)
-    student_config = {**STUDENT_SPEC["encoder"], "embedding_dim": args.embedding_dim}
+    student_config = {
+        **STUDENT_SPEC["encoder"],
+        "embedding_dim": args.embedding_dim,
+        "output_dim": teacher.dim,
+    }
     target, target_vectors, basis = teacher, teacher_vectors, None
     if args.dims:
         # The teacher's space in its first principal directions, as the index's first pass

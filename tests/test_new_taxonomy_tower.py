@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
+from models_app.serving.engines import encoder_for
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC, parse_model_spec
@@ -167,6 +168,23 @@ def test_a_student_is_distilled_from_the_live_tower_and_serves(new_taxonomy):
     assert student.metrics["teacher_cosine"] > 0.3 and student.metrics["steps"] == 200
     [result] = rank_taxonomy_groups(new_taxonomy, ["Staff Nurse"], k=1)
     assert result.groups[0].name == "Registered Nurses" and result.model_version == "fresh/v2"
+
+
+def test_a_student_takes_its_live_teachers_dimension_unless_its_spec_names_one(tiny_taxonomy):
+    # The live model is a 32-d TF-IDF (the shipped O*NET student is 128-d, a tower 384-d).
+    unnamed = {**QUICK_STUDENT, "encoder": {"kind": "ngram_bag", "buckets": 4096}}
+    run = TrainingRun.objects.create(taxonomy=tiny_taxonomy, kind="build", config=unnamed)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "succeeded", run.error
+    assert run.model_version.config["encoder"]["output_dim"] == 32
+    assert run.model_version.config["distill"]["teacher_version"] == "jobs/v1"
+    assert encoder_for(run.model_version).dim == 32
+    # A spec that names another dimension is refused by name, and the live model stays.
+    run = TrainingRun.objects.create(taxonomy=tiny_taxonomy, kind="build", config=QUICK_STUDENT)
+    run = training_run_execute(run_id=run.id)
+    assert run.status == "failed" and "output_dim (384)" in run.error and "(32)" in run.error
+    live = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build.model_version
+    assert live.label == "jobs/v2"
 
 
 def test_a_student_without_a_live_teacher_fails_by_name_and_leaves_nothing_live(new_taxonomy):

@@ -195,10 +195,11 @@ TOWER_SPEC: dict[str, Any] = {
 }
 # The fast student distilled from the taxonomy's live tower (models_app/siamese/distill.py):
 # on real titles it scores about as its teacher does and encodes far faster
-# (docs/decisions/tower-and-student.md). It takes the tower's 384 dimensions; the shipped O*NET
-# student (bench/onet_student.py) learns the title tower's first 128 principal directions.
+# (docs/decisions/tower-and-student.md). It takes its teacher's dimensions (``_student_fit``): a
+# tower's 384; the shipped O*NET student (bench/onet_student.py) learns the title tower's first
+# 128 principal directions.
 STUDENT_SPEC: dict[str, Any] = {
-    "encoder": {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 256, "output_dim": 384},
+    "encoder": {"kind": "ngram_bag", "buckets": 262144, "embedding_dim": 256},
     "distill": {"teacher": "live", "max_minutes": 15.0},
     "search": {"lexical_weight": 0.0},
 }

@@ -310,9 +310,12 @@ def _student_fit(
         .values_list("text", flat=True)[:STUDENT_INPUTS]
     )
     texts = distillation_texts(members, inputs, copies=distill.augmented_copies, seed=distill.seed)
-    result = distill_encoder(
-        texts, encoder_for(teacher_version), encoder_config, distill, progress=progress
-    )
+    teacher = encoder_for(teacher_version)
+    # A student is searched in its teacher's place: unless its spec names a dimension, it takes
+    # the live model's (a new taxonomy's tower 384, the shipped O*NET student 128).
+    if "output_dim" not in spec.get("encoder", {}):
+        encoder_config = {**encoder_config, "output_dim": teacher.dim}
+    result = distill_encoder(texts, teacher, encoder_config, distill, progress=progress)
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     config = {
         **version_config(encoder_config, training, spec),
