@@ -97,7 +97,8 @@ def main() -> None:
         type=int,
         default=SHIPPED_SHAPE["output_dim"],
         help="the student's dimensions, distilled toward the teacher's vectors in their first "
-        "principal directions (0: the teacher's own 384)",
+        "principal directions (0: the teacher's own 384; with --embedding-dim 256, the student "
+        "shipped before the 128-d one)",
     )
     parser.add_argument(
         "--embedding-dim",
@@ -107,6 +108,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     shape = {"output_dim": args.dims, "embedding_dim": args.embedding_dim}
+    if not 0 <= args.dims <= 384 or args.dims == 1 or args.embedding_dim < 2:
+        parser.error("--dims is 0 or 2 to 384, --embedding-dim at least 2")
     if args.write and shape != SHIPPED_SHAPE:
         parser.error(f"--write ships the documented shape only ({SHIPPED_SHAPE})")
 
@@ -226,6 +229,9 @@ def main() -> None:
                 "train_seconds": round(result.seconds, 1),
                 "suite": suite_metrics,
             },
+            # Not in the spec, which the product's own builds read: a build from it distils
+            # from the live model as it is, not from the tower in these directions.
+            "teacher_directions": args.dims,
             "data_sha256": hashlib.sha256("\n".join(texts).encode()).hexdigest(),
             "trained_on_members": len(members),
         }

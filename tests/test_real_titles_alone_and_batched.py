@@ -23,7 +23,7 @@ from models_app.training.services.indexes import deployment_activate, index_buil
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLES = 500
-# How far one float32 cosine may move with the batch around it: a 384-term sum's rounding, a few
+# How far one float32 cosine may move with the batch around it: a 128-term sum's rounding, a few
 # parts in a million whose size depends on the model's weights and the CPU's kernels; a tenth of
 # the last decimal shown, so never a visible difference.
 SCORE_NOISE = 1e-5
