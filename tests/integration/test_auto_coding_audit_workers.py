@@ -104,7 +104,9 @@ def test_audits_of_a_bulk_jobs_coded_rows_pause_auto_coding_when_its_ranker_turn
     wait_for(finished, "the bulk job to finish", worker.log)
     assert job.status == BulkJob.Status.SUCCEEDED, job.error
     assert (job.auto_coding_version, job.auto_coding_audit_share) == (1, AUDIT_SHARE)
-    assert job.rows_auto_coded > ROWS // 2, "the worse ranker should still call most rows sure"
+    # How many rows it calls sure depends on the starter's weights it reverses (half of them
+    # with today's); the audits need only a few dozen of them.
+    assert job.rows_auto_coded >= ROWS // 4, "the worse ranker should still call many rows sure"
     # The audits: queued by the worker as any card (not the job's own rows to review), each
     # vouched for the group the job coded it with.
     audits = list(ReviewItem.objects.filter(taxonomy=tiny_taxonomy, audit=True).order_by("id"))
