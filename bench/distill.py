@@ -92,8 +92,7 @@ def main() -> None:
         vectors = teacher.encode(texts)
         args.cache.mkdir(parents=True, exist_ok=True)
         np.save(cached, vectors)
-    student_config = {**STUDENT, "output_dim": teacher.dim}  # searched in the teacher's place
-    result = distill_encoder(texts, teacher, student_config, config, teacher_vectors=vectors)
+    result = distill_encoder(texts, teacher, STUDENT, config, teacher_vectors=vectors)
     print(f"student: {result.steps} steps, {result.seconds:.0f} s, {result.metrics}", flush=True)
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
@@ -136,7 +135,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "machine": machine, "taxonomy": args.taxonomy, "teacher": str(args.teacher),
-        "student": student_config, "distill": dataclasses.asdict(config), "texts": len(texts),
+        "student": {**STUDENT, "output_dim": result.encoder.dim},
+        "distill": dataclasses.asdict(config), "texts": len(texts),
         "steps": result.steps, "seconds": round(result.seconds, 1),
         "teacher_cosine": result.metrics["teacher_cosine"], "reference": reference,
         "sets": {name: len(set_cases) for name, set_cases in test_sets.items()}, "rows": rows,

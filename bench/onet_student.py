@@ -126,11 +126,7 @@ def main() -> None:
     teacher_vectors = title_tower_encoder().vectors(texts)  # cached by the tower's digest
     encode_seconds = time.perf_counter() - started
     print(f"teacher encoded them in {encode_seconds:.0f} s", flush=True)
-    student_config = {
-        **STUDENT_SPEC["encoder"],
-        "embedding_dim": args.embedding_dim,
-        "output_dim": teacher.dim,
-    }
+    student_config = {**STUDENT_SPEC["encoder"], "embedding_dim": args.embedding_dim}
     target, target_vectors, basis = teacher, teacher_vectors, None
     if args.dims:
         # The teacher's space in its first principal directions, as the index's first pass
@@ -139,9 +135,9 @@ def main() -> None:
         basis = principal_directions(teacher_vectors, args.dims)
         target = ProjectedTeacher(teacher, basis)
         target_vectors = unit(teacher_vectors @ basis)
-        student_config["output_dim"] = args.dims
     result = distill_encoder(texts, target, student_config, distill, teacher_vectors=target_vectors)
     student = result.encoder
+    student_config["output_dim"] = student.dim  # recorded as the student has it
     # The rows of n-grams only the augmented copies reach are zeroed, as the model shipped
     # before kept only its members' rows: stored int8 a row, every row of the 160,000 texts
     # made 68 MB, the members' and the titles' a fraction of it.

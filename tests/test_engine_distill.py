@@ -19,7 +19,8 @@ TITLES = [
     "Barista", "Coffee Shop Server", "Espresso Bar Attendant", "Accountant", "Tax Accountant",
     "Bookkeeper", "Payroll Clerk", "Chef", "Line Cook", "Sous Chef", "Kitchen Porter",
 ]  # fmt: skip
-STUDENT = {"kind": "ngram_bag", "buckets": 4096, "embedding_dim": 64, "output_dim": 384}
+# No output_dim: a student takes its teacher's dimension.
+STUDENT = {"kind": "ngram_bag", "buckets": 4096, "embedding_dim": 64}
 QUICK = DistillConfig(batch_size=32, learning_rate=0.02, max_steps=300, augmented_copies=1)
 
 
@@ -32,7 +33,9 @@ def test_the_student_learns_the_teachers_vectors(teacher):
     texts = distillation_texts(TITLES, ["night shift nurse", "van driver"], copies=1, seed=0)
     assert len(texts) == len(set(texts)) > len(TITLES) + 2  # augmented copies, distinct
     vectors = teacher.encode(texts)
-    untrained = encoder_class("ngram_bag").create(texts, parse_config(STUDENT))
+    untrained = encoder_class("ngram_bag").create(
+        texts, parse_config({**STUDENT, "output_dim": teacher.dim})
+    )
     before = float((untrained.encode(texts) * vectors).sum(axis=1).mean())
     result = distill_encoder(texts, teacher, STUDENT, QUICK, teacher_vectors=vectors)
     assert result.steps == 300 and result.encoder.dim == teacher.dim

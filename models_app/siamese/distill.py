@@ -60,7 +60,9 @@ def distill_encoder(
     """Train a student of ``student_config`` to reproduce ``teacher``'s vectors of ``texts``.
 
     ``teacher_vectors``: the texts already encoded by the teacher (the slow part), when at hand.
-    The student's output must have the teacher's dimension: it is searched in its place.
+    The student is searched in the teacher's place, so its output has the teacher's dimension:
+    taken from the teacher when ``student_config`` names no ``output_dim``, refused when it
+    names another.
     """
     started = time.monotonic()
     if teacher is None:
@@ -71,6 +73,8 @@ def distill_encoder(
     kind = encoder_class(parsed.kind)
     if not issubclass(kind, NeuralEncoder) or parsed.kind == "transformer":
         raise ConfigError(f"{parsed.kind} cannot be a student: choose a fast trainable encoder")
+    if "output_dim" not in student_config:
+        parsed = parse_config({**student_config, "output_dim": teacher.dim})
     if getattr(parsed, "output_dim", None) != teacher.dim:
         raise ConfigError(
             f"the student's output_dim ({getattr(parsed, 'output_dim', None)}) must be the "
