@@ -26,6 +26,9 @@ ONET_ALTERNATES = "Alternate Titles.txt"
 ONET_RELATED = "Related Occupations.txt"  # optional
 ESCO_OCCUPATIONS = "occupations_en.csv"
 MAX_CODE_LENGTH = 64
+# What a group's code may not hold or be (group_code_problem says why).
+CODE_FORBIDDEN = "/"
+CODE_DOT_SEGMENTS = (".", "..")
 MAX_NAME_LENGTH = 300
 MAX_DESCRIPTION_LENGTH = 5000
 
@@ -123,6 +126,29 @@ def _clean(value: str | None, what: str, max_length: int) -> str:
         raise TextError(f"{what} {exc}") from None
 
 
+def group_code_problem(code: str, what: str = "code") -> str:
+    """Why a cleaned ``code`` cannot be a group's code, in words naming it; "" when it can.
+
+    A code is one path segment of its group's page (``/taxonomies/<slug>/groups/<code>/``): a
+    '/' would split it, and a browser resolves a segment "." or ".." as a step along the path
+    before it asks, so such a group's page could never be opened.
+    """
+    if CODE_FORBIDDEN in code:
+        return f"{what} {code!r} may not contain {CODE_FORBIDDEN!r}"
+    if code in CODE_DOT_SEGMENTS:
+        return (
+            f"{what} {code!r} may not be '.' or '..': a browser reads them as steps in an address"
+        )
+    return ""
+
+
+def _code(value: str | None, what: str) -> str:
+    code = _clean(value, what, MAX_CODE_LENGTH)
+    if problem := group_code_problem(code, what):
+        raise TextError(problem)
+    return code
+
+
 def _description(value: str | None) -> str:
     """Descriptions are long prose: line breaks and tabs kept (``clean_multiline_text``)."""
     try:
@@ -144,7 +170,7 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
         # A cell the export (or a spreadsheet) escaped as '=… is read as the text it holds.
         row = {key: spreadsheet_text(value) if value else value for key, value in row.items()}
         try:
-            code = _clean(row["group_code"], "group_code", MAX_CODE_LENGTH)
+            code = _code(row["group_code"], "group_code")
             name = _clean(row["group_name"], "group_name", MAX_NAME_LENGTH)
             text = _clean(row["text"], "text", max_text_length)
             description = _description(row.get("description"))
@@ -188,7 +214,7 @@ def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
             parsed.rows_read += 1
             location = f"{filename}:{line}"
             try:
-                code = _clean(row["O*NET-SOC Code"], "O*NET-SOC Code", MAX_CODE_LENGTH)
+                code = _code(row["O*NET-SOC Code"], "O*NET-SOC Code")
                 text = _clean(row[title_column], title_column, max_text_length)
             except TextError as exc:
                 parsed.errors.append(RowError(location, str(exc)))
@@ -237,7 +263,7 @@ def _parse_esco(path: Path, max_text_length: int) -> ParsedTaxonomy:
         # ESCO occupations have no short code: the URI's last segment is stable and unique.
         code = (row["conceptUri"] or "").rstrip("/").rsplit("/", 1)[-1]
         try:
-            code = _clean(code, "conceptUri", MAX_CODE_LENGTH)
+            code = _code(code, "conceptUri")
             name = _clean(row["preferredLabel"], "preferredLabel", MAX_NAME_LENGTH)
             description = _description(row.get("description"))
         except TextError as exc:

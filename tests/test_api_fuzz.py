@@ -47,9 +47,12 @@ schema.app = WSGIHandler()
 
 # The refusals of a schema-valid request the schema cannot state: an id or slug that names no row
 # (DRF's words for it), as it depends on what the database holds; a range whose two ends, each
-# valid, are the wrong way round (OpenAPI cannot relate two fields); and an uploaded file whose
+# valid, are the wrong way round (OpenAPI cannot relate two fields); a group code that is a dot
+# segment ("." or "..", which the schema's description states); and an uploaded file whose
 # content is not a readable CSV or text file.
-REFUSED_BEYOND_THE_SCHEMA = re.compile(r"does not exist\.?$|^must not exceed score_max$")
+REFUSED_BEYOND_THE_SCHEMA = re.compile(
+    r"does not exist\.?$|^must not exceed score_max$|may not be '\.' or '\.\.'"
+)
 FILE_FIELDS = {
     name
     for component in schema.raw_schema["components"]["schemas"].values()

@@ -225,6 +225,7 @@ def test_every_pattern_compiles_where_a_generator_reads_it(schema):
 def test_group_codes_names_and_the_idempotency_key_state_their_limits(schema):
     create = _component(schema, "GroupListCreateApiCreateInput")["properties"]
     assert create["code"]["maxLength"] == 64 and "/" in create["code"]["pattern"]
+    assert "neither '.' nor '..'" in create["code"]["description"]
     assert create["name"]["maxLength"] == 300
     rename = _component(schema, "GroupDetailApiRenameInput")
     assert rename["required"] == ["name"]  # a PATCH body is whole, not partial

@@ -119,6 +119,25 @@ def test_a_file_with_bad_rows_is_rejected_whole_with_each_row_named(tmp_path):
     assert snapshot() == before
 
 
+def test_codes_that_cannot_be_a_path_segment_reject_the_file_naming_each(tmp_path):
+    """A group's code is a segment of its page's address: the rule of the group form and API."""
+    bad = write(
+        tmp_path,
+        "codes.csv",
+        "group_code,group_name,text\nA,Alpha,alpha\n.,Dot,dot\n..,Dots,dots\na/b,Slash,slash\n",
+    )
+    with pytest.raises(ImportRejected) as rejected:
+        taxonomy_import(slug="t", path=bad, fmt="csv")
+    assert [str(error) for error in rejected.value.errors] == [
+        "codes.csv:3: group_code '.' may not be '.' or '..': a browser reads them as steps in "
+        "an address",
+        "codes.csv:4: group_code '..' may not be '.' or '..': a browser reads them as steps in "
+        "an address",
+        "codes.csv:5: group_code 'a/b' may not contain '/'",
+    ]
+    assert not Taxonomy.objects.exists()
+
+
 def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
     bad = write(tmp_path, "bad.csv", "group_code,group_name,text\nA,Alpha,alpha\n,B,beta\n")
     report = taxonomy_import(slug="t", path=bad, fmt="csv", skip_bad_rows=True)

@@ -26,7 +26,12 @@ from annotations.api.reads import (
     taxonomy_with_counts,
 )
 from annotations.api.serializers import GroupRefSerializer, ModelVersionRefSerializer
-from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH, ImportFileError
+from annotations.importers import (
+    CODE_FORBIDDEN,
+    MAX_CODE_LENGTH,
+    MAX_NAME_LENGTH,
+    ImportFileError,
+)
 from annotations.models import (
     Group,
     Taxonomy,
@@ -376,7 +381,13 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
         pass
 
     class CreateInputSerializer(serializers.Serializer):
-        code = CleanTextField(max_length=MAX_CODE_LENGTH, forbidden="/")
+        # The pattern states the '/' of the code rule; the service applies the whole rule
+        # (group_code_problem), whose dot segments a pattern of the schema's kind cannot state.
+        code = CleanTextField(
+            max_length=MAX_CODE_LENGTH,
+            forbidden=CODE_FORBIDDEN,
+            help_text="A path segment of the group's page: no '/', and neither '.' nor '..'",
+        )
         name = CleanTextField(max_length=MAX_NAME_LENGTH)
 
     @extend_schema(

@@ -74,6 +74,8 @@ def test_an_admin_creates_a_group(admin_client, tiny_taxonomy):
         ({"name": "Astronauts"}, "code", "This field is required."),
         ({"code": "99-0001"}, "name", "This field is required."),
         ({"code": "a/b", "name": "Slash"}, "code", "may not contain '/'"),
+        ({"code": ".", "name": "Dot"}, "code", "code '.' may not be '.' or '..'"),
+        ({"code": "..", "name": "Dots"}, "code", "code '..' may not be '.' or '..'"),
         ({"code": "   ", "name": "Blank"}, "code", "is empty"),
         ({"code": "99-1", "name": "x" * 301}, "name", "longer than 300 characters"),
         ({"code": "99-1", "name": ["a list"]}, "name", "must be a string"),

@@ -55,6 +55,9 @@ def test_creating_a_group_stores_it_empty_and_audits_it(tiny_taxonomy, admin_use
         (DEVS, "Another", "code", "already taken"),
         ("", "Testers", "code", "code is empty"),
         ("a/b", "Testers", "code", "may not contain '/'"),
+        # A browser reads a path segment "." or ".." as a step: the group's page would not open.
+        (".", "Testers", "code", r"code '\.' may not be '\.' or '\.\.'"),
+        (" .. ", "Testers", "code", r"code '\.\.' may not be '\.' or '\.\.'"),
         ("x" * 65, "Testers", "code", "longer than 64"),
         ("99-0001", "   ", "name", "name is empty"),
         ("99-0001", "Test\x00ers", "name", "control characters"),

@@ -3,6 +3,10 @@ new group created in place."""
 
 from __future__ import annotations
 
+import html
+
+import pytest
+
 from annotations.models import Group
 from annotations.views import taxonomy as views_taxonomy
 from tests.taxonomy_pages.conftest import BARISTAS, DEVS, HTMX, NURSES, group, member, snapshot
@@ -72,6 +76,20 @@ def test_a_duplicate_group_code_is_a_400_in_place(client, tiny_taxonomy, admin_u
     response = client.post("/taxonomies/jobs/groups/new", {"code": DEVS, "name": "X"}, **HTMX)
     assert response.status_code == 400
     assert f"code: code {DEVS} is already taken in jobs" in response.content.decode()
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("code", [".", "..", " .. "])
+def test_a_dot_segment_code_is_a_400_in_place_naming_the_code(
+    client, tiny_taxonomy, admin_user, code
+):
+    """A browser would open /groups/./ as /groups/ and /groups/../ as the taxonomy's page."""
+    client.force_login(admin_user)
+    before = snapshot()
+    response = client.post("/taxonomies/jobs/groups/new", {"code": code, "name": "Dots"}, **HTMX)
+    assert response.status_code == 400
+    message = f"code {code.strip()!r} may not be '.' or '..'"
+    assert message in html.unescape(response.content.decode())
     assert snapshot() == before
 
 

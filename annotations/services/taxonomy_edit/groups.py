@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
-from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH
+from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH, group_code_problem
 from annotations.models import (
     FeedbackPair,
     Group,
@@ -24,9 +24,8 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError, clean, 
 def group_create(*, taxonomy: Taxonomy, code: str, name: str, user) -> Group:
     """Add an empty group to ``taxonomy``. Codes are unique within a taxonomy."""
     code = clean(code, "code", MAX_CODE_LENGTH)
-    if "/" in code:
-        # Codes are a path segment of the group's page.
-        raise TaxonomyEditError("code", "code may not contain '/'")
+    if problem := group_code_problem(code):
+        raise TaxonomyEditError("code", problem)
     name = clean(name, "name", MAX_NAME_LENGTH)
     if Group.objects.filter(taxonomy=taxonomy, code=code).exists():
         raise TaxonomyEditError(
