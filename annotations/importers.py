@@ -18,7 +18,7 @@ import ftfy
 
 from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 from siamweb.csv_cells import spreadsheet_text
-from siamweb.uploads import NotUtf8Error, utf8_text
+from siamweb.uploads import NotUtf8Error, blank_line, utf8_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"
@@ -98,6 +98,9 @@ def _rows(
         for row in reader:
             # reader.line_num is the physical line where the record ended (records span lines).
             ended = reader.line_num
+            # The fields the line held: DictReader fills in None for those a short line lacks.
+            if blank_line([value for value in row.values() if isinstance(value, str)]):
+                continue
             yield reader.line_num, row
     except csv.Error as exc:
         raise ImportFileError(f"{name} is not valid CSV{csv_error_text(exc, ended)}") from None

@@ -1,5 +1,6 @@
 """What every uploaded file is put through, whichever area takes it (a taxonomy, a file of inputs,
-a bulk job): copied with a cap on its size, and its bytes read as UTF-8 text by one rule."""
+a bulk job): copied with a cap on its size, its bytes read as UTF-8 text by one rule, and what a
+blank line is."""
 
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ def utf8_text(data: bytes, *, filename: str, complete: bool = True) -> str:
     except UnicodeDecodeError as exc:
         raise NotUtf8Error(data, exc.start, filename=filename) from None
     return text.removeprefix("\ufeff")
+
+
+def blank_line(fields: list[str]) -> bool:
+    """Whether a record a reader split into ``fields`` is a blank line: at most one field, of
+    nothing but whitespace. It holds no row, so a reader of inputs or of a taxonomy leaves it out
+    and loses nothing; "  ,  " is a row whose fields are empty, and reported as one. (A bulk job
+    keeps it: each row of its result stands where its input's row stood.)"""
+    return len(fields) <= 1 and not "".join(fields).strip()
 
 
 def copy_capped(source: IO[bytes], out: IO[bytes], *, limit: int) -> int:

@@ -145,6 +145,25 @@ def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
     assert list(Member.objects.values_list("text", flat=True)) == ["alpha"]
 
 
+def test_blank_lines_are_no_rows_as_in_an_upload_of_inputs(tmp_path):
+    """Empty or whitespace-only, between rows or at the end: nothing to import, nothing lost. A
+    row of empty fields is a row, and refused."""
+    path = write(
+        tmp_path,
+        "gaps.csv",
+        "group_code,group_name,text\r\nA,Alpha,alpha\r\n\r\n   \r\nB,Beta,beta\r\n\t\r\n,,\r\n",
+    )
+    with pytest.raises(ImportRejected) as rejected:
+        taxonomy_import(slug="t", path=path, fmt="csv")
+    assert [str(error) for error in rejected.value.errors] == ["gaps.csv:7: group_code is empty"]
+    report = taxonomy_import(slug="t", path=path, fmt="csv", skip_bad_rows=True)
+    assert [str(error) for error in report.skipped_rows] == ["gaps.csv:7: group_code is empty"]
+    assert sorted(Member.objects.values_list("group__code", "text")) == [
+        ("A", "alpha"),
+        ("B", "beta"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -52,7 +52,43 @@ def test_a_csv_without_a_byte_order_mark_reads_the_same():
 def test_a_txt_file_holds_one_text_per_line_and_trailing_empty_lines_are_not_rows():
     parsed = parse_inputs_file(data=b"Java dev\r\nTrucker\n\n\n", filename="titles.txt")
     assert parsed.texts == ["Java dev", "Trucker"]
-    assert (parsed.errors, parsed.rows_read) == ([], 2)
+    assert (parsed.errors, parsed.rows_read, parsed.blank_lines) == ([], 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "blank"),
+    [
+        (b"text\nnurse\n\nwelder\n", "titles.csv", 1),
+        (b"nurse\n\nwelder\n", "titles.txt", 1),
+        # Whitespace is blank too, before the header, between rows and at the end; CRLF alike.
+        (b"\r\n \r\ntext\r\nnurse\r\n\t\r\nwelder\r\n  \r\n", "titles.csv", 4),
+        (b" \r\nnurse\r\n\t\r\nwelder\r\n  ", "titles.txt", 3),
+    ],
+)
+def test_blank_lines_are_skipped_and_counted_wherever_they_are(data, filename, blank):
+    """A blank line holds no input: leaving it out loses nothing."""
+    parsed = parse_inputs_file(data=data, filename=filename)
+    assert parsed.texts == ["nurse", "welder"]
+    assert (parsed.errors, parsed.rows_read, parsed.blank_lines) == ([], 2, blank)
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "message"),
+    [
+        (b"text\n\n   \n\n", "titles.csv", "holds no rows"),
+        (b"\n \n\t\n", "titles.txt", "holds no rows"),
+        (b"\n  \n", "titles.csv", "is empty; it needs a header row"),
+    ],
+)
+def test_a_file_of_blank_lines_holds_no_rows(data, filename, message):
+    with pytest.raises(UploadFileError, match=message):
+        parse_inputs_file(data=data, filename=filename)
+
+
+def test_a_csv_row_of_empty_fields_is_no_blank_line_and_is_reported():
+    parsed = parse_inputs_file(data=b"text,note\nnurse,a\n  ,  \n", filename="titles.csv")
+    assert [(e.line, e.reason) for e in parsed.errors] == [(3, "text is empty")]
+    assert (parsed.rows_read, parsed.blank_lines) == (2, 0)
 
 
 def test_a_file_that_is_not_utf8_is_refused_naming_the_line():
@@ -98,7 +134,7 @@ def test_bad_rows_are_reported_with_their_line_numbers(settings):
         "Java\x07Dev,bell\n"  # 5
         '"Long haul\ntrucker",spans two lines\n'  # 6-7
         "Nurse,ICU,Bonn\n"  # 8: one field too many
-        "\n"  # 9: a blank line between rows
+        "\n"  # 9: a blank line between rows, skipped
         "Accountant,ok\n"  # 10
     ).encode()
     parsed = parse_inputs_file(data=data, filename="titles.csv")
@@ -108,18 +144,14 @@ def test_bad_rows_are_reported_with_their_line_numbers(settings):
         (4, "text is longer than 20 characters (21)"),
         (5, "text contains control characters"),
         (8, "3 fields but the header names 2 (an unquoted comma?)"),
-        (9, "text is empty (blank line)"),
     ]
-    assert parsed.rows_read == 8
+    assert (parsed.rows_read, parsed.blank_lines) == (7, 1)
 
 
 def test_bad_lines_of_a_txt_file_are_reported_with_their_line_numbers():
     parsed = parse_inputs_file(data=b"Barista\n   \nNul\x00here\nNurse\n", filename="t.txt")
     assert parsed.texts == ["Barista", "Nurse"]
-    assert [(e.line, e.reason) for e in parsed.errors] == [
-        (2, "text is empty"),
-        (3, "text contains control characters"),
-    ]
+    assert [(e.line, e.reason) for e in parsed.errors] == [(3, "text contains control characters")]
 
 
 def test_a_file_with_more_rows_than_the_limit_is_refused(settings):
@@ -138,7 +170,7 @@ def test_a_file_larger_than_the_limit_is_refused(settings):
 
 
 def test_bad_rows_refuse_the_whole_file_and_store_nothing(tiny_taxonomy, curator):
-    parsed = parse_inputs_file(data=b"Barista\n\nNurse\n", filename="t.txt")
+    parsed = parse_inputs_file(data=b"Barista\nNul\x00\nNurse\n", filename="t.txt")
     with pytest.raises(UploadRejected, match="1 of 3 rows are bad; nothing was stored"):
         inputs_upload(taxonomy=tiny_taxonomy, parsed=parsed, filename="t.txt", user=curator)
     assert not Input.objects.exists()
@@ -146,13 +178,15 @@ def test_bad_rows_refuse_the_whole_file_and_store_nothing(tiny_taxonomy, curator
 
 
 def test_skipping_bad_rows_stores_the_good_ones_and_still_lists_the_bad(tiny_taxonomy, curator):
-    parsed = parse_inputs_file(data=b"Barista\n\nNurse\nbarista\n", filename="t.txt")
+    parsed = parse_inputs_file(data=b"Barista\nNul\x00\nNurse\nbarista\n", filename="t.txt")
     report = inputs_upload(
         taxonomy=tiny_taxonomy, parsed=parsed, filename="t.txt", user=curator, skip_bad_rows=True
     )
     assert (report.rows_read, report.new_inputs, report.repeated_inputs) == (4, 2, 0)
     assert report.duplicate_rows == 1
-    assert [(e.line, e.reason) for e in report.rejected] == [(2, "text is empty")]
+    assert [(e.line, e.reason) for e in report.rejected] == [
+        (2, "text contains control characters")
+    ]
     assert sorted(Input.objects.values_list("text", "source", "occurrences")) == [
         ("Barista", "upload", 1),
         ("Nurse", "upload", 1),
@@ -256,13 +290,45 @@ def test_a_file_with_bad_rows_is_refused_listing_the_lines_and_nothing_is_stored
     client, curator, tiny_taxonomy
 ):
     client.force_login(curator)
-    response = upload(client, b"text\nBarista\n\x1bNurse\n   \n")
+    response = upload(client, b"text,note\nBarista,a\n\x1bNurse,b\n,c\n   \n")
     assert response.status_code == 400
     page = response.content.decode()
     assert "2 of 3 rows are bad; nothing was stored" in page
     assert "line 3: text contains control characters" in page
     assert "line 4: text is empty" in page
+    assert "line 5" not in page
     assert not Input.objects.exists()
+
+
+def test_blank_lines_in_the_middle_are_skipped_and_the_summary_counts_them(
+    client, curator, tiny_taxonomy
+):
+    client.force_login(curator)
+    for name, content in [
+        ("titles.csv", b"text\nnurse\n\nwelder\n"),
+        ("t.txt", b"cook\n \nbaker\n"),
+    ]:
+        response = upload(client, content, name=name)
+        assert response.status_code == 200
+        page = response.content.decode()
+        assert '<dd data-testid="rows-read">2</dd>' in page
+        assert '<dd data-testid="new-inputs">2</dd>' in page
+        assert '<dd data-testid="blank-lines">1</dd>' in page
+    assert sorted(Input.objects.values_list("text", flat=True)) == [
+        "baker",
+        "cook",
+        "nurse",
+        "welder",
+    ]
+    event = AuditEvent.objects.filter(action="inputs.upload").latest("id")
+    assert event.after["blank_lines"] == 1
+
+
+def test_a_file_with_no_blank_lines_says_nothing_of_them(client, curator, tiny_taxonomy):
+    client.force_login(curator)
+    response = upload(client, CSV)
+    assert response.status_code == 200
+    assert 'data-testid="blank-lines"' not in response.content.decode()
 
 
 def test_ticking_skip_bad_rows_stores_the_good_rows_and_lists_the_bad(

@@ -6,6 +6,9 @@ File formats (stated on the upload page too):
 - ``.csv``: UTF-8 (a byte-order mark is fine), comma-separated, a header row naming a ``text``
   column; other columns are ignored.
 - ``.txt``: UTF-8, one text per line, no header.
+
+A blank line (nothing but whitespace) is no row in either: it holds no input, so leaving it out
+loses nothing; the report counts them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, comparison_key
 from siamweb.humanize import format_size
-from siamweb.uploads import NotUtf8Error, utf8_text
+from siamweb.uploads import NotUtf8Error, blank_line, utf8_text
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request,
 # so its rows are capped to what a request can store before a proxy gives up on it
@@ -37,6 +40,8 @@ UPLOAD_ERRORS_SHOWN = 100
 
 CSV_TEXT_COLUMN = "text"
 UPLOAD_FORMATS = (".csv", ".txt")
+# What a row reader yields for a blank line: no row, only counted.
+BLANK = object()
 
 
 def upload_max_bytes() -> int:
@@ -64,7 +69,8 @@ class UploadRowError:
 class ParsedUpload:
     texts: list[str] = field(default_factory=list)  # the good rows, cleaned, in file order
     errors: list[UploadRowError] = field(default_factory=list)
-    rows_read: int = 0
+    rows_read: int = 0  # blank lines are not rows
+    blank_lines: int = 0
 
 
 class UploadRejected(Exception):
@@ -105,6 +111,9 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
     parsed = ParsedUpload()
     max_rows, max_length = upload_max_rows(), settings.SIAMWEB_MAX_TEXT_LENGTH
     for line, value in rows:
+        if value is BLANK:
+            parsed.blank_lines += 1
+            continue
         parsed.rows_read += 1
         if parsed.rows_read > max_rows:
             raise UploadFileError(
@@ -123,23 +132,24 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
     return parsed
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
-    """One text per line. Empty lines at the very end (an editor's habit) are not rows; a blank
-    line anywhere else is an empty text and reported."""
+def _lines(text: str) -> Iterator[tuple[int, object]]:
+    """One text per line."""
     lines = text.split("\n")
-    while lines and not lines[-1].strip():
+    if lines[-1] == "":  # what follows the last line's newline is no line
         lines.pop()
     for number, line in enumerate(lines, start=1):
-        yield number, line.removesuffix("\r")
+        yield number, BLANK if blank_line([line]) else line.removesuffix("\r")
 
 
-def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, str | UploadRowError]]:
-    # Empty lines at the very end are an editor's habit, not rows.
+def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, object]]:
     # strict: a quote opened and never closed is an error, not the rest of the file in one field.
-    reader = csv.reader(io.StringIO(text.rstrip("\r\n"), newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        header = next(reader, None)
-        if header is None:
+        for header in reader:
+            if not blank_line(header):
+                break
+            yield reader.line_num, BLANK
+        else:
             raise UploadFileError(f"{filename} is empty; it needs a header row with a text column")
         columns = [name.strip().lower() for name in header]
         if CSV_TEXT_COLUMN not in columns:
@@ -151,8 +161,8 @@ def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, str | UploadRowEr
         start = reader.line_num + 1
         for row in reader:
             line, start = start, reader.line_num + 1  # a quoted field may span lines
-            if not row:
-                yield line, UploadRowError(line, f"{CSV_TEXT_COLUMN} is empty (blank line)")
+            if blank_line(row):
+                yield line, BLANK
             elif len(row) > len(columns):
                 yield (
                     line,
@@ -186,6 +196,7 @@ class UploadReport:
     # Rows repeating an earlier row of the same file: one upload counts a text once, as one API
     # request does.
     duplicate_rows: int = 0
+    blank_lines: int = 0
     rejected: list[UploadRowError] = field(default_factory=list)
 
     @property
@@ -199,6 +210,7 @@ class UploadReport:
             "new_inputs": self.new_inputs,
             "repeated_inputs": self.repeated_inputs,
             "duplicate_rows": self.duplicate_rows,
+            "blank_lines": self.blank_lines,
             "rejected_rows": len(self.rejected),
         }
 
@@ -231,6 +243,7 @@ def inputs_upload(
         filename=filename,
         rows_read=parsed.rows_read,
         duplicate_rows=len(parsed.texts) - len(unique),
+        blank_lines=parsed.blank_lines,
         rejected=parsed.errors,
     )
     keys = list(unique)
