@@ -44,6 +44,14 @@ def test_an_unclosed_quote_is_refused_not_merged_into_one_row():
         parse_inputs_file(data=data, filename="titles.csv")
 
 
+@pytest.mark.parametrize(
+    ("data", "line"), [(b'"text\nBarista\n', 1), (b'\n \n"text,note\nBarista,a\n', 3)]
+)
+def test_an_unclosed_quote_in_the_header_is_refused_naming_its_line(data, line):
+    with pytest.raises(UploadFileError, match=f"a quote opened on line {line} is never closed"):
+        parse_inputs_file(data=data, filename="titles.csv")
+
+
 def test_a_csv_without_a_byte_order_mark_reads_the_same():
     parsed = parse_inputs_file(data=b"text\nBarista\n", filename="titles.CSV")
     assert parsed.texts == ["Barista"]

@@ -144,11 +144,13 @@ def _lines(text: str) -> Iterator[tuple[int, object]]:
 def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, object]]:
     # strict: a quote opened and never closed is an error, not the rest of the file in one field.
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1  # the line the record being read starts on, for a CSV error's place
     try:
         for header in reader:
             if not blank_line(header):
                 break
             yield reader.line_num, BLANK
+            start = reader.line_num + 1
         else:
             raise UploadFileError(f"{filename} is empty; it needs a header row with a text column")
         columns = [name.strip().lower() for name in header]
