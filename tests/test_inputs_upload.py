@@ -5,6 +5,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotations.models import AuditEvent, Input, Prediction, ReviewItem
 from annotations.services.inputs_upload import (
+    UPLOAD_ERRORS_SHOWN,
     UploadFileError,
     UploadRejected,
     inputs_upload,
@@ -204,6 +205,26 @@ def test_skipping_bad_rows_stores_the_good_ones_and_still_lists_the_bad(tiny_tax
     assert (event.actor, event.taxonomy, event.after["new_inputs"]) == (curator, tiny_taxonomy, 2)
 
 
+def test_skipping_bad_rows_when_every_row_is_bad_stores_nothing_and_lists_them(
+    tiny_taxonomy, curator
+):
+    parsed = parse_inputs_file(data=b"Nul\x00\n\nBell\x07\n", filename="t.txt")
+    with pytest.raises(UploadRejected, match="no row is usable: 2 of 2 rows are bad") as refused:
+        inputs_upload(
+            taxonomy=tiny_taxonomy,
+            parsed=parsed,
+            filename="t.txt",
+            user=curator,
+            skip_bad_rows=True,
+        )
+    assert [(e.line, e.reason) for e in refused.value.parsed.errors] == [
+        (1, "text contains control characters"),
+        (3, "text contains control characters"),
+    ]
+    assert not Input.objects.exists()
+    assert not AuditEvent.objects.filter(action="inputs.upload").exists()
+
+
 def test_a_large_file_is_stored_in_chunks_with_one_prediction_per_text(
     tiny_taxonomy, curator, monkeypatch
 ):
@@ -349,6 +370,33 @@ def test_ticking_skip_bad_rows_stores_the_good_rows_and_lists_the_bad(
     assert '<dd data-testid="rejected-rows">1</dd>' in page
     assert "line 3: text contains control characters" in page
     assert list(Input.objects.values_list("text", flat=True)) == ["Barista"]
+
+
+def test_skip_bad_rows_with_every_row_bad_lists_the_lines_and_reasons_as_without_it(
+    client, curator, tiny_taxonomy
+):
+    client.force_login(curator)
+    content = "text\n\u202eenignE\n".encode()
+    for extra in ({"skip_bad_rows": "on"}, {}):
+        response = upload(client, content, name="bidi.csv", **extra)
+        assert response.status_code == 400
+        page = response.content.decode()
+        assert "1 of 1 rows are bad; nothing was stored" in page
+        assert "line 2: text contains bidirectional controls (U+202E RIGHT-TO-LEFT" in page
+    assert not Input.objects.exists()
+
+
+def test_skip_bad_rows_with_every_row_bad_lists_as_many_as_without_it(
+    client, curator, tiny_taxonomy
+):
+    client.force_login(curator)
+    content = b"text\n" + b"bell\x07boy\n" * (UPLOAD_ERRORS_SHOWN + 1)
+    response = upload(client, content, skip_bad_rows="on")
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert f"{UPLOAD_ERRORS_SHOWN + 1} bad rows (the first {UPLOAD_ERRORS_SHOWN} listed)" in page
+    assert page.count('data-testid="rejected-row"') == UPLOAD_ERRORS_SHOWN
+    assert not Input.objects.exists()
 
 
 def test_a_file_in_the_wrong_encoding_is_refused_with_a_clear_error(client, curator, tiny_taxonomy):

@@ -74,13 +74,13 @@ class ParsedUpload:
 
 
 class UploadRejected(Exception):
-    """The file has bad rows and skipping them was not asked for: nothing was stored."""
+    """The file has bad rows, and skipping them was not asked for or would leave nothing to
+    store: nothing was stored. ``parsed.errors`` lists each bad row with its reason."""
 
     def __init__(self, parsed: ParsedUpload) -> None:
         self.parsed = parsed
-        super().__init__(
-            f"{len(parsed.errors)} of {parsed.rows_read} rows are bad; nothing was stored"
-        )
+        bad = f"{len(parsed.errors)} of {parsed.rows_read} rows are bad; nothing was stored"
+        super().__init__(bad if parsed.texts else f"no row is usable: {bad}")
 
 
 # --- parsing --------------------------------------------------------------------------------
@@ -228,15 +228,14 @@ def inputs_upload(
 ) -> UploadReport:
     """Store the good rows of a parsed file as inputs, predicted and queued for review.
 
-    All or nothing: with bad rows and no ``skip_bad_rows`` nothing is stored
+    All or nothing: with bad rows and no ``skip_bad_rows``, or no good row, nothing is stored
     (``UploadRejected``), and without a live model nothing is stored either (``NoLiveModel``
     from ``inputs_submit``, raised before the first write), nor when ``user`` would have more
     items waiting than one may (``ReviewQueueFull``).
     """
-    if parsed.errors and not skip_bad_rows:
+    # Every row bad: the rows and their reasons say why, whether skipping was asked for or not.
+    if parsed.errors and (not skip_bad_rows or not parsed.texts):
         raise UploadRejected(parsed)
-    if not parsed.texts:
-        raise UploadFileError(f"{filename} has no usable rows; nothing was stored")
     unique: dict[str, str] = {}
     for text in parsed.texts:
         unique.setdefault(comparison_key(text), text)
