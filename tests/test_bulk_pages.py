@@ -3,6 +3,9 @@ asked for it (and admins), and a job whose worker died can be retried from its p
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
@@ -118,13 +121,25 @@ def test_a_finished_job_is_deleted_from_its_page_after_a_confirmation(curator, t
     assert not BulkJob.objects.exists()
 
 
-def test_a_bad_threshold_is_named_on_the_form(curator, tiny_taxonomy):
+@pytest.mark.parametrize(
+    ("field", "value", "label"),
+    [
+        ("review_below", "1.5", "Also queue for review the rows less likely right than"),
+        ("review_below", "half", "Also queue for review the rows less likely right than"),
+        ("review_margin_below", "2", "Also queue for review the rows ahead of the runner-up by"),
+        ("review_margin_below", "-0.1", "Also queue for review the rows ahead of the runner-up by"),
+        ("column", "c" * 201, "CSV column to normalize"),
+    ],
+)
+def test_a_bad_field_is_named_on_the_form_by_its_label(curator, tiny_taxonomy, field, value, label):
     body = {"taxonomy": "jobs", "column": "title", "file": SimpleUploadedFile("a.csv", DATA)}
-    response = logged_in(curator).post("/bulk/", {**body, "review_margin_below": "2"})
+    response = logged_in(curator).post("/bulk/", {**body, field: value})
     assert response.status_code == 400
-    assert "review_margin_below: Ensure this value is less than or equal to 1.0." in (
-        response.content.decode()
-    )
+    page = response.content.decode()
+    (error,) = re.findall(r'data-testid="field-error">([^<]*)</p>', page)
+    assert error.startswith(f"{label}") and f"{field}:" not in error
+    if field != "column":
+        assert error.endswith("than: a number from 0 to 1, such as 0.5, or nothing")
     assert not BulkJob.objects.exists()
 
 

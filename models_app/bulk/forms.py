@@ -9,6 +9,10 @@ from models_app.bulk.jobs import bulk_max_bytes
 from siamweb.humanize import format_size
 from siamweb.web.forms import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy
 
+# What either threshold takes, in the words its errors use.
+_FRACTION = "a number from 0 to 1, such as 0.5, or nothing"
+_FRACTION_ERRORS = {"invalid": _FRACTION, "min_value": _FRACTION, "max_value": _FRACTION}
+
 
 class BulkJobForm(FieldErrorsMixin, forms.Form):
     taxonomy = TaxonomyField()
@@ -28,19 +32,22 @@ class BulkJobForm(FieldErrorsMixin, forms.Form):
         widget=forms.TextInput(attrs={"list": "bulk-columns", "data-bulk-column": ""}),
     )
 
+    # The page names a field's error by its label, so each label stands on its own.
     review_below = forms.FloatField(
         required=False,
         min_value=0.0,
         max_value=1.0,
         label="Also queue for review the rows less likely right than",
         help_text="the chance the card shows, 0 to 1; empty: none",
+        error_messages=_FRACTION_ERRORS,
     )
     review_margin_below = forms.FloatField(
         required=False,
         min_value=0.0,
         max_value=1.0,
-        label="… or ahead of the runner-up by less than",
+        label="Also queue for review the rows ahead of the runner-up by less than",
         help_text="in probability, 0 to 1; empty: none",
+        error_messages=_FRACTION_ERRORS,
     )
 
     def __init__(self, *args, **kwargs) -> None:
