@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from django import forms
 
 from annotations.services.review.auto_coding import TARGET_RANGE
+from siamweb.humanize import percent_figure
 
 DEFAULT_AUDIT_PERCENT = 5.0
 
@@ -26,22 +27,17 @@ def _percent(raw: str, field: str) -> float:
     return value
 
 
-def as_percent(fraction: float) -> str:
-    """A fraction as the form shows it: 0.95 -> "95", 0.995 -> "99.5"."""
-    return f"{fraction * 100:.6g}"
-
-
 def auto_coding_fields(policy, typed: Mapping[str, str] | None) -> dict[str, str]:
     """What the form's boxes show: what was typed after a refusal, else the policy in percent
     ("95", "5"), and the default audit share where there is no policy."""
     if typed is not None:
         return {name: typed.get(name, "") for name in ("target_precision", "audit_share")}
     if policy is None:
-        return {"target_precision": "", "audit_share": as_percent(DEFAULT_AUDIT_PERCENT / 100)}
+        return {"target_precision": "", "audit_share": percent_figure(DEFAULT_AUDIT_PERCENT / 100)}
     target = policy.target_precision
     return {
-        "target_precision": "" if target is None else as_percent(target),
-        "audit_share": as_percent(policy.audit_share),
+        "target_precision": "" if target is None else percent_figure(target),
+        "audit_share": percent_figure(policy.audit_share),
     }
 
 

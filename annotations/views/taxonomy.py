@@ -45,6 +45,7 @@ from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.csv_cells import spreadsheet_cell
+from siamweb.humanize import percent_text
 from siamweb.web.decorators import admin_required
 
 MAX_REPORTED_ROW_ERRORS = 200
@@ -233,8 +234,8 @@ def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
         messages.info(
             request,
             f"Auto-coding set (version {policy.version}): answers shown to be right "
-            f"{policy.target_precision:.1%} of the time are coded by themselves, "
-            f"{policy.audit_share:.0%} of them audited blind.",
+            f"{percent_text(policy.target_precision)} of the time are coded by themselves, "
+            f"{percent_text(policy.audit_share)} of them audited blind.",
         )
     return redirect("taxonomy-detail", slug=taxonomy.slug)
 

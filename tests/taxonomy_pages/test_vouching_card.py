@@ -87,6 +87,25 @@ def test_an_admin_sets_auto_coding_on_the_page_and_bad_values_are_refused(
     assert AutoCodingPolicy.objects.get().target_precision is None
 
 
+def test_targets_and_audit_shares_are_shown_with_the_digits_they_were_set_with(
+    client, tiny_taxonomy, admin_user
+):
+    """Whole percentages said a 99.8% target was "100%" and a 0.4% audit share "0%"."""
+    client.force_login(admin_user)
+    wanted = {"target_precision": "99.8", "audit_share": "0.4"}
+    saved = client.post("/taxonomies/jobs/auto-coding", wanted, follow=True)
+    policy = AutoCodingPolicy.objects.get()
+    assert (policy.target_precision, policy.audit_share) == (0.998, 0.004)
+    page = saved.content.decode()
+    flash = re.search(r"Auto-coding set \(version 1\)[^<]*", page).group(0)
+    assert "right 99.8% of the time" in flash and "0.4% of them audited blind" in flash
+    state = re.search(r'data-testid="auto-coding-state">(.*?)</p>', page, re.S).group(1)
+    assert "right 99.8% of the time" in state and "0.4% of them go to review blind" in state
+    assert "100%" not in state and " 0% " not in state
+    assert 'value="99.8" data-testid="auto-coding-target"' in page
+    assert 'value="0.4" data-testid="auto-coding-audit"' in page
+
+
 def test_a_paused_policy_is_shown_with_its_reason(client, tiny_taxonomy, admin_user):
     AutoCodingPolicy.objects.create(
         taxonomy=tiny_taxonomy, target_precision=0.95, version=3,

@@ -28,6 +28,7 @@ from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
 from models_app.siamese.ranker.active import verdict_worth
 from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
+from siamweb.humanize import percent_text
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +169,8 @@ def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
             f"the audit found {right} of {answers} audited answers right "
             f"({right / answers:.1%}; at least {precision_exact_lower_bound(right, answers):.1%}, "
             f"at most {upper:.1%} at 95% confidence), below the "
-            f"{policy.target_precision:.1%} target: nothing more is coded by itself until an "
-            "admin sets the policy again"
+            f"{percent_text(policy.target_precision)} target: nothing more is coded by itself "
+            "until an admin sets the policy again"
         )
         policy.save(update_fields=["paused_at", "paused_reason", "updated_at"])
         audit_record(actor=None, action="auto_coding.pause", obj=policy, taxonomy=taxonomy,
