@@ -130,6 +130,10 @@ def test_audits_are_blind_and_a_drop_in_precision_pauses_auto_coding(
         ({}, "target_precision"),
         ({"target_precision": 0.95, "audit_share": 1.5}, "audit_share"),
         ({"target_precision": 0.95, "audit_share": -0.1}, "audit_share"),
+        # A boolean is not a number, though Python reads true as 1 and false as 0.
+        ({"target_precision": True}, "target_precision"),
+        ({"target_precision": 0.95, "audit_share": True}, "audit_share"),
+        ({"target_precision": 0.95, "audit_share": False}, "audit_share"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_field_and_change_nothing(

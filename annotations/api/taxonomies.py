@@ -72,7 +72,7 @@ from siamweb.web.api import (
     paginated,
     taxonomy_or_404,
 )
-from siamweb.web.fields import CleanTextField, IdField
+from siamweb.web.fields import CleanTextField, IdField, NumberField
 
 # Bad rows listed in a refusal; the count says how many there were in all.
 MAX_ROW_ERRORS = 200
@@ -302,11 +302,11 @@ class AutoCodingApi(AdminApi):
         )  # fmt: skip
 
     class InputSerializer(serializers.Serializer):
-        target_precision = serializers.FloatField(
+        target_precision = NumberField(
             allow_null=True, min_value=TARGET_RANGE[0], max_value=TARGET_RANGE[1],
             help_text="From 0.5 to 0.999 (0.95 suggested); null turns auto-coding off",
         )  # fmt: skip
-        audit_share = serializers.FloatField(
+        audit_share = NumberField(
             required=False, default=0.05, min_value=0.0, max_value=1.0,
             help_text="From 0 to 1; default 0.05",
         )  # fmt: skip

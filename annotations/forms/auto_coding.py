@@ -3,28 +3,57 @@ the form takes them as percentages too ("95" or "95%"); the API takes fractions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 
 from django import forms
 
-from annotations.services.review.auto_coding import TARGET_RANGE
-from siamweb.humanize import percent_figure
+from annotations.services.review.auto_coding import (
+    AUDIT_SHARE_RANGE,
+    TARGET_RANGE,
+    AutoCodingError,
+)
+from siamweb.humanize import percent_figure, percent_text
 
-DEFAULT_AUDIT_PERCENT = 5.0
+DEFAULT_AUDIT_PERCENT = Decimal(5)
+_FIELD_NAMES = {"target_precision": "target precision", "audit_share": "audit share"}
 
 
-def _percent(raw: str, field: str) -> float:
+def _percent(raw: str, field: str) -> tuple[Decimal, str]:
+    """The typed percentage, exact, and as typed without its sign."""
     text = raw.strip().removesuffix("%").strip()
     try:
-        value = float(text)
-    except ValueError:
+        value = Decimal(text)
+    except InvalidOperation:
         raise forms.ValidationError(
             f"the {field} is a percentage such as 95 or 95%, got {raw.strip()}"
         ) from None
-    if not math.isfinite(value):
+    if not value.is_finite():
         raise forms.ValidationError(f"the {field} is a percentage such as 95 or 95%")
-    return value
+    return value, text
+
+
+def _as_fraction(percent: Decimal) -> float:
+    # Divided in decimal, then rounded once: float 99.9 / 100 is 0.9990000000000001, above
+    # the 0.999 the help text allows.
+    return float(percent / 100)
+
+
+def _range_refusal(field: str, allowed: tuple[float, float], got: str) -> str:
+    low, high = allowed
+    off = " (empty turns it off)" if field == "target_precision" else ""
+    return (
+        f"the {_FIELD_NAMES[field]} is from {percent_text(low)} to {percent_text(high)}{off}, "
+        f"got {got}%"
+    )
+
+
+def refusal_in_percent(error: AutoCodingError) -> str:
+    """The service's refusal as the form words its own: in percent (the service words it in
+    fractions, as the API takes them)."""
+    if error.allowed is None or error.got is None:
+        return str(error)
+    return _range_refusal(error.field, error.allowed, percent_figure(error.got))
 
 
 def auto_coding_fields(policy, typed: Mapping[str, str] | None) -> dict[str, str]:
@@ -33,7 +62,7 @@ def auto_coding_fields(policy, typed: Mapping[str, str] | None) -> dict[str, str
     if typed is not None:
         return {name: typed.get(name, "") for name in ("target_precision", "audit_share")}
     if policy is None:
-        return {"target_precision": "", "audit_share": percent_figure(DEFAULT_AUDIT_PERCENT / 100)}
+        return {"target_precision": "", "audit_share": f"{DEFAULT_AUDIT_PERCENT}"}
     target = policy.target_precision
     return {
         "target_precision": "" if target is None else percent_figure(target),
@@ -50,22 +79,24 @@ class AutoCodingForm(forms.Form):
         raw = self.cleaned_data["target_precision"]
         if raw.strip().casefold() in ("", "off"):
             return None
-        percent = _percent(raw, "target precision")
-        low, high = (100 * bound for bound in TARGET_RANGE)
-        if not low <= percent <= high:
-            raise forms.ValidationError(
-                f"the target precision is from {low:g}% to {high:g}% (empty turns it off), "
-                f"got {percent:g}%"
-            )
-        return percent / 100
+        percent, typed = _percent(raw, "target precision")
+        fraction = _as_fraction(percent)
+        low, high = TARGET_RANGE
+        if not low <= fraction <= high:
+            raise forms.ValidationError(_range_refusal("target_precision", TARGET_RANGE, typed))
+        return fraction
 
     def clean_audit_share(self) -> float:
         """As a fraction; the default share when empty."""
         raw = self.cleaned_data["audit_share"]
-        percent = DEFAULT_AUDIT_PERCENT if not raw.strip() else _percent(raw, "audit share")
-        if not 0 <= percent <= 100:
-            raise forms.ValidationError(f"the audit share is from 0% to 100%, got {percent:g}%")
-        return percent / 100
+        if not raw.strip():
+            return _as_fraction(DEFAULT_AUDIT_PERCENT)
+        percent, typed = _percent(raw, "audit share")
+        fraction = _as_fraction(percent)
+        low, high = AUDIT_SHARE_RANGE
+        if not low <= fraction <= high:
+            raise forms.ValidationError(_range_refusal("audit_share", AUDIT_SHARE_RANGE, typed))
+        return fraction
 
     def refusal(self) -> str:
         """Every field's refusal in one sentence, for the page."""

@@ -18,7 +18,11 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations.forms.auto_coding import AutoCodingForm, auto_coding_fields
+from annotations.forms.auto_coding import (
+    AutoCodingForm,
+    auto_coding_fields,
+    refusal_in_percent,
+)
 from annotations.importers import ImportFileError
 from annotations.markdown import markdown_html
 from annotations.models import Taxonomy
@@ -227,7 +231,8 @@ def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
         )
     except AutoCodingError as exc:
         return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
-                            auto_coding_error=f"{exc}; nothing changed", status=400)  # fmt: skip
+                            auto_coding_error=f"{refusal_in_percent(exc)}; nothing changed",
+                            auto_coding_typed=request.POST, status=400)  # fmt: skip
     if policy.target_precision is None:
         messages.info(request, "Auto-coding is off: every answer waits for review.")
     else:

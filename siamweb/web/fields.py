@@ -1,5 +1,6 @@
-"""Serializer fields every app's API shares: a named enum of the schema, a row by its id, clean
-text with the server's limits stated in the schema (``api_schema``), a taxonomy by its slug."""
+"""Serializer fields every app's API shares: a named enum of the schema, a row by its id, a
+number that is not a boolean, clean text with the server's limits stated in the schema
+(``api_schema``), a taxonomy by its slug."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ class IdField(serializers.PrimaryKeyRelatedField):
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("pk_field", IdSerializerField())
         super().__init__(**kwargs)
+
+
+class NumberField(serializers.FloatField):
+    """A number: a JSON number or a numeric string. ``true`` and ``false`` are refused, which
+    DRF's FloatField reads as 1.0 and 0.0 (a bool is an int to Python)."""
+
+    def to_internal_value(self, data) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 class CleanTextField(serializers.CharField):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy
@@ -85,6 +86,45 @@ def test_an_admin_sets_auto_coding_on_the_page_and_bad_values_are_refused(
     off = client.post("/taxonomies/jobs/auto-coding", {"target_precision": ""}, follow=True)
     assert "Auto-coding is off" in off.content.decode()
     assert AutoCodingPolicy.objects.get().target_precision is None
+
+
+@pytest.mark.parametrize(
+    ("target", "share", "stored"),
+    [
+        ("99.9", "5", (0.999, 0.05)),  # 99.9 / 100 in floats is 0.9990000000000001: refused
+        ("99.9%", "5%", (0.999, 0.05)),
+        ("99.90", "100", (0.999, 1.0)),
+        ("50", "0", (0.5, 0.0)),
+        ("57.7", "0.3", (0.577, 0.003)),
+    ],
+)
+def test_the_form_takes_every_value_its_help_text_allows(
+    client, tiny_taxonomy, admin_user, target, share, stored
+):
+    client.force_login(admin_user)
+    wanted = {"target_precision": target, "audit_share": share}
+    response = client.post("/taxonomies/jobs/auto-coding", wanted)
+    assert response.status_code == 302, response.content.decode()
+    policy = AutoCodingPolicy.objects.get()
+    assert (policy.target_precision, policy.audit_share) == stored
+
+
+def test_a_refusal_from_the_service_is_said_in_percent_as_the_form_takes_it(
+    client, tiny_taxonomy, admin_user, monkeypatch
+):
+    """The service words its range in fractions, for the API; the page says it in percent."""
+    from annotations.services.review import auto_coding
+
+    monkeypatch.setattr(auto_coding, "TARGET_RANGE", (0.5, 0.99))
+    client.force_login(admin_user)
+    wanted = {"target_precision": "99.5", "audit_share": "5"}
+    refused = client.post("/taxonomies/jobs/auto-coding", wanted)
+    page = refused.content.decode()
+    assert refused.status_code == 400
+    said = "the target precision is from 50% to 99% (empty turns it off), got 99.5%"
+    assert f"{said}; nothing changed" in page and "0.995" not in page
+    assert 'value="99.5" data-testid="auto-coding-target"' in page
+    assert not AutoCodingPolicy.objects.exists()
 
 
 def test_targets_and_audit_shares_are_shown_with_the_digits_they_were_set_with(

@@ -32,14 +32,28 @@ from siamweb.humanize import percent_text
 
 logger = logging.getLogger(__name__)
 
+AUDIT_SHARE_RANGE = (0.0, 1.0)
+
 # The audit draw: unpredictable, so no one can tell which cards are audits.
 _draw = secrets.SystemRandom()
 
 
 class AutoCodingError(Exception):
-    def __init__(self, field: str, message: str) -> None:
+    """A refused setting, naming its field. A value out of range also carries the range and the
+    value (fractions), so that the page can say them in percent as its form takes them."""
+
+    def __init__(
+        self,
+        field: str,
+        message: str,
+        *,
+        allowed: tuple[float, float] | None = None,
+        got: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.field = field
+        self.allowed = allowed
+        self.got = got
 
 
 @dataclass(frozen=True)
@@ -74,9 +88,16 @@ def auto_coding_set(
         raise AutoCodingError(
             "target_precision",
             f"a target precision is from {low} to {high} (or null: off), got {target_precision}",
+            allowed=TARGET_RANGE,
+            got=target_precision,
         )
-    if not 0 <= audit_share <= 1:
-        raise AutoCodingError("audit_share", f"an audit share is from 0 to 1, got {audit_share}")
+    if not AUDIT_SHARE_RANGE[0] <= audit_share <= AUDIT_SHARE_RANGE[1]:
+        raise AutoCodingError(
+            "audit_share",
+            f"an audit share is from 0 to 1, got {audit_share}",
+            allowed=AUDIT_SHARE_RANGE,
+            got=audit_share,
+        )
     with transaction.atomic():
         Taxonomy.objects.select_for_update().filter(id=taxonomy.id).first()
         policy, _ = AutoCodingPolicy.objects.get_or_create(taxonomy=taxonomy)
