@@ -23,7 +23,7 @@ from models_app.bulk.selectors import bulk_job_result
 from models_app.models import BulkJob
 from models_app.serving.auto_coding_audits import auto_coding_days
 from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
-from tests.test_match_probability import RIGHT, WRONG
+from tests.test_match_probability import RIGHT, WRONG, judge_all
 
 URL = "/api/v1/taxonomies/jobs/auto-coding"
 TEXTS = RIGHT + list(WRONG)
@@ -43,6 +43,7 @@ def top_probability(item: ReviewItem) -> float:
 def test_off_by_default_and_every_answer_waits_for_review(tiny_taxonomy, admin_api):
     found = admin_api.get(URL).json()
     assert (found["target_precision"], found["version"], found["active"]) == (None, 0, False)
+    assert (found["coding"], found["not_coding_reason"]) == (False, "auto-coding is off")
     items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
     assert {item.status for item in items} == {ReviewItem.Status.PENDING}
     assert not any(item.auto_coded or item.audit for item in items)
@@ -57,6 +58,9 @@ def test_answers_reaching_the_threshold_are_coded_and_leave_the_queue(
     assert (policy["version"], policy["active"]) == (1, True)
     threshold = policy["threshold"]
     assert threshold is not None
+    assert (policy["coding"], policy["not_coding_reason"], policy["verdicts_needed"]) == (
+        True, "", None
+    )  # fmt: skip
     event = AuditEvent.objects.get(action="auto_coding.set")
     assert event.after["target_precision"] == 0.5 and event.actor.username == "ada"
 
@@ -109,6 +113,8 @@ def test_audits_are_blind_and_a_drop_in_precision_pauses_auto_coding(
         judgement_create(review_item=item, user=curator, verdict="reassign", group=other.first())
     policy = admin_api.get(URL).json()
     assert (policy["active"], policy["audited"], policy["audited_right"]) == (False, 5, 0)
+    assert (policy["coding"], policy["threshold"]) == (False, None)
+    assert policy["not_coding_reason"] == "auto-coding is paused by its audit"
     assert policy["paused_at"] and "0 of 5 audited answers right" in policy["paused_reason"]
     assert policy["audited_interval"][1] < 0.5
     assert AuditEvent.objects.filter(action="auto_coding.pause").count() == 1
@@ -119,6 +125,39 @@ def test_audits_are_blind_and_a_drop_in_precision_pauses_auto_coding(
     resumed = admin_api.put(URL, {"target_precision": 0.5}, format="json").json()
     assert (resumed["active"], resumed["version"], resumed["audited"]) == (True, 2, 0)
     assert AutoCodingPolicy.objects.get().audit_share == 0.05
+
+
+def test_a_policy_on_without_a_threshold_says_it_codes_nothing_and_why(
+    client, tiny_taxonomy, admin_api, admin_user, curator
+):
+    """The taxonomy's own ranker serves on far fewer verdicts than it takes to vouch with, and
+    the starter's evidence measured another ranker: on, but nothing is coded, and every place
+    that shows the policy says so, with what the vouching endpoint says is missing."""
+    judge_all(tiny_taxonomy, curator)
+    policy = admin_api.put(URL, {"target_precision": 0.9}, format="json").json()
+    vouching = admin_api.get(f"{URL.removesuffix('auto-coding')}vouching", {"target": 0.9}).json()
+    assert vouching["evidence"]["source"] == "none" and vouching["threshold"] is None
+    needed = vouching["verdicts_needed"]
+    assert needed > 0
+    assert (policy["active"], policy["coding"], policy["threshold"]) == (True, False, None)
+    assert policy["verdicts_needed"] == needed
+    reason = policy["not_coding_reason"]
+    assert vouching["evidence"]["description"] in reason
+    assert reason.endswith(f"about {needed} verdicts more could show one")
+    later = inputs_submit(taxonomy=tiny_taxonomy, texts=["Senior Java Developer II"], source="api")
+    assert not later[0].auto_coded and later[0].status == ReviewItem.Status.PENDING
+
+    client.force_login(admin_user)
+    page = client.get("/taxonomies/jobs/").content.decode()
+    state = re.search(r'data-testid="auto-coding-state">(.*?)</p>', page, re.S).group(1)
+    assert state.startswith("On (version 1), but coding nothing for now: ")
+    assert f"about {needed} verdicts more could show one" in state and "too few" in state
+    assert "Every answer waits for review until the evidence shows a threshold" in state
+    assert 'data-testid="auto-coding-jump">auto-coding on, coding nothing for now</a>' in page
+    saved = client.post("/taxonomies/jobs/auto-coding", {"target_precision": "90"}, follow=True)
+    notice = re.search(r'data-testid="notice"[^>]*>(.*?)</p>', saved.content.decode()).group(1)
+    assert notice.startswith("Auto-coding set (version 2), but it codes nothing for now: ")
+    assert f"about {needed} verdicts more could show one" in notice
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,6 @@ taxonomy edit services."""
 
 from __future__ import annotations
 
-import contextlib
-
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -53,7 +51,6 @@ from models_app.serving.vouching import (
     SUGGESTED_TARGETS,
     TARGET_RANGE,
     vouching_report,
-    vouching_threshold_now,
 )
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
@@ -280,7 +277,26 @@ class AutoCodingApi(AdminApi):
             help_text="The share of answers it vouches for that go to review blind, as any card"
         )
         version = serializers.IntegerField(help_text="Moves on every change; 0: never set")
-        active = serializers.BooleanField(help_text="On and not paused")
+        active = serializers.BooleanField(
+            help_text="The admin's policy is on and not paused; whether it codes anything now "
+            "is coding"
+        )
+        coding = serializers.BooleanField(
+            help_text="Answers are coded by themselves now: the policy is active and the "
+            "evidence shows a threshold for its target. An active policy codes nothing while "
+            "the evidence shows none (not_coding_reason, verdicts_needed)"
+        )
+        not_coding_reason = serializers.CharField(
+            help_text="Why nothing is coded by itself now, in words: off, paused, no live "
+            "model, or no threshold shown for the target by the live ranker's evidence (what "
+            "it is, and about how many verdicts more could show one); empty while it codes"
+        )
+        verdicts_needed = serializers.IntegerField(
+            allow_null=True,
+            help_text="While an active policy codes nothing for want of evidence: about how "
+            "many verdicts more could show a threshold (the vouching endpoint's, at the "
+            "target); null otherwise, or when more answers like today's would not",
+        )
         paused_at = serializers.DateTimeField(allow_null=True)
         paused_reason = serializers.CharField(
             help_text="Why the audit paused it (empty when it is not paused)"
@@ -338,11 +354,6 @@ class AutoCodingApi(AdminApi):
 def auto_coding_output(taxonomy: Taxonomy) -> dict:
     state = auto_coding_state(taxonomy)
     policy = state.policy
-    threshold = None
-    if policy is not None and policy.active:
-        # Files that cannot be loaded leave the policy as set, with no threshold to show.
-        with contextlib.suppress(ArtifactError):
-            threshold = vouching_threshold_now(taxonomy, policy.target_precision)
     interval = state.audited_interval
     return {
         "target_precision": policy.target_precision if policy else None,
@@ -351,7 +362,10 @@ def auto_coding_output(taxonomy: Taxonomy) -> dict:
         "active": bool(policy and policy.active),
         "paused_at": policy.paused_at if policy else None,
         "paused_reason": policy.paused_reason if policy else "",
-        "threshold": threshold,
+        "coding": state.coding,
+        "not_coding_reason": state.not_coding_reason,
+        "verdicts_needed": state.verdicts_needed,
+        "threshold": state.threshold,
         "coded": state.coded,
         "audited": state.audited,
         "audited_right": state.audited_right,

@@ -235,12 +235,19 @@ def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
                             auto_coding_typed=request.POST, status=400)  # fmt: skip
     if policy.target_precision is None:
         messages.info(request, "Auto-coding is off: every answer waits for review.")
+        return redirect("taxonomy-detail", slug=taxonomy.slug)
+    policy_said = (
+        f"answers shown to be right {percent_text(policy.target_precision)} of the time are "
+        f"coded by themselves, {percent_text(policy.audit_share)} of them audited blind"
+    )
+    state = auto_coding_state(taxonomy)
+    if state.coding:
+        messages.info(request, f"Auto-coding set (version {policy.version}): {policy_said}.")
     else:
-        messages.info(
+        messages.warning(
             request,
-            f"Auto-coding set (version {policy.version}): answers shown to be right "
-            f"{percent_text(policy.target_precision)} of the time are coded by themselves, "
-            f"{percent_text(policy.audit_share)} of them audited blind.",
+            f"Auto-coding set (version {policy.version}), but it codes nothing for now: "
+            f"{state.not_coding_reason}. Once the evidence shows a threshold, {policy_said}.",
         )
     return redirect("taxonomy-detail", slug=taxonomy.slug)
 

@@ -1,5 +1,6 @@
-"""What a taxonomy's auto-coding policy has done: answers coded by itself, answers audited, and
-the audited precision with its interval."""
+"""What a taxonomy's auto-coding policy does now and has done: the threshold it codes from (or
+why it codes nothing), answers coded by itself, answers audited, and the audited precision with
+its interval."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, Input, Judgement, ReviewItem, Taxonomy
+from models_app.serving.vouching import vouching_now
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
+from siamweb.humanize import percent_text
 
 
 class _Audited:
@@ -43,6 +47,15 @@ class AutoCodingState(_Audited):
     coded: int  # answers coded by itself under the current version
     audited: int  # audited answers with a curator's final verdict, current version
     audited_right: int
+    # The probability from which answers are coded now: the vouching threshold at the target.
+    # None: nothing is coded, for the reason given, even while the policy is on (active).
+    threshold: float | None = None
+    not_coding_reason: str = "auto-coding is off"
+    verdicts_needed: int | None = None  # without a threshold: verdicts more that could show one
+
+    @property
+    def coding(self) -> bool:
+        return self.threshold is not None
 
 
 def audited_answers(policy: AutoCodingPolicy) -> tuple[int, int]:
@@ -75,7 +88,32 @@ def auto_coding_state(taxonomy: Taxonomy) -> AutoCodingState:
         taxonomy=taxonomy, auto_coded=True, vouched_policy_version=policy.version
     ).count()
     audited, right = audited_answers(policy)
-    return AutoCodingState(policy, coded, audited, right)
+    if policy.target_precision is None:
+        now = (None, "auto-coding is off", None)
+    elif policy.paused_at is not None:
+        now = (None, "auto-coding is paused by its audit", None)
+    else:
+        now = _coding_now(taxonomy, policy.target_precision)
+    return AutoCodingState(policy, coded, audited, right, *now)
+
+
+def _coding_now(taxonomy: Taxonomy, target: float) -> tuple[float | None, str, int | None]:
+    """An active policy's threshold now, or why it has none, and the verdicts more that could
+    show one: a policy that is on may still code nothing, and must say so."""
+    try:
+        now = vouching_now(taxonomy, target=target)
+    except ArtifactError as exc:
+        return None, f"the live model cannot be loaded: {exc}", None
+    if now is None:
+        return None, "the taxonomy has no live model yet", None
+    if now.found.threshold is not None:
+        return now.found.threshold, "", None
+    reason = f"no probability is shown to reach {percent_text(target)} by {now.evidence}; "
+    if now.verdicts_needed is None:
+        reason += "more verdicts like today's would not show one (a lower target might)"
+    else:
+        reason += f"about {now.verdicts_needed:,} verdicts more could show one"
+    return None, reason, now.verdicts_needed
 
 
 @dataclass(frozen=True)

@@ -80,19 +80,35 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
     evidence = _evidence(taxonomy)
     if evidence is None:
         return None
-    own_count, own_enough, described = evidence.own_count, evidence.own_enough, evidence.described
-    source = "verdicts" if own_enough else ("none" if evidence.own_ranker else "starter")
+    source = "verdicts" if evidence.own_enough else ("none" if evidence.own_ranker else "starter")
     recent = _recent_top_probabilities(taxonomy)
     reports = []
     for target in targets:
-        found = evidence.threshold(target)
+        found, needed = evidence.shown(target)
         vouched = sum(p >= found.threshold for p in recent) if found.threshold is not None else 0
-        needed = None
-        if found.threshold is None:
-            needed = found.more_needed if own_enough else MIN_OWN_EVIDENCE - own_count
-        reports.append(VouchingReport(target, found, described, source, len(recent),
+        reports.append(VouchingReport(target, found, evidence.described, source, len(recent),
                                       vouched, needed))  # fmt: skip
     return reports
+
+
+@dataclass(frozen=True)
+class VouchingNow:
+    """What the live ranker's evidence shows at one target, without the recent inputs."""
+
+    target: float
+    found: VouchingThreshold
+    evidence: str  # what the evidence is, in words
+    verdicts_needed: int | None  # without a threshold: verdicts more that could show one
+
+
+def vouching_now(taxonomy: Taxonomy, *, target: float) -> VouchingNow | None:
+    """``vouching_report``'s threshold and verdicts needed at ``target``, without reading the
+    last days' inputs; None without a live model."""
+    evidence = _evidence(taxonomy)
+    if evidence is None:
+        return None
+    found, needed = evidence.shown(target)
+    return VouchingNow(target, found, evidence.described, needed)
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,15 @@ class _Evidence:
 
     def threshold(self, target: float) -> VouchingThreshold:
         return vouching_threshold(self.probabilities, self.right, target=target)
+
+    def shown(self, target: float) -> tuple[VouchingThreshold, int | None]:
+        """The threshold at ``target`` and, without one, about how many verdicts more could
+        show one: those its own evidence lacks until it counts, else what the bound needs."""
+        found = self.threshold(target)
+        if found.threshold is not None:
+            return found, None
+        needed = found.more_needed if self.own_enough else MIN_OWN_EVIDENCE - self.own_count
+        return found, needed
 
 
 def _evidence(taxonomy: Taxonomy) -> _Evidence | None:
