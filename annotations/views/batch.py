@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotations.forms.review import (
@@ -66,6 +67,9 @@ def _batch_refused(request: HttpRequest, group: Group, options: BlindModeForm) -
     return render(request, template, context, status=400)
 
 
+# Never kept by the browser, as the card (``views.review.review``): tiles already judged
+# must not come back by Back or Forward.
+@never_cache
 @curator_required
 @require_http_methods(["GET", "POST"])
 def review_batch(request: HttpRequest, slug: str, code: str) -> HttpResponse:

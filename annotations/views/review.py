@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from annotations.forms.flags import ReviewFlagForm
@@ -39,7 +40,7 @@ from annotations.services.review.leases import review_item_claim
 from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
-from annotations.services.review.verdicts import judgement_create
+from annotations.services.review.verdicts import VerdictKeyUsed, judgement_create
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.text_match import matched_parts, words
 from siamweb.web.decorators import curator_required
@@ -54,6 +55,28 @@ def with_query(url: str, query: str) -> str:
 
 def verdict_error(exc: VerdictError) -> tuple[str, int]:
     return f"{exc.field}: {exc}", exc.status_code
+
+
+def key_used_message(stored: Judgement | None, *, item: ReviewItem) -> str:
+    """A different verdict sent from a card that already stored one (a card kept by the
+    browser, a second tab): what was stored and how to change it. The card's key is the
+    request's idempotency key, never the keyboard's, so the API's wording would mislead here."""
+    if stored is None or stored.review_item_id != item.id:
+        return "Not stored: this card already sent a verdict. Reload the page for a fresh card."
+    what = stored.get_verdict_display()
+    if stored.group_id is not None:
+        what += f" → {stored.group.name}"
+    elif stored.rejected_group_id is not None:
+        what += f" ≠ {stored.rejected_group.name}"
+    if stored.undone_at is not None:
+        return (
+            f"Not stored: “{item.input.text}” was judged from this card ({what}) and that "
+            "verdict was undone since. Reload the page to judge it again."
+        )
+    return (
+        f"Not stored: you already judged “{item.input.text}” ({what}). To change that, undo it "
+        "in your last verdicts (u if it is the latest) and judge the card again."
+    )
 
 
 def form_errors(form) -> str:
@@ -168,6 +191,9 @@ def _filters_refused(request: HttpRequest, filters_form: ReviewFiltersForm) -> H
     return render(request, template, context, status=400)
 
 
+# Never kept by the browser: the card shown again by Back or Forward would be one already
+# judged, with stale counts, and a key pressed on it would act on that old card.
+@never_cache
 @curator_required
 @require_GET
 def review(request: HttpRequest) -> HttpResponse:
@@ -214,6 +240,8 @@ def review_item_judge(request: HttpRequest, item_id: int) -> HttpResponse:
                 prediction_id=form.cleaned_data["prediction_id"],
                 idempotency_key=form.cleaned_data["idempotency_key"],
             )
+        except VerdictKeyUsed as exc:
+            error, status = key_used_message(exc.stored, item=item), exc.status_code
         except VerdictError as exc:
             # The card says why in words, without the field name the API answers with.
             error, status = verdict_error(exc)

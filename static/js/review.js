@@ -16,6 +16,7 @@
  *   Enter picks, Escape leaves the box.
  * - Batch review ([data-batch]): arrows or j/k move between tiles, x or space toggles
  *   "false match", Enter confirms the rest.
+ * - A page brought back by Back or Forward from the browser's back/forward cache is reloaded.
  */
 (function () {
   "use strict";
@@ -339,6 +340,13 @@
 
   document.addEventListener("click", function (event) {
     if (event.target.closest && event.target.closest("[data-shortcuts-open]")) openShortcuts();
+  });
+
+  // A page the browser restored from its back/forward cache shows cards and counts as they were
+  // when the curator left, judged ones included: load it afresh. (The pages are sent no-store
+  // too, which keeps most browsers from keeping them at all.)
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) window.location.reload();
   });
 
   document.addEventListener("DOMContentLoaded", startBatch);

@@ -69,6 +69,18 @@ def test_a_reload_shows_the_same_card(client, curator, items):
     assert ReviewItem.objects.filter(leased_by=curator).count() == 1
 
 
+def test_the_card_and_the_batch_grid_are_never_kept_by_the_browser(client, curator, items):
+    """Kept, Back then Forward showed a card already judged, with stale counts: each is fetched
+    again instead."""
+    client.force_login(curator)
+    code = items[0].top_group.code
+    for url, extra in [("/review/", {}), ("/review/", HTMX), (f"/review/batch/jobs/{code}/", {})]:
+        response = client.get(url, **extra)
+        assert response.status_code == 200
+        cache_control = {part.strip() for part in response["Cache-Control"].split(",")}
+        assert {"no-store", "no-cache", "must-revalidate", "private"} <= cache_control, url
+
+
 def test_two_curators_get_different_cards(curator, other_curator, items):
     carla, oscar = login(curator), login(other_curator)
     carla_card = card_item_id(carla.get("/review/").content.decode())

@@ -80,6 +80,51 @@ def test_a_double_submitted_verdict_is_stored_once(client, curator, items):
     assert Judgement.objects.count() == 1
 
 
+def card_key(page: str) -> str:
+    return re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)
+
+
+def test_another_verdict_from_a_card_already_judged_says_what_was_stored_and_how_to_change_it(
+    client, curator, items
+):
+    """A card kept by the browser, judged again with another key press: the key pressed is not
+    the request's idempotency key, so the card names the verdict stored, not "this key"."""
+    client.force_login(curator)
+    page = client.get("/review/").content.decode()
+    item = ReviewItem.objects.get(id=card_item_id(page))
+    url = f"/review/items/{item.id}/judge"
+    data = {"idempotency_key": card_key(page), "prediction_id": item.prediction_id}
+    assert client.post(url, {**data, "verdict": "confirm"}, **HTMX).status_code == 200
+    response = client.post(url, {**data, "verdict": "none"}, **HTMX)
+    assert response.status_code == 409
+    error = re.search(r'data-testid="error">([^<]*)<', response.content.decode()).group(1)
+    assert error == (
+        f"Not stored: you already judged “{item.input.text}” (Confirm → {item.top_group.name}). "
+        "To change that, undo it in your last verdicts (u if it is the latest) and judge the "
+        "card again."
+    )
+    assert [(j.review_item_id, j.verdict) for j in Judgement.objects.all()] == [
+        (item.id, "confirm")
+    ]
+
+
+def test_another_verdict_from_a_card_whose_verdict_was_undone_says_to_reload(
+    client, curator, items
+):
+    client.force_login(curator)
+    page = client.get("/review/").content.decode()
+    item = ReviewItem.objects.get(id=card_item_id(page))
+    url = f"/review/items/{item.id}/judge"
+    data = {"idempotency_key": card_key(page), "prediction_id": item.prediction_id}
+    client.post(url, {**data, "verdict": "confirm"}, **HTMX)
+    client.post(f"/review/judgements/{Judgement.objects.get().id}/undo", **HTMX)
+    response = client.post(url, {**data, "verdict": "none"}, **HTMX)
+    assert response.status_code == 409
+    assert "was judged from this card (Confirm → " in response.content.decode()
+    assert "undone since. Reload the page to judge it again." in response.content.decode()
+    assert not Judgement.objects.live().exists()
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

@@ -26,6 +26,16 @@ from annotations.services.review.verdict_rules import (
 )
 
 
+class VerdictKeyUsed(VerdictError):
+    """The idempotency key already stored a different verdict: ``stored`` is that verdict, or
+    None when a request for another item took the key at the same moment. The API names its
+    header; the card says in words what was stored, which it can only do with the verdict."""
+
+    def __init__(self, stored: Judgement | None = None) -> None:
+        super().__init__("idempotency_key", "this key was already used for a different verdict")
+        self.stored = stored
+
+
 def judgement_create(
     *,
     review_item: ReviewItem,
@@ -83,9 +93,7 @@ def judgement_record(
                 and (group is None or group.id in {earlier.group_id, earlier.rejected_group_id})
             )
             if not same:
-                raise VerdictError(
-                    "idempotency_key", "this key was already used for a different verdict"
-                )
+                raise VerdictKeyUsed(earlier)
             earlier.replayed = True
             return earlier
 
@@ -164,9 +172,7 @@ def judgements_write(
                 judgements[0].save(force_insert=True)
         except IntegrityError:
             # The same key, sent at the same moment for another item: the other request won.
-            raise VerdictError(
-                "idempotency_key", "this key was already used for a different verdict"
-            ) from None
+            raise VerdictKeyUsed() from None
     pairs, members = [], {}
     for w, judgement in zip(writes, judgements, strict=True):
         judgement.replayed = False
