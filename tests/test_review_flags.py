@@ -3,7 +3,11 @@ a flag is not a verdict and never changes the queue."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+from django.db import connection, connections, transaction
 from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -65,6 +69,72 @@ def test_a_bad_flag_is_refused_naming_the_field(curator, item, kind, comment, fi
     assert not ReviewFlag.objects.exists()
 
 
+def test_the_same_flag_sent_again_while_open_is_the_one_stored(
+    curator, other_curator, admin_user, item
+):
+    first = review_flag_create(review_item=item, user=curator, kind="unsure", comment="dup test")
+    again = review_flag_create(review_item=item, user=curator, kind="unsure", comment=" dup test ")
+    assert (again.id, first.replayed, again.replayed) == (first.id, False, True)
+    assert ReviewFlag.objects.count() == 1
+    assert AuditEvent.objects.filter(action="review_flag.create").count() == 1
+    # Another comment, kind or curator is another flag; so is the same one once resolved.
+    review_flag_create(review_item=item, user=curator, kind="unsure", comment="other")
+    review_flag_create(review_item=item, user=curator, kind="taxonomy_gap", comment="dup test")
+    review_flag_create(review_item=item, user=other_curator, kind="unsure", comment="dup test")
+    review_flag_resolve(flag=first, user=admin_user)
+    after = review_flag_create(review_item=item, user=curator, kind="unsure", comment="dup test")
+    assert not after.replayed
+    assert ReviewFlag.objects.count() == 5
+    open_again = ReviewFlag.objects.filter(resolved_at=None, comment="dup test", kind="unsure")
+    assert open_again.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_identical_flags_sent_together_store_one(curator, item):
+    """Both requests wait on a lock the test holds on the item, then go one after the other:
+    the second finds the first's flag."""
+    if connection.vendor != "postgresql":
+        pytest.fail("this test needs PostgreSQL: set DATABASE_URL (make services)")
+    answers, errors = [], []
+
+    def send() -> None:
+        try:
+            flag = review_flag_create(review_item=item, user=curator, kind="unsure", comment="x")
+            answers.append(flag.replayed)
+        except Exception as exc:  # reported by the main thread, which owns the assertions
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    with transaction.atomic():
+        list(ReviewItem.objects.select_for_update().filter(id=item.id).values_list("id"))
+        for thread in threads:
+            thread.start()
+        # Until both wait on the item (or, were they not to lock it, both are done); the
+        # deadline only keeps a test that went wrong from hanging.
+        deadline = time.monotonic() + 30
+        while any(t.is_alive() for t in threads) and waiting_on_locks() < 2:
+            assert time.monotonic() < deadline, "the two requests never both waited"
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(answers) == [False, True]
+    assert ReviewFlag.objects.count() == 1
+
+
+def waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        # Inside a transaction the activity view is read once and kept unless cleared.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
 def test_only_an_admin_resolves_a_flag_and_only_once(curator, admin_user, item):
     flag = review_flag_create(review_item=item, user=curator, kind="unsure")
     with pytest.raises(FlagError, match="only an admin"):
@@ -87,6 +157,19 @@ def test_the_card_flag_form_keeps_the_same_card_and_says_so(client, curator, ite
     assert "Flagged for the admins: unsure." in page
     assert f'data-item-id="{item.id}"' in page
     assert ReviewFlag.objects.get().kind == "unsure"
+
+
+def test_the_card_flag_form_sent_twice_stores_one_flag(client, curator, item):
+    client.force_login(curator)
+    client.get("/review/")
+    data = {"kind": "unsure", "comment": "dup test"}
+    first = client.post(f"/review/items/{item.id}/flag", data, **HTMX)
+    again = client.post(f"/review/items/{item.id}/flag", data, **HTMX)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert "Flagged for the admins: unsure." in first.content.decode()
+    assert "Already flagged for the admins: unsure." in again.content.decode()
+    assert f'data-item-id="{item.id}"' in again.content.decode()
+    assert ReviewFlag.objects.count() == 1
 
 
 def test_a_bare_comment_without_words_is_refused_on_the_card(client, curator, item):
@@ -153,6 +236,16 @@ def test_the_api_flags_an_item_and_admins_list_and_resolve_flags(curator, admin_
     assert again.status_code == 409 and "already resolved" in again.json()["flag"][0]
     assert ada.get(f"{API}/review-flags").json()["results"] == []
     assert len(ada.get(f"{API}/review-flags?status=resolved").json()["results"]) == 1
+
+
+def test_the_api_answers_the_same_open_flag_sent_again_with_200_and_stores_nothing(curator, item):
+    carla = token_client(curator)
+    url, body = f"{API}/review-items/{item.id}/flags", {"kind": "unsure", "comment": "dup test"}
+    first = carla.post(url, body, format="json")
+    again = carla.post(url, body, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()
+    assert ReviewFlag.objects.count() == 1
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -98,13 +98,24 @@ class ReviewItemFlagCreateApi(CuratorApi):
 
     @extend_schema(
         summary="Flag a review item for the admins (not a verdict: the item stays as it is)",
+        description=(
+            "The same flag sent again (same user, kind and comment on the item) while the first "
+            "is open answers 200 with the first, and stores nothing new."
+        ),
         request=PolymorphicProxySerializer(
             component_name="ReviewItemFlagCreateApiInput",
             serializers=[CommentInputSerializer, OtherInputSerializer],
             resource_type_field_name=None,
             many=False,
         ),
-        responses={201: OutputSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
+        responses={
+            201: OutputSerializer,
+            200: OpenApiResponse(
+                OutputSerializer, description="The same flag, still open: the one stored first"
+            ),
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+        },
     )
     def post(self, request: Request, item_id: int) -> Response:
         item = object_or_404(ReviewItem.objects.select_related("taxonomy"), item_id, "review item")
@@ -120,8 +131,9 @@ class ReviewItemFlagCreateApi(CuratorApi):
             )
         except FlagError as exc:
             return _flag_error(exc)
+        code = status.HTTP_200_OK if flag.replayed else status.HTTP_201_CREATED
         stored = object_or_404(_flags(), flag.id, "flag")
-        return Response(self.OutputSerializer(stored).data, status=status.HTTP_201_CREATED)
+        return Response(self.OutputSerializer(stored).data, status=code)
 
 
 class ReviewFlagListApi(AdminApi):

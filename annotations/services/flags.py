@@ -24,7 +24,11 @@ def review_flag_create(
     *, review_item: ReviewItem, user, kind: str, comment: str = ""
 ) -> ReviewFlag:
     """Flag ``review_item`` for the admins. A comment is optional, except on a bare comment;
-    it holds what any text may (``clean_multiline_text``), line breaks and tabs included."""
+    it holds what any text may (``clean_multiline_text``), line breaks and tabs included.
+
+    The same flag sent again while the first is open (this curator, this kind, this comment once
+    cleaned, on this item) stores nothing: the open one is returned with ``flag.replayed`` True.
+    """
     if kind not in ReviewFlag.Kind.values:
         choices = ", ".join(ReviewFlag.Kind.values)
         raise FlagError("kind", f"unknown kind {kind!r}: one of {choices}")
@@ -34,7 +38,21 @@ def review_flag_create(
         raise FlagError("comment", str(exc)) from None
     if kind == ReviewFlag.Kind.COMMENT and not comment:
         raise FlagError("comment", "write the comment")
+    # Flags on one item are stored one at a time (as verdicts are), so of two identical ones
+    # sent together the second finds the first.
+    list(ReviewItem.objects.select_for_update().filter(id=review_item.id).values_list("id"))
+    open_flag = (
+        ReviewFlag.objects.filter(
+            review_item=review_item, user=user, kind=kind, comment=comment, resolved_at=None
+        )
+        .order_by("id")
+        .first()
+    )
+    if open_flag is not None:
+        open_flag.replayed = True
+        return open_flag
     flag = ReviewFlag.objects.create(review_item=review_item, user=user, kind=kind, comment=comment)
+    flag.replayed = False
     audit_record(
         actor=user,
         action="review_flag.create",

@@ -303,7 +303,8 @@ def review_item_flag(request: HttpRequest, item_id: int) -> HttpResponse:
         except FlagError as exc:
             error, status = f"Not flagged: {exc}.", 400
         else:
-            notice = f"Flagged for the admins: {flag.get_kind_display().lower()}."
+            already = "Already flagged" if flag.replayed else "Flagged"
+            notice = f"{already} for the admins: {flag.get_kind_display().lower()}."
     else:
         error, status = f"Not flagged: {form_errors(form)}", 400
     if not request.htmx:
