@@ -70,6 +70,15 @@ def auto_coding_fields(policy, typed: Mapping[str, str] | None) -> dict[str, str
     }
 
 
+def _fraction_in(raw: str, field: str, allowed: tuple[float, float]) -> float:
+    """A box's percent as a fraction within ``allowed``, refused in percent as it was typed."""
+    percent, typed = _percent(raw, field.replace("_", " "))
+    fraction = _as_fraction(percent)
+    if not allowed[0] <= fraction <= allowed[1]:
+        raise forms.ValidationError(_range_refusal(field, allowed, typed))
+    return fraction
+
+
 class AutoCodingForm(forms.Form):
     target_precision = forms.CharField(required=False, max_length=20)
     audit_share = forms.CharField(required=False, max_length=20)
@@ -79,24 +88,14 @@ class AutoCodingForm(forms.Form):
         raw = self.cleaned_data["target_precision"]
         if raw.strip().casefold() in ("", "off"):
             return None
-        percent, typed = _percent(raw, "target precision")
-        fraction = _as_fraction(percent)
-        low, high = TARGET_RANGE
-        if not low <= fraction <= high:
-            raise forms.ValidationError(_range_refusal("target_precision", TARGET_RANGE, typed))
-        return fraction
+        return _fraction_in(raw, "target_precision", TARGET_RANGE)
 
     def clean_audit_share(self) -> float:
         """As a fraction; the default share when empty."""
         raw = self.cleaned_data["audit_share"]
         if not raw.strip():
             return _as_fraction(DEFAULT_AUDIT_PERCENT)
-        percent, typed = _percent(raw, "audit share")
-        fraction = _as_fraction(percent)
-        low, high = AUDIT_SHARE_RANGE
-        if not low <= fraction <= high:
-            raise forms.ValidationError(_range_refusal("audit_share", AUDIT_SHARE_RANGE, typed))
-        return fraction
+        return _fraction_in(raw, "audit_share", AUDIT_SHARE_RANGE)
 
     def refusal(self) -> str:
         """Every field's refusal in one sentence, for the page."""
