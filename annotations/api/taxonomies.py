@@ -396,7 +396,8 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
 
     class CreateInputSerializer(serializers.Serializer):
         # The pattern states the '/' of the code rule; the service applies the whole rule
-        # (group_code_problem), whose dot segments a pattern of the schema's kind cannot state.
+        # (group_code_problem): the schema's text pattern is built from characters a field
+        # forbids (text_pattern), and refusing two whole values is not one of them.
         code = CleanTextField(
             max_length=MAX_CODE_LENGTH,
             forbidden=CODE_FORBIDDEN,

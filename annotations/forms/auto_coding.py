@@ -4,7 +4,7 @@ the form takes them as percentages too ("95" or "95%"); the API takes fractions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, InvalidOperation
 
 from django import forms
 
@@ -35,8 +35,12 @@ def _percent(raw: str, field: str) -> tuple[Decimal, str]:
 
 def _as_fraction(percent: Decimal) -> float:
     # Divided in decimal, then rounded once: float 99.9 / 100 is 0.9990000000000001, above
-    # the 0.999 the help text allows.
-    return float(percent / 100)
+    # the 0.999 the help text allows. A percent too large for decimal's exponents (1e9999999)
+    # is out of any range: infinity, refused as such.
+    try:
+        return float(percent / 100)
+    except DecimalException:
+        return float("inf") if percent > 0 else float("-inf")
 
 
 def _range_refusal(field: str, allowed: tuple[float, float], got: str) -> str:

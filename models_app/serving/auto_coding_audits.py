@@ -112,7 +112,7 @@ def _coding_now(taxonomy: Taxonomy, target: float) -> tuple[float | None, str, i
     if now.verdicts_needed is None:
         reason += "more verdicts like today's would not show one (a lower target might)"
     else:
-        reason += f"about {now.verdicts_needed:,} verdicts more could show one"
+        reason += f"about {now.verdicts_needed} verdicts more could show one"  # as the table
     return None, reason, now.verdicts_needed
 
 

@@ -91,7 +91,9 @@ def test_an_admin_sets_auto_coding_in_percent_and_a_refusal_shows_where_the_form
 
     page.get_by_test_id("auto-coding-target").fill("95")
     page.get_by_test_id("auto-coding-save").click()
-    # "on", and "coding nothing for now" where the evidence shows no threshold for 95%.
-    expect(page.get_by_test_id("auto-coding-jump")).to_contain_text("auto-coding on")
+    # On, and coding nothing for now: the starter's evidence shows no threshold for 95%.
+    expect(page.get_by_test_id("auto-coding-jump")).to_have_text(
+        "auto-coding on, coding nothing for now"
+    )
     expect(page.get_by_test_id("auto-coding-target")).to_have_value("95")
     assert AutoCodingPolicy.objects.get().target_precision == 0.95

@@ -312,7 +312,8 @@ def _student_fit(
     texts = distillation_texts(members, inputs, copies=distill.augmented_copies, seed=distill.seed)
     teacher = encoder_for(teacher_version)
     # A student is searched in its teacher's place: unless its spec names a dimension, it takes
-    # the live model's (a new taxonomy's tower 384, the shipped O*NET student 128).
+    # the live model's (a new taxonomy's tower 384, the shipped O*NET student 128), as
+    # distill_encoder does for a config without one; this config arrives with defaults filled.
     if "output_dim" not in spec.get("encoder", {}):
         encoder_config = {**encoder_config, "output_dim": teacher.dim}
     result = distill_encoder(texts, teacher, encoder_config, distill, progress=progress)
