@@ -128,3 +128,9 @@ def test_bad_filters_get_a_400_naming_the_field(client, curator, tiny_taxonomy):
     response = client.get("/inputs/", {"taxonomy": "nope"})
     assert response.status_code == 400
     assert "taxonomy: no taxonomy &#x27;nope&#x27;" in response.content.decode()
+    # A field the page labels is named as the page names it, not by its query parameter.
+    response = client.get("/inputs/", {"q": "x" * 101})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Text contains: Ensure this value has at most 100 characters (it has 101)." in page
+    assert "q:" not in page

@@ -101,7 +101,7 @@ def test_k_chooses_how_many_groups_are_shown_from_1_to_10(client, curator, tiny_
     for bad in ("0", "11", "many"):
         response = results(client, "nurse", k=bad)
         assert response.status_code == 400
-        assert "k: k must be a whole number from 1 to 10" in response.content.decode()
+        assert "Groups shown: choose a whole number from 1 to 10" in response.content.decode()
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,7 @@ class PlaygroundForm(FieldErrorsMixin, forms.Form):
         empty_value=None,
         label="Groups shown",
         widget=forms.Select(attrs={"data-testid": "k"}),
-        error_messages={"invalid_choice": f"k must be a whole number from 1 to {PLAYGROUND_MAX_K}"},
+        error_messages={"invalid_choice": f"choose a whole number from 1 to {PLAYGROUND_MAX_K}"},
     )
 
     def __init__(self, *args, **kwargs) -> None:

@@ -27,9 +27,6 @@ class BlindModeForm(forms.Form):
     def is_blind(self) -> bool:
         return bool(self.is_valid() and self.cleaned_data["blind"])
 
-    def error_lines(self) -> list[str]:
-        return [f"{field}: {' '.join(messages)}" for field, messages in self.errors.items()]
-
     def query_string(self) -> str:
         return urlencode({"blind": "1"}) if self.is_blind else ""
 

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_GET
 from annotations.models import AuditEvent, Taxonomy
 from annotations.selectors.audit import audit_rows
 from annotations.selectors.taxonomy import audit_events_page
-from annotations.views.taxonomy import form_errors
 from siamweb.ids import IdFormField
 from siamweb.web.decorators import admin_required
+from siamweb.web.forms import form_errors
 
 
 class AuditFilterForm(forms.Form):

@@ -25,10 +25,11 @@ from annotations.services.review.leases import review_item_release, review_items
 from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdict_rules import VerdictError
-from annotations.views.review import form_errors, verdict_error, with_query
+from annotations.views.review import verdict_error, with_query
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker.model import MIN_EXAMPLES
 from siamweb.web.decorators import curator_required
+from siamweb.web.forms import form_errors
 
 BATCH_SIZE = 48
 

@@ -14,12 +14,9 @@ from annotations.models import ReviewFlag
 from annotations.selectors.flags import review_flags
 from annotations.services.flags import FlagError, review_flag_resolve
 from siamweb.web.decorators import admin_required
+from siamweb.web.forms import form_errors
 
 FLAGS_PAGE_SIZE = 50
-
-
-def _form_errors(form) -> str:
-    return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
 
 
 @admin_required
@@ -28,7 +25,7 @@ def review_flags_page(request: HttpRequest) -> HttpResponse:
     form = ReviewFlagFiltersForm(request.GET)
     context = {"form": form, "flags": []}
     if not form.is_valid():
-        context["error"] = _form_errors(form)
+        context["error"] = form_errors(form)
         return render(request, "annotations/flags.html", context, status=400)
     flags = review_flags(kind=form.cleaned_data["kind"] or None, resolved=form.resolved())
     page = Paginator(flags, FLAGS_PAGE_SIZE).get_page(request.GET.get("page"))

@@ -20,8 +20,9 @@ from annotations.selectors.stats import curator_stats
 from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import review_conflict_resolve
 from annotations.services.review.verdict_rules import VerdictError
-from annotations.views.review import form_errors, verdict_error
+from annotations.views.review import verdict_error
 from siamweb.web.decorators import admin_required, curator_required
+from siamweb.web.forms import form_errors
 
 QUEUE_PAGE_SIZE = 50
 

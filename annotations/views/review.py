@@ -44,6 +44,7 @@ from annotations.services.review.verdicts import VerdictKeyUsed, judgement_creat
 from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.text_match import matched_parts, words
 from siamweb.web.decorators import curator_required
+from siamweb.web.forms import form_errors
 
 REVIEW_PAGE = "annotations/review.html"
 REVIEW_PANEL = "annotations/_review_panel.html"
@@ -77,10 +78,6 @@ def key_used_message(stored: Judgement | None, *, item: ReviewItem) -> str:
         f"Not stored: you already judged “{item.input.text}” ({what}). To change that, undo it "
         "in your last verdicts (u if it is the latest) and judge the card again."
     )
-
-
-def form_errors(form) -> str:
-    return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())
 
 
 # --- the card -------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from models_app.siamese.artifacts import ArtifactError
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.humanize import percent_text
 from siamweb.web.decorators import admin_required
+from siamweb.web.forms import form_errors
 
 MAX_REPORTED_ROW_ERRORS = 200
 SEARCH_RESULTS = 50
@@ -275,7 +276,3 @@ class _Echo:
 
     def write(self, value: str) -> str:
         return value
-
-
-def form_errors(form: forms.Form) -> str:
-    return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items())

@@ -4,6 +4,7 @@ only one, and every error on one line."""
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from annotations.models import Taxonomy
 
@@ -31,9 +32,18 @@ def preselect_only_taxonomy(form: forms.Form, field: str = "taxonomy") -> None:
             form.initial[field] = only[0].slug
 
 
+def form_errors(form: forms.Form) -> str:
+    """Every error on one line, each after its field's label when the form gives one (what the
+    page shows beside the box), else its name; errors of the whole form stand alone."""
+    parts = []
+    for name, messages in form.errors.items():
+        field = form.fields.get(name)
+        said = " ".join(messages)
+        label = field.label if field is not None and field.label else name
+        parts.append(said if name == NON_FIELD_ERRORS else f"{label}: {said}")
+    return "; ".join(parts)
+
+
 class FieldErrorsMixin:
     def errors_text(self) -> str:
-        """Every error on one line, each naming its field."""
-        return "; ".join(
-            f"{field}: {' '.join(messages)}" for field, messages in self.errors.items()
-        )
+        return form_errors(self)
