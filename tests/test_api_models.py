@@ -11,6 +11,7 @@ from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.training.run_execution import training_run_execute
 from models_app.training.services.runs import training_run_request
 from tests.conftest import TINY_MODEL
+from tests.models_pages.conftest import make_run
 
 API = "/api/v1"
 
@@ -122,6 +123,41 @@ def test_a_version_without_an_index_build_cannot_go_live(admin_client, tiny_taxo
         "model_version": ["jobs/v9 has no index build; build one before making it live"]
     }
     assert live_version(tiny_taxonomy) == before
+
+
+def test_a_version_cannot_go_live_while_a_run_is_active(admin_client, second_version):
+    # The run measures against the live model and ends by changing it: a fine-tune would gate
+    # its candidate against a pair it did not start from and could go live over the admin's.
+    active = make_run(second_version.taxonomy, status=TrainingRun.Status.QUEUED)
+    before = live_version(second_version.taxonomy)
+    response = admin_client.post(f"{API}/model-versions/{second_version.id}/activate")
+    assert response.status_code == 409
+    assert response.json() == {
+        "model_version": [
+            f"jobs has run #{active.id} active (finetune, queued): make jobs/v2 live once it "
+            "ends, since the run measures against the live model and ends by changing it"
+        ]
+    }
+    assert live_version(second_version.taxonomy) == before != second_version.id
+    assert not AuditEvent.objects.filter(action="deployment.activate").exists()
+
+
+def test_activating_the_version_already_live_changes_and_records_nothing(
+    admin_client, tiny_taxonomy
+):
+    deployment = Deployment.objects.get(taxonomy=tiny_taxonomy)
+    live = deployment.index_build.model_version
+    make_run(tiny_taxonomy, status=TrainingRun.Status.RUNNING)  # nothing to wait for: no change
+    response = admin_client.post(f"{API}/model-versions/{live.id}/activate")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["label"], body["is_live"], body["index_build"]) == (
+        "jobs/v1",
+        True,
+        deployment.index_build_id,
+    )
+    assert Deployment.objects.get(taxonomy=tiny_taxonomy).updated_at == deployment.updated_at
+    assert not AuditEvent.objects.filter(action="deployment.activate").exists()
 
 
 def test_activating_an_unknown_version_is_a_404(admin_client, tiny_taxonomy):

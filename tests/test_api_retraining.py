@@ -232,6 +232,27 @@ def test_promoting_a_run_the_gate_did_not_reject_is_a_409(admin_client, failed_r
     assert snapshot() == before
 
 
+def test_promoting_while_another_run_is_active_is_a_409_naming_that_run(
+    admin_client, rejected_finetune
+):
+    # A fine-tune started from the live version would gate against, and go live over, a model
+    # the admin had just swapped in; a reindex or rollback would end by undoing the promotion.
+    active = make_run(rejected_finetune.taxonomy, status=TrainingRun.Status.RUNNING)
+    before = snapshot()
+    response = admin_client.post(f"{API}/training-runs/{rejected_finetune.id}/promote")
+    assert response.status_code == 409
+    assert response.json() == {
+        "training_run": [
+            f"jobs has run #{active.id} active (finetune, running): promote run "
+            f"#{rejected_finetune.id} once it ends, since the run measures against the live "
+            "model and ends by changing it"
+        ]
+    }
+    assert snapshot() == before
+    rejected_finetune.refresh_from_db()
+    assert rejected_finetune.status == TrainingRun.Status.REJECTED
+
+
 # --- retry ----------------------------------------------------------------------------------
 
 

@@ -45,6 +45,39 @@ def live_build(taxonomy: Taxonomy) -> IndexBuild | None:
     return deployment.index_build if deployment else None
 
 
+def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
+    """An admin's change of the live model waits for the taxonomy's active run: a fine-tune
+    gates its candidate against the live pair and goes live in its place, and a reindex or a
+    rollback ends by making its own build live; either would measure or undo the wrong thing."""
+    active = (
+        TrainingRun.objects.filter(taxonomy=taxonomy, status__in=TrainingRun.ACTIVE_STATUSES)
+        .order_by("id")
+        .first()
+    )
+    if active is not None:
+        raise RunStateError(
+            f"{taxonomy.slug} has run #{active.id} active ({active.kind}, "
+            f"{active.get_status_display().lower()}): {action} once it ends, since the run "
+            "measures against the live model and ends by changing it"
+        )
+
+
+def model_version_activate(*, model_version: ModelVersion, actor) -> IndexBuild:
+    """An admin makes ``model_version`` live with its newest index build, at once; asked for
+    the pair already live, nothing changes and nothing is recorded."""
+    builds = IndexBuild.objects.filter(model_version=model_version)
+    build = builds.order_by("-created_at", "-id").first()
+    if build is None:
+        raise RunStateError(
+            f"{model_version.label} has no index build; build one before making it live"
+        )
+    if live_build(model_version.taxonomy) == build:
+        return build
+    refuse_while_a_run_is_active(model_version.taxonomy, f"make {model_version.label} live")
+    deployment_activate(index_build=build, actor=actor)
+    return build
+
+
 def go_live(*, build: IndexBuild, actor) -> None:
     # Model and index are one pointer: every web and worker process picks both up on its next
     # request (models_app.serving.engines compares the deployment it loaded with the current one).
@@ -121,6 +154,7 @@ def training_run_promote(*, run: TrainingRun, actor) -> TrainingRun:
             )
         if run.index_build is None or run.model_version is None:
             raise RunStateError(f"run {run.id} has no candidate to promote")
+        refuse_while_a_run_is_active(run.taxonomy, f"promote run #{run.id}")
         replaced = live_version(run.taxonomy)
         report = {
             **run.gate_report,

@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from annotations.models import Taxonomy
-from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
+from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.training.promotion import RunStateError
 from siamweb.web.api import object_or_404
 from siamweb.web.fields import named_choice_field
@@ -38,10 +38,6 @@ def model_versions() -> QuerySet[ModelVersion]:
 def live_version_ids() -> set[int]:
     """One small query: a taxonomy has at most one deployment."""
     return set(Deployment.objects.values_list("index_build__model_version_id", flat=True))
-
-
-def newest_index_build(version: ModelVersion) -> IndexBuild | None:
-    return IndexBuild.objects.filter(model_version=version).order_by("-created_at", "-id").first()
 
 
 def training_runs() -> QuerySet[TrainingRun]:

@@ -11,12 +11,14 @@ from models_app.models import ModelVersion
 from models_app.training.api.base import (
     live_version_ids,
     model_versions,
-    newest_index_build,
     run_action_response,
 )
 from models_app.training.api.runs import TrainingRunDetailSerializer
-from models_app.training.promotion import model_version_rollback
-from models_app.training.services.indexes import deployment_activate
+from models_app.training.promotion import (
+    RunStateError,
+    model_version_activate,
+    model_version_rollback,
+)
 from siamweb.web.api import (
     BAD_REQUEST,
     CONFLICT,
@@ -95,22 +97,19 @@ class ModelVersionActivateApi(AdminApi):
             200: OutputSerializer,
             403: FORBIDDEN,
             404: NOT_FOUND,
-            409: OpenApiResponse(description="The version has no index build to go live with"),
+            409: OpenApiResponse(
+                description="The version has no index build to go live with, or the taxonomy "
+                "has a training run active (it measures against the live model and ends by "
+                "changing it)"
+            ),
         },
     )
     def post(self, request: Request, version_id: int) -> Response:
         version = object_or_404(model_versions(), version_id, "model version")
-        build = newest_index_build(version)
-        if build is None:
-            return Response(
-                {
-                    "model_version": [
-                        f"{version.label} has no index build; build one before making it live"
-                    ]
-                },
-                status=status.HTTP_409_CONFLICT,
-            )
-        deployment_activate(index_build=build, actor=request.user)
+        try:
+            build = model_version_activate(model_version=version, actor=request.user)
+        except RunStateError as exc:
+            return Response({"model_version": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         version.index_build = build.id
         context = {"live_ids": live_version_ids()}
         return Response(self.OutputSerializer(version, context=context).data)
