@@ -69,9 +69,13 @@ class ImportForm(forms.Form):
     format = forms.ChoiceField(choices=Taxonomy.Format.choices)
     slug = forms.CharField(
         max_length=64,
-        help_text="Letters, digits, '-' and '_'. An existing slug is updated from the file.",
+        help_text="Letters, digits, '-' and '_'.",
     )
     name = forms.CharField(max_length=200, required=False)
+    # One form creates and updates: a slug typed by mistake must not replace a live taxonomy.
+    replace = forms.BooleanField(
+        required=False, label="Replace the taxonomy of this slug if there is one"
+    )
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"].strip()
@@ -87,6 +91,22 @@ class ImportForm(forms.Form):
         if too_large:
             raise forms.ValidationError(too_large)
         return upload
+
+    def clean(self):
+        data = super().clean()
+        slug = data.get("slug")
+        if slug and not data.get("replace"):
+            existing = Taxonomy.objects.filter(slug=slug).first()
+            if existing is not None:
+                counts = taxonomy_counts(existing)
+                self.add_error(
+                    "slug",
+                    f"{slug} is taken by {existing.name} ({counts['groups']:,} groups, "
+                    f'{counts["members"]:,} strings); tick "Replace" to update it from '
+                    "this file, which removes its taxonomy strings the file does not hold, or "
+                    "choose a new slug",
+                )
+        return data
 
 
 # --- the taxonomy list and imports ----------------------------------------------------------

@@ -60,13 +60,35 @@ def test_an_import_into_a_taxonomy_with_a_live_model_queues_a_reindex(
 ):
     client.force_login(admin_user)
     extra = "group_code,group_name,text\n15-1252,Software Developers,Rust Developer\n"
-    response = client.post(
-        "/taxonomies/",
-        {"slug": "jobs", "name": "Tiny jobs", "format": "csv", "file": csv_upload(extra)},
-    )
+    fields = {"slug": "jobs", "name": "Tiny jobs", "format": "csv", "replace": "1"}
+    response = client.post("/taxonomies/", {**fields, "file": csv_upload(extra)})
     assert response.status_code == 302
     run = TrainingRun.objects.filter(taxonomy=tiny_taxonomy).latest("id")
     assert (run.kind, run.status, run.trigger) == ("reindex", "queued", "import")
+
+
+def test_an_existing_slug_is_replaced_only_when_the_box_says_so(client, tiny_taxonomy, admin_user):
+    # One form creates and updates: a slug typed by mistake must not empty a live taxonomy.
+    client.force_login(admin_user)
+    one_row = "group_code,group_name,text\n15-1252,Software Developers,Rust Developer\n"
+    members = sorted(Member.objects.filter(taxonomy=tiny_taxonomy).values_list("id", "text"))
+    runs = TrainingRun.objects.count()
+    response = client.post(
+        "/taxonomies/", {"slug": "jobs", "format": "csv", "file": csv_upload(one_row)}
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert (
+        "slug: jobs is taken by Tiny jobs (5 groups, 21 strings); tick &quot;Replace&quot; to "
+        "update it from this file, which removes its taxonomy strings the file does not hold, "
+        "or choose a new slug"
+    ) in page
+    assert sorted(Member.objects.filter(taxonomy=tiny_taxonomy).values_list("id", "text")) == (
+        members
+    )
+    assert TrainingRun.objects.count() == runs
+    # The page keeps what was typed, the box unticked.
+    assert 'value="jobs"' in page and 'name="replace" value="1" data-testid' in page
 
 
 def test_a_csv_with_bad_rows_stores_nothing_and_lists_each_bad_row_by_file_and_line(
