@@ -18,7 +18,7 @@ import ftfy
 
 from models_app.siamese.text import TextError, clean_multiline_text, clean_text
 from siamweb.csv_cells import spreadsheet_text
-from siamweb.uploads import NotUtf8Error, blank_line, utf8_text
+from siamweb.uploads import NotUtf8Error, blank_line, separator_advice, utf8_text
 
 CSV_REQUIRED_COLUMNS = ("group_code", "group_name", "text")
 ONET_OCCUPATIONS = "Occupation Data.txt"
@@ -92,7 +92,10 @@ def _rows(
     missing = [c for c in required if c not in columns]
     if missing:
         found = ", ".join(columns) or "none"
-        raise ImportFileError(f"{name} lacks the column(s) {', '.join(missing)}; it has {found}")
+        raise ImportFileError(
+            f"{name} lacks the column(s) {', '.join(missing)}; it has {found}"
+            + separator_advice(columns)
+        )
     ended = 1  # the header's line
     try:
         for row in reader:

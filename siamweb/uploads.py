@@ -1,6 +1,6 @@
 """What every uploaded file is put through, whichever area takes it (a taxonomy, a file of inputs,
-a bulk job): copied with a cap on its size, its bytes read as UTF-8 text by one rule, and what a
-blank line is."""
+a bulk job): copied with a cap on its size, its bytes read as UTF-8 text by one rule, what a
+blank line is, and a CSV header that uses another separator than commas."""
 
 from __future__ import annotations
 
@@ -48,6 +48,26 @@ def blank_line(fields: list[str]) -> bool:
     and loses nothing; "  ,  " is a row whose fields are empty, and reported as one. (A bulk job
     keeps it: each row of its result stands where its input's row stood.)"""
     return len(fields) <= 1 and not "".join(fields).strip()
+
+
+def other_separator(header: list[str]) -> str | None:
+    """What a CSV header read with commas seems separated by instead ("semicolons", "tabs"), or
+    None: spreadsheets in many locales save "CSV" with semicolons, and such a header reads as
+    one column whose name holds them all."""
+    if len(header) != 1:
+        return None
+    for separator, name in ((";", "semicolons"), ("\t", "tabs")):
+        if separator in header[0]:
+            return name
+    return None
+
+
+def separator_advice(header: list[str]) -> str:
+    """``other_separator`` as the end of a refusal ("" when the header uses commas)."""
+    found = other_separator(header)
+    if found is None:
+        return ""
+    return f"; its header row seems separated by {found}: save the file as comma-separated CSV"
 
 
 def copy_capped(source: IO[bytes], out: IO[bytes], *, limit: int) -> int:

@@ -442,6 +442,11 @@ def test_a_failed_job_is_retried_from_its_checkpoint(tiny_taxonomy):
         (b'title\nnurse\nbarista\n"trucker\n', "jobs.csv", "title", "on line 4 is never closed"),
         (b"title,title\nnurse,x\n", "jobs.csv", "title", "'title' 2 times (columns 1, 2)"),
         (b"ti\xe9tle\nnurse\n", "jobs.csv", "title", "is not UTF-8: line 1 (byte 2)"),
+        # A spreadsheet's "CSV" in many locales: read with commas, one column of whole lines.
+        (b"id;title\n1;nurse\n", "jobs.csv", "id;title",
+         "jobs.csv's header row 'id;title' seems separated by semicolons, not commas: save the "
+         "file as comma-separated CSV"),
+        (b"id\ttitle\n1\tnurse\n", "jobs.csv", "title", "seems separated by tabs, not commas"),
     ],
 )  # fmt: skip
 def test_a_file_it_cannot_read_is_refused_with_the_reason(

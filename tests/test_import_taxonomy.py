@@ -168,6 +168,11 @@ def test_blank_lines_are_no_rows_as_in_an_upload_of_inputs(tmp_path):
     ("content", "message"),
     [
         ("code,name,title\nA,Alpha,alpha\n", "lacks the column(s) group_code, group_name, text"),
+        (
+            "group_code;group_name;text\nA;Alpha;alpha\n",
+            "it has group_code;group_name;text; its header row seems separated by semicolons: "
+            "save the file as comma-separated CSV",
+        ),
         (b"group_code,group_name,text\n" + "A,Ä,x\n".encode("latin-1"), "not UTF-8"),
         ("group_code,group_name,text\n", "holds no usable rows"),
         # A quote opened and never closed would swallow the rest of the file into one field.

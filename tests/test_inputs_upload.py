@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -121,6 +123,17 @@ def test_a_utf16_file_is_refused_with_a_hint_to_save_it_as_utf8():
 def test_a_csv_without_a_text_column_is_refused_naming_the_columns_it_has():
     with pytest.raises(UploadFileError, match=r"lacks a 'text' column.*it has 'title', 'city'"):
         parse_inputs_file(data=b"title,city\nBarista,Bonn\n", filename="titles.csv")
+
+
+def test_a_csv_separated_by_semicolons_is_refused_saying_so():
+    with pytest.raises(
+        UploadFileError,
+        match=re.escape(
+            "it has 'text;city'; its header row seems separated by semicolons: save the file as "
+            "comma-separated CSV"
+        ),
+    ):
+        parse_inputs_file(data=b"text;city\nBarista;Bonn\n", filename="titles.csv")
 
 
 def test_a_file_that_is_neither_csv_nor_txt_is_refused():

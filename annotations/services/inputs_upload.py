@@ -28,7 +28,7 @@ from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
 from models_app.siamese.text import TextError, clean_text, comparison_key
 from siamweb.humanize import format_size
-from siamweb.uploads import NotUtf8Error, blank_line, utf8_text
+from siamweb.uploads import NotUtf8Error, blank_line, separator_advice, utf8_text
 
 # Upload limits: a file is read into memory and stored in one transaction, within one request,
 # so its rows are capped to what a request can store before a proxy gives up on it
@@ -158,6 +158,7 @@ def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, object]]:
             found = ", ".join(repr(name.strip()) for name in header if name.strip()) or "none"
             raise UploadFileError(
                 f"{filename} lacks a {CSV_TEXT_COLUMN!r} column in its header row; it has {found}"
+                + separator_advice(header)
             )
         position = columns.index(CSV_TEXT_COLUMN)
         start = reader.line_num + 1

@@ -52,7 +52,7 @@ from models_app.serving.engines import NoLiveModel, artifact_path
 from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
 from siamweb.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
-from siamweb.uploads import NotUtf8Error, copy_capped, utf8_text
+from siamweb.uploads import NotUtf8Error, copy_capped, other_separator, utf8_text
 
 # The upload is checked this far before the job is accepted (encoding, header, a first row);
 # a row further on that is not UTF-8 or not valid CSV is kept in the results with the reason.
@@ -79,6 +79,13 @@ def _check_head(path: Path, *, fmt: str, filename: str, column: str) -> tuple[in
             f"{head[exc.start : exc.start + 4]!r}; save the file as UTF-8"
         ) from None
     columns, offset, line = read_header(path, fmt=fmt, filename=filename)
+    separator = other_separator(columns) if fmt == BulkJob.Format.CSV else None
+    if separator is not None:
+        # Read with commas it is one column, and every row would be normalized whole.
+        raise BulkFileError(
+            f"{filename}'s header row {columns[0]!r} seems separated by {separator}, not "
+            "commas: save the file as comma-separated CSV"
+        )
     column_position(columns, column, filename=filename)
     with path.open("rb") as handle:
         rows = read_records(handle, fmt=fmt, filename=filename, offset=offset, line=line)
