@@ -122,7 +122,8 @@ def rollback_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         model_version=target, progress=clock.stages({"encode": "encode", "index": "index"})
     )
     clock.done("index")
-    go_live(build=build, actor=None)
+    # Recorded as the switch the admin asked for: the trail's next "before" is explained.
+    go_live(build=build, actor=run.requested_by)
     return {
         "status": TrainingRun.Status.SUCCEEDED,
         "index_build": build,

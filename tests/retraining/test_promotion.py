@@ -162,6 +162,13 @@ def test_a_rollback_makes_an_earlier_version_live_with_a_fresh_index(taxonomy, a
     (result,) = rank_taxonomy_groups(taxonomy, ["icu nurse"], k=1)
     assert result.model_version == first.label
     assert AuditEvent.objects.filter(action="model_version.rollback").count() == 1
+    # The switch itself is in the trail, by whoever asked, from the version it replaced.
+    switch = AuditEvent.objects.filter(action="deployment.activate").latest("id")
+    assert (switch.actor, switch.before["model_version"], switch.after["model_version"]) == (
+        admin_user,
+        run.model_version_id,
+        first.id,
+    )
     with pytest.raises(RunStateError, match="already live"):
         model_version_rollback(model_version=first, actor=admin_user)
 
