@@ -18,6 +18,8 @@ MAX_ID = 2**63 - 1
 # [0-9], not \d: \d also matches the digits of every other script.
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 ID_ERROR = "an id is ASCII digits (0-9) alone, or a JSON integer"
+# A form or a query string carries text only: no JSON integer can come there.
+_FORM_ID_ERROR = "an id is ASCII digits (0-9) alone"
 
 
 class IdError(ValueError):
@@ -64,5 +66,6 @@ class IdFormField(forms.IntegerField):
         try:
             return parse_id(value)
         except IdError as exc:
-            message = f"{self.error_messages['invalid']} {exc}"
+            said = _FORM_ID_ERROR if str(exc) == ID_ERROR else str(exc)
+            message = f"{self.error_messages['invalid']} {said}"
             raise forms.ValidationError(message, code="invalid") from None

@@ -72,5 +72,7 @@ def test_the_review_forms_refuse_ids_not_in_ascii_digits(item, value):
 def test_a_form_id_field_takes_ascii_digits():
     field = IdFormField(min_value=1)
     assert field.clean("42") == 42
-    with pytest.raises(forms.ValidationError):
+    # A page's form or query string holds text: its refusal speaks of digits, not of JSON.
+    with pytest.raises(forms.ValidationError) as refused:
         field.clean(FULL_WIDTH)
+    assert refused.value.messages == ["Enter a whole number. an id is ASCII digits (0-9) alone"]
