@@ -201,6 +201,13 @@ def models_version_rollback(request: HttpRequest, version_id: int) -> HttpRespon
         "testid": "confirm-rollback",
     }
     if request.method == "GET":
+        if live == version:  # a stale page's link: there is nothing to confirm
+            context.update(
+                title=f"{version.label} is live",
+                explanation=f"{version.label} is the live version of {version.taxonomy.slug}: "
+                "there is nothing to roll back to.",
+                button=None,
+            )
         return _confirm(request, context)
     try:
         run = model_version_rollback(model_version=version, actor=request.user)

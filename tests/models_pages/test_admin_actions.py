@@ -88,6 +88,18 @@ def test_a_rollback_asks_to_confirm_first(client, admin_user, older_version):
     assert snapshot() == before
 
 
+def test_the_rollback_page_of_the_live_version_offers_nothing_to_confirm(
+    client, admin_user, first_version
+):
+    # Reached from a stale page: it read "make jobs/v1 live in place of jobs/v1".
+    client.force_login(admin_user)
+    response = client.get(f"/models/versions/{first_version.id}/rollback")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "jobs/v1 is the live version of jobs: there is nothing to roll back to." in page
+    assert 'data-testid="confirm"' not in page and "in place of" not in page
+
+
 def test_an_admin_rolls_back_to_an_earlier_version(client, admin_user, older_version):
     client.force_login(admin_user)
     response = client.post(f"/models/versions/{older_version.id}/rollback")
