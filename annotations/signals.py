@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.dispatch import Signal
 
-from annotations.models import Taxonomy
+from annotations.models import Member, Taxonomy
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,22 @@ class QueuedRun:
 taxonomy_imported = Signal()
 
 
+class TaxonomyCannotServe(ValueError):
+    """No model can serve the taxonomy's strings as they are; the message says what to do."""
+
+
 def taxonomy_serve_request(*, taxonomy: Taxonomy, requested_by=None) -> QueuedRun | None:
     """Ask the model's side to serve ``taxonomy``'s members as they are now: the run it queued,
-    or None when one is already active."""
+    or None when one is already active. ``TaxonomyCannotServe`` while its strings are in fewer
+    than two groups: a model tells groups apart, and its build would fail however often it was
+    retried."""
+    groups = Member.objects.filter(taxonomy=taxonomy).values("group_id").distinct().count()
+    if groups < 2:
+        raise TaxonomyCannotServe(
+            f"{taxonomy.slug} cannot serve yet: its strings are in {groups} group"
+            f"{'' if groups == 1 else 's'}, and a model needs at least two to tell apart; add "
+            "strings to another group on its page, or import a file that holds them"
+        )
     answers = taxonomy_imported.send(sender=Taxonomy, taxonomy=taxonomy, requested_by=requested_by)
     if not answers:
         # Nothing would ever serve the import: a deployment without models_app is broken.

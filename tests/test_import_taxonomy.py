@@ -372,3 +372,14 @@ def test_the_command_queues_what_makes_a_new_taxonomy_serve_as_the_page_does(cap
     assert f"queued run #{run.id}: jobs serves with the pretrained model" in capsys.readouterr().out
     call_command("import_taxonomy", "skills", str(TINY_CSV), "--format", "csv", "--no-model")
     assert not TrainingRun.objects.filter(taxonomy__slug="skills").exists()
+
+
+def test_the_command_says_why_a_taxonomy_of_one_group_is_not_queued_to_serve(tmp_path, capsys):
+    from models_app.models import TrainingRun
+
+    solo = write(tmp_path, "solo.csv", "group_code,group_name,text\nA,Alpha,alpha\n")
+    call_command("import_taxonomy", "solo", str(solo), "--format", "csv")
+    out = capsys.readouterr().out
+    assert "nothing queued: solo cannot serve yet: its strings are in 1 group" in out
+    assert Taxonomy.objects.filter(slug="solo").exists()
+    assert not TrainingRun.objects.exists()

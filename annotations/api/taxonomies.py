@@ -42,7 +42,7 @@ from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
 from annotations.services.taxonomy_upload import taxonomy_import_upload
-from annotations.signals import taxonomy_serve_request
+from annotations.signals import TaxonomyCannotServe, taxonomy_serve_request
 from models_app.serving.api import serving_error_response
 from models_app.serving.auto_coding_audits import auto_coding_state
 from models_app.serving.engines import NoLiveModel
@@ -124,6 +124,9 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
         members_removed = serializers.IntegerField()
         skipped_rows = serializers.ListField(child=serializers.CharField())
         queued_run = serializers.IntegerField(allow_null=True)
+        not_serving_reason = serializers.CharField(
+            allow_null=True, help_text="Why no run was queued to serve it, when none could be"
+        )
 
     @extend_schema(summary="Taxonomies", responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -152,11 +155,12 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
         except ImportRejected as exc:
             rows = [str(error) for error in exc.errors[:MAX_ROW_ERRORS]]
             return Response({"file": [str(exc)], "rows": rows}, status=status.HTTP_400_BAD_REQUEST)
-        run = (
-            taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
-            if data["serve"]
-            else None
-        )
+        run, not_serving = None, None
+        if data["serve"]:
+            try:
+                run = taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
+            except TaxonomyCannotServe as exc:
+                not_serving = str(exc)
         body = {
             "taxonomy": taxonomies().get(id=report.taxonomy.id),
             "summary": report.summary(),
@@ -166,6 +170,7 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
             "members_removed": report.members_removed,
             "skipped_rows": [str(error) for error in report.skipped_rows[:MAX_ROW_ERRORS]],
             "queued_run": run.id if run is not None else None,
+            "not_serving_reason": not_serving,
         }
         return Response(self.ImportOutputSerializer(body).data, status=status.HTTP_201_CREATED)
 

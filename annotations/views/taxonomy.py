@@ -44,7 +44,7 @@ from annotations.services.taxonomy_upload import (
     taxonomy_import_upload,
     upload_too_large,
 )
-from annotations.signals import taxonomy_serve_request
+from annotations.signals import TaxonomyCannotServe, taxonomy_serve_request
 from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_state
 from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
 from models_app.siamese.artifacts import ArtifactError
@@ -141,7 +141,11 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
             status=400,
         )
     messages.info(request, report.summary())
-    run = taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
+    try:
+        run = taxonomy_serve_request(taxonomy=report.taxonomy, requested_by=request.user)
+    except TaxonomyCannotServe as exc:
+        messages.warning(request, f"{exc}.")
+        return redirect("taxonomy-detail", slug=report.taxonomy.slug)
     if run is not None:
         if run.reindex:
             messages.info(request, f"Queued a reindex for {report.taxonomy.slug}.")

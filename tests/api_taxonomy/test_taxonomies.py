@@ -79,6 +79,25 @@ def test_an_admin_imports_a_taxonomy_file_and_it_is_queued_to_serve(db, admin_us
     assert (body["rows_read"], body["members_created"], body["skipped_rows"]) == (3, 3, [])
     run = TrainingRun.objects.get(id=body["queued_run"])
     assert (run.kind, run.status, run.config) == ("build", "queued", PRETRAINED_SPEC)
+    assert body["not_serving_reason"] is None
+
+
+def test_a_file_with_strings_of_one_group_is_imported_and_says_why_nothing_serves(db, admin_user):
+    from models_app.models import TrainingRun
+    from tests.api_taxonomy.conftest import client_for
+
+    one_group = b"group_code,group_name,text\nA,Alpha,alpha one\n"
+    response = client_for(admin_user).post(
+        f"{API}/taxonomies", {"slug": "solo", "format": "csv", "file": upload(one_group)},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["created"], body["members_created"], body["queued_run"]) == (True, 1, None)
+    assert body["not_serving_reason"].startswith(
+        "solo cannot serve yet: its strings are in 1 group, and a model needs at least two"
+    )
+    assert not TrainingRun.objects.exists()
 
 
 def test_a_file_with_bad_rows_is_refused_whole_naming_them(db, admin_user):

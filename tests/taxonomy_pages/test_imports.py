@@ -55,11 +55,34 @@ def test_an_admin_imports_a_csv_and_lands_on_the_new_taxonomy(client, db, admin_
     assert "greek will serve with the pretrained model as soon as its members are" in page
 
 
+def test_a_taxonomy_with_strings_in_one_group_is_imported_but_not_promised_to_serve(
+    client, db, admin_user
+):
+    # Its build would fail ("at least two groups") however often it was retried.
+    client.force_login(admin_user)
+    one_group = "group_code,group_name,text\nA,Alpha,alpha one\nA,Alpha,alpha two\n"
+    response = client.post(
+        "/taxonomies/", {"slug": "solo", "format": "csv", "file": csv_upload(one_group)}
+    )
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert "solo: 2 rows read" in page
+    assert (
+        "solo cannot serve yet: its strings are in 1 group, and a model needs at least two to "
+        "tell apart; add strings to another group on its page, or import a file that holds them."
+    ) in page
+    assert "will serve" not in page
+    assert not TrainingRun.objects.exists()
+
+
 def test_an_import_into_a_taxonomy_with_a_live_model_queues_a_reindex(
     client, tiny_taxonomy, admin_user
 ):
     client.force_login(admin_user)
-    extra = "group_code,group_name,text\n15-1252,Software Developers,Rust Developer\n"
+    extra = (
+        "group_code,group_name,text\n15-1252,Software Developers,Rust Developer\n"
+        "35-3023,Baristas,Espresso Maker\n"
+    )
     fields = {"slug": "jobs", "name": "Tiny jobs", "format": "csv", "replace": "1"}
     response = client.post("/taxonomies/", {**fields, "file": csv_upload(extra)})
     assert response.status_code == 302

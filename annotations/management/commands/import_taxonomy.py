@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.importers import ImportFileError
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
-from annotations.signals import taxonomy_serve_request
+from annotations.signals import TaxonomyCannotServe, taxonomy_serve_request
 
 _MAX_ERRORS_SHOWN = 50
 
@@ -54,7 +54,11 @@ class Command(BaseCommand):
         self.stdout.write(report.summary())
         if no_model:
             return
-        run = taxonomy_serve_request(taxonomy=report.taxonomy)
+        try:
+            run = taxonomy_serve_request(taxonomy=report.taxonomy)
+        except TaxonomyCannotServe as exc:
+            self.stdout.write(f"nothing queued: {exc}")
+            return
         if run is None:
             self.stdout.write(f"{slug} already has a run queued or running; nothing more queued")
         elif run.reindex:
