@@ -94,7 +94,8 @@ def _rows(
         found = ", ".join(columns) or "none"
         raise ImportFileError(
             f"{name} lacks the column(s) {', '.join(missing)}; it has {found}"
-            + separator_advice(columns)
+            # O*NET's files are read with tabs: the advice is for files meant as CSV.
+            + (separator_advice(columns) if csv_options.get("delimiter", ",") == "," else "")
         )
     ended = 1  # the header's line
     try:

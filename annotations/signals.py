@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.dispatch import Signal
 
-from annotations.models import Member, Taxonomy
+from annotations.models import Taxonomy
 
 
 @dataclass(frozen=True)
@@ -27,21 +27,13 @@ taxonomy_imported = Signal()
 
 
 class TaxonomyCannotServe(ValueError):
-    """No model can serve the taxonomy's strings as they are; the message says what to do."""
+    """No model can be built for the taxonomy's strings as they are; the message says what to
+    do. Raised by the receiver, which knows what serving needs."""
 
 
 def taxonomy_serve_request(*, taxonomy: Taxonomy, requested_by=None) -> QueuedRun | None:
     """Ask the model's side to serve ``taxonomy``'s members as they are now: the run it queued,
-    or None when one is already active. ``TaxonomyCannotServe`` while its strings are in fewer
-    than two groups: a model tells groups apart, and its build would fail however often it was
-    retried."""
-    groups = Member.objects.filter(taxonomy=taxonomy).values("group_id").distinct().count()
-    if groups < 2:
-        raise TaxonomyCannotServe(
-            f"{taxonomy.slug} cannot serve yet: its strings are in {groups} group"
-            f"{'' if groups == 1 else 's'}, and a model needs at least two to tell apart; add "
-            "strings to another group on its page, or import a file that holds them"
-        )
+    or None when one is already active; ``TaxonomyCannotServe`` when none can be built."""
     answers = taxonomy_imported.send(sender=Taxonomy, taxonomy=taxonomy, requested_by=requested_by)
     if not answers:
         # Nothing would ever serve the import: a deployment without models_app is broken.

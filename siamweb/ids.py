@@ -19,22 +19,22 @@ MAX_ID = 2**63 - 1
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 ID_ERROR = "an id is ASCII digits (0-9) alone, or a JSON integer"
 # A form or a query string carries text only: no JSON integer can come there.
-_FORM_ID_ERROR = "an id is ASCII digits (0-9) alone"
+TEXT_ID_ERROR = "an id is ASCII digits (0-9) alone"
 
 
 class IdError(ValueError):
     """A value that is not an id; the message says what an id is."""
 
 
-def parse_id(value: object) -> int:
+def parse_id(value: object, *, text_only: bool = False) -> int:
     """``value`` as an id: an ``int`` (not a bool, not a float), or a ``str`` of ASCII digits,
-    at most ``MAX_ID``."""
+    at most ``MAX_ID``. ``text_only``: it came as text (a form), and the refusal says so."""
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, str) and _ASCII_DIGITS.fullmatch(value):
         number = int(value)
     else:
-        raise IdError(ID_ERROR)
+        raise IdError(TEXT_ID_ERROR if text_only else ID_ERROR)
     if not 0 <= number <= MAX_ID:
         raise IdError(f"must be between 0 and {MAX_ID}")
     return number
@@ -64,8 +64,7 @@ class IdFormField(forms.IntegerField):
         if value in self.empty_values:
             return None
         try:
-            return parse_id(value)
+            return parse_id(value, text_only=True)
         except IdError as exc:
-            said = _FORM_ID_ERROR if str(exc) == ID_ERROR else str(exc)
-            message = f"{self.error_messages['invalid']} {said}"
+            message = f"{self.error_messages['invalid']} {exc}"
             raise forms.ValidationError(message, code="invalid") from None

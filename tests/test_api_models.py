@@ -126,8 +126,8 @@ def test_a_version_without_an_index_build_cannot_go_live(admin_client, tiny_taxo
 
 
 def test_a_version_cannot_go_live_while_a_run_is_active(admin_client, second_version):
-    # The run measures against the live model and ends by changing it: a fine-tune would gate
-    # its candidate against a pair it did not start from and could go live over the admin's.
+    # The run may compare its work with the live model or make its own live: a fine-tune would
+    # gate its candidate against a pair it did not start from and could go live over the admin's.
     active = make_run(second_version.taxonomy, status=TrainingRun.Status.QUEUED)
     before = live_version(second_version.taxonomy)
     response = admin_client.post(f"{API}/model-versions/{second_version.id}/activate")
@@ -135,7 +135,7 @@ def test_a_version_cannot_go_live_while_a_run_is_active(admin_client, second_ver
     assert response.json() == {
         "model_version": [
             f"jobs has run #{active.id} active (finetune, queued): make jobs/v2 live once it "
-            "ends, since the run measures against the live model and ends by changing it"
+            "ends, since the run may compare its work with the live model or make its own live"
         ]
     }
     assert live_version(second_version.taxonomy) == before != second_version.id

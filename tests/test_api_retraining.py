@@ -244,8 +244,8 @@ def test_promoting_while_another_run_is_active_is_a_409_naming_that_run(
     assert response.json() == {
         "training_run": [
             f"jobs has run #{active.id} active (finetune, running): promote run "
-            f"#{rejected_finetune.id} once it ends, since the run measures against the live "
-            "model and ends by changing it"
+            f"#{rejected_finetune.id} once it ends, since the run may compare its work with the "
+            "live model or make its own live"
         ]
     }
     assert snapshot() == before

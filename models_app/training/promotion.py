@@ -58,7 +58,7 @@ def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
         raise RunStateError(
             f"{taxonomy.slug} has run #{active.id} active ({active.kind}, "
             f"{active.get_status_display().lower()}): {action} once it ends, since the run "
-            "measures against the live model and ends by changing it"
+            "may compare its work with the live model or make its own live"
         )
 
 

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from models_app.models import ModelVersion
+from models_app.siamese.artifacts import ArtifactError
 from models_app.training.api.base import (
     live_version_ids,
     model_versions,
@@ -99,8 +100,8 @@ class ModelVersionActivateApi(AdminApi):
             404: NOT_FOUND,
             409: OpenApiResponse(
                 description="The version has no index build to go live with, or the taxonomy "
-                "has a training run active (it measures against the live model and ends by "
-                "changing it)"
+                "has a training run active (it may compare its work with the live model or "
+                "make its own live), or the version cannot serve with its index"
             ),
         },
     )
@@ -108,7 +109,7 @@ class ModelVersionActivateApi(AdminApi):
         version = object_or_404(model_versions(), version_id, "model version")
         try:
             build = model_version_activate(model_version=version, actor=request.user)
-        except RunStateError as exc:
+        except (RunStateError, ArtifactError) as exc:  # ArtifactError: model and index differ
             return Response({"model_version": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         version.index_build = build.id
         context = {"live_ids": live_version_ids()}

@@ -15,8 +15,8 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from annotations.models import Taxonomy
-from annotations.signals import QueuedRun
+from annotations.models import Member, Taxonomy
+from annotations.signals import QueuedRun, TaxonomyCannotServe
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.serving.engines import NoLiveModel, artifact_path, encoder_for
 from models_app.siamese.progress import Progress
@@ -115,7 +115,18 @@ def taxonomy_imported_serve(
     sender, *, taxonomy: Taxonomy, requested_by=None, **kwargs
 ) -> QueuedRun | None:
     """The receiver of curation's ``taxonomy_imported`` (connected in models_app/apps.py): the
-    run that makes an imported taxonomy serve its members, as ``taxonomy_model_refresh``."""
+    run that makes an imported taxonomy serve its members, as ``taxonomy_model_refresh``.
+    ``TaxonomyCannotServe`` for a taxonomy with no live model whose strings are in fewer than
+    two groups: a build tells groups apart, and would fail however often it was retried (a
+    live model is reindexed over whatever groups there are)."""
+    if not Deployment.objects.filter(taxonomy=taxonomy).exists():
+        groups = Member.objects.filter(taxonomy=taxonomy).values("group_id").distinct().count()
+        if groups < 2:
+            raise TaxonomyCannotServe(
+                f"{taxonomy.slug} cannot serve yet: its strings are in {groups} group"
+                f"{'' if groups == 1 else 's'}, and a model needs at least two to tell apart; "
+                "import it again from a file that holds strings of two groups or more"
+            )
     run = taxonomy_model_refresh(taxonomy=taxonomy, requested_by=requested_by)
     if run is None:
         return None
