@@ -418,6 +418,18 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     TrainingRun.objects.filter(id=run.id).update(
         status=TrainingRun.Status.EVALUATED, gate_report=report, heartbeat_at=timezone.now()
     )
+    now_live = live_version(taxonomy)
+    if now_live != parent:
+        # An admin's switch raced this run's request (a switch waits for an active run): the
+        # gate compared with a pair no longer live, and going live would undo the switch.
+        why = (
+            f"{now_live.label if now_live else 'no version'} went live during the run, which "
+            f"started from {parent.label}: fine-tune again to measure against it"
+        )
+        report = {**report, "decision": "reject", "reasons": [*report["reasons"], why]}
+        candidate.metrics = {**candidate.metrics, "gate": report}
+        candidate.save(update_fields=["metrics"])
+        TrainingRun.objects.filter(id=run.id).update(gate_report=report)
     if report["decision"] != "promote":
         return {"status": TrainingRun.Status.REJECTED}
 

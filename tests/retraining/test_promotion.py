@@ -25,8 +25,16 @@ from models_app.training.promotion import (
 )
 from models_app.training.retraining import finetune_run_request, training_run_retry
 from models_app.training.run_execution import training_run_execute
-from models_app.training.services.runs import run_checkpoint_dir
-from tests.retraining.conftest import CORRECTIONS, correct_everything, finetune, group, run_queued
+from models_app.training.services.indexes import deployment_activate
+from models_app.training.services.runs import run_checkpoint_dir, training_run_request
+from tests.retraining.conftest import (
+    CORRECTIONS,
+    TRAINABLE,
+    correct_everything,
+    finetune,
+    group,
+    run_queued,
+)
 from worker import tasks
 
 
@@ -89,6 +97,35 @@ def test_an_admin_forces_a_rejected_candidate_live(taxonomy, admin_user):
     assert (event.actor, event.after["live"]) == (admin_user, run.model_version_id)
     with pytest.raises(RunStateError, match="only a rejected fine-tune"):
         training_run_promote(run=promoted, actor=admin_user)
+
+
+def test_a_finetune_does_not_go_live_over_a_version_switched_in_while_it_was_queued(
+    taxonomy, curator, admin_user, settings
+):
+    # What a race between an admin's activation and a fine-tune's request leaves: the run's
+    # parent is no longer live when it ends. Whatever its gate found, it must not undo the
+    # switch, and its report says why.
+    settings.SIAMWEB_GATE_ALPHA = 1e-9  # as above: the gate alone would promote
+    correct_everything(taxonomy, curator)
+    first = live_version(taxonomy)
+    other = training_run_request(
+        taxonomy=taxonomy, kind="build", config=TRAINABLE, activate=False, enqueue=False
+    )
+    other = training_run_execute(run_id=other.id)
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+    assert run.parent_version == first
+    deployment_activate(index_build=other.index_build, actor=admin_user)  # the race
+
+    run = training_run_execute(run_id=run.id)
+
+    assert run.status == "rejected"
+    assert live_version(taxonomy) == other.model_version
+    assert run.gate_report["decision"] == "reject"
+    assert (
+        f"{other.model_version.label} went live during the run, which started from "
+        f"{first.label}: fine-tune again to measure against it"
+    ) in run.gate_report["reasons"]
+    assert run.model_version.metrics["gate"]["decision"] == "reject"
 
 
 def test_promotion_predicts_pending_inputs_again(taxonomy, curator, admin_user):
