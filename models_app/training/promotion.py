@@ -20,6 +20,7 @@ from annotations.services.audit import audit_record
 from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.siamese.progress import Progress
 from models_app.training.gate import Comparison
+from models_app.training.selectors.runs import training_run_active
 from models_app.training.selectors.versions import model_version_was_live
 from models_app.training.services.indexes import deployment_activate, index_build_create
 from models_app.training.services.run_clock import index_clock
@@ -49,11 +50,7 @@ def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
     """An admin's change of the live model waits for the taxonomy's active run: a fine-tune
     gates its candidate against the live pair and goes live in its place, and a reindex or a
     rollback ends by making its own build live; either would measure or undo the wrong thing."""
-    active = (
-        TrainingRun.objects.filter(taxonomy=taxonomy, status__in=TrainingRun.ACTIVE_STATUSES)
-        .order_by("id")
-        .first()
-    )
+    active = training_run_active(taxonomy=taxonomy)
     if active is not None:
         raise RunStateError(
             f"{taxonomy.slug} has run #{active.id} active ({active.kind}, "
