@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ftfy
 
-from models_app.siamese.text import TextError, clean_multiline_text, clean_text
+from annotations.text_rule import TextError, clean_multiline_text, clean_text
 from siamweb.csv_cells import spreadsheet_text
 from siamweb.uploads import NotUtf8Error, blank_line, separator_advice, utf8_text
 

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from models_app.siamese.text import TextError, clean_text, comparison_key
+from annotations.text_rule import TextError, clean_text
+from models_app.siamese.text import comparison_key
 
 
 def test_it_collapses_whitespace_and_keeps_case():

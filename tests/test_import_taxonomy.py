@@ -326,7 +326,7 @@ def test_onet_related_occupations_with_an_unknown_code_reject_the_file(tmp_path)
 
 
 def test_a_bom_crlf_rtl_marks_emoji_and_escaped_formulas_import_as_written(tmp_path):
-    """As written, but for the direction marks the text rule drops (models_app/siamese/text.py)."""
+    """As written, but for the direction marks the text rule drops (annotations/text_rule.py)."""
     content = (
         "\ufeffgroup_code,group_name,text,description\r\n"
         "A,مهندسون\u200f,مهندس برمجيات\u200f,\r\n"

@@ -481,7 +481,7 @@ TEXTS = [
     "+49 Barista",
     "@home carer",
 ]
-# As stored: the direction mark dropped (the text rule, models_app/siamese/text.py), the rest
+# As stored: the direction mark dropped (the text rule, annotations/text_rule.py), the rest
 # as sent.
 STORED = ["مهندس برمجيات", *TEXTS[1:]]
 

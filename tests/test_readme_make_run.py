@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from models_app.siamese.text import clean_text, comparison_key
+from annotations.text_rule import clean_text
+from models_app.siamese.text import comparison_key
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

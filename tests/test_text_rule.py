@@ -1,4 +1,4 @@
-"""One text rule for every field a person types (models_app/siamese/text.py): the same characters
+"""One text rule for every field a person types (annotations/text_rule.py): the same characters
 refused and dropped in a one-line text (clean_text) and a text of several lines
 (clean_multiline_text), in the API's schema, and through every way in: normalize, members,
 group and taxonomy names, descriptions, flag comments, guidelines."""
@@ -19,15 +19,15 @@ from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create
 from annotations.services.taxonomy_edit.guidelines import taxonomy_guidelines_update
-from models_app.siamese.text import (
+from annotations.text_rule import (
     DROPPED,
     REFUSED_RANGES,
     TextError,
     clean_multiline_text,
     clean_text,
-    comparison_key,
     refusal,
 )
+from models_app.siamese.text import comparison_key
 from siamweb.web.api_schema import UNSTATED_RANGES, any_text_pattern, text_pattern
 
 # What the issue found accepted, and what each now is.

@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 
 from annotations.services.inputs_upload import UPLOAD_FORMATS, upload_max_bytes
-from models_app.siamese.text import TextError, clean_text
+from annotations.text_rule import TextError, clean_text
 from siamweb.humanize import format_size
 from siamweb.ids import IdFormField
 from siamweb.web.forms import FieldErrorsMixin, TaxonomyField, preselect_only_taxonomy

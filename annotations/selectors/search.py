@@ -12,8 +12,8 @@ from annotations.models import (
     Member,
     Taxonomy,
 )
+from annotations.text_rule import TextError, clean_text
 from models_app.serving.group_search import taxonomy_groups_for_query
-from models_app.siamese.text import TextError, clean_text
 
 
 @dataclass(frozen=True)

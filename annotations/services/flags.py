@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from annotations.models import ReviewFlag, ReviewItem
 from annotations.services.audit import audit_record
-from models_app.siamese.text import TextError, clean_multiline_text
+from annotations.text_rule import TextError, clean_multiline_text
 
 
 class FlagError(ValueError):

@@ -36,6 +36,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotations.models import Taxonomy
+from annotations.text_rule import TextError, clean_text
 from models_app.bulk.files import (
     BULK_FORMATS,
     INPUT_FILE,
@@ -49,7 +50,6 @@ from models_app.bulk.files import (
 from models_app.bulk.selectors import status_phrase
 from models_app.models import BulkChunk, BulkJob, Deployment
 from models_app.serving.engines import NoLiveModel, artifact_path
-from models_app.siamese.text import TextError, clean_text
 from siamweb.humanize import format_size
 from siamweb.task_names import EXECUTE_BULK_CHUNK, EXECUTE_BULK_JOB
 from siamweb.uploads import NotUtf8Error, copy_capped, other_separator, utf8_text

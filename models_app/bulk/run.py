@@ -50,6 +50,7 @@ from django.utils import timezone
 from annotations.models import AutoCodingPolicy, Input
 from annotations.services.review.auto_coding import Vouched, drawn_for_audit
 from annotations.services.review.inputs import inputs_submit, pending_review_room
+from annotations.text_rule import TextError, clean_text
 from models_app.bulk.files import (
     CHUNKS_DIR,
     INPUT_FILE,
@@ -83,7 +84,6 @@ from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, en
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.serving.vouching import vouching_threshold_now
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.text import TextError, clean_text
 from siamweb.task_names import FINISH_BULK_JOB
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
-from models_app.siamese.text import DROPPED, REFUSED_RANGES
+from annotations.text_rule import DROPPED, REFUSED_RANGES
 from siamweb.ids import MAX_ID
 
 
@@ -47,7 +47,7 @@ _UNSTATED = ", ".join(
     for first, last in UNSTATED_RANGES
 )
 
-# What the text rule (models_app.siamese.text) refuses, and what clean_text strips (the
+# What the text rule (annotations.text_rule) refuses, and what clean_text strips (the
 # characters str.isspace() is true of, and the dropped ones), as JSON Schema character classes.
 REFUSED = "".join(
     _class_char(first) if first == last else f"{_class_char(first)}-{_class_char(last)}"

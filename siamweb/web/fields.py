@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotations.models import Taxonomy
-from models_app.siamese.text import TextError, clean_multiline_text, clean_text
+from annotations.text_rule import TextError, clean_multiline_text, clean_text
 from siamweb.ids import IdSerializerField
 from siamweb.web.api_schema import SLUG_PATTERN
 

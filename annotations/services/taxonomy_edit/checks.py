@@ -4,7 +4,7 @@ cleaned text, a group locked for the edit)."""
 from __future__ import annotations
 
 from annotations.models import Group
-from models_app.siamese.text import TextError, clean_text
+from annotations.text_rule import TextError, clean_text
 
 
 class TaxonomyEditError(ValueError):

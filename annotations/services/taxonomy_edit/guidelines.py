@@ -7,7 +7,7 @@ from django.db import transaction
 from annotations.models import Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
-from models_app.siamese.text import TextError, clean_multiline_text
+from annotations.text_rule import TextError, clean_multiline_text
 
 GUIDELINES_MAX_CHARS = 20_000
 

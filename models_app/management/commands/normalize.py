@@ -6,10 +6,10 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from annotations.text_rule import TextError, clean_text
 from models_app.serving.engines import NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
-from models_app.siamese.text import TextError, clean_text
 from siamweb.taxonomy_reads import taxonomy_get
 
 _BATCH = 512

@@ -13,9 +13,9 @@ from annotations.models import Input, Taxonomy
 from annotations.services.accounts import user_ensure
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
+from annotations.text_rule import clean_text
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
-from models_app.siamese.text import clean_text
 from models_app.training.run_execution import taxonomy_ensure_live
 
 DEMO_SLUG = "onet"
