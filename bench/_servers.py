@@ -40,7 +40,7 @@ def start_gunicorn(
     env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """gunicorn on loopback; ``config``: a ``-c`` argument (``python:siamweb.gunicorn_config``
+    """gunicorn on loopback; ``config``: a ``-c`` argument (``deploy/gunicorn.conf.py``
     preloads the live engines in the master, as deployed); ``root``: the checkout it serves
     (another commit's, for a before-and-after), with this one's virtual environment; ``env``:
     its whole environment (this process's by default)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-# One thread each, as ``siamweb.gunicorn_config`` runs a worker: set before numpy loads BLAS.
+# One thread each, as ``deploy/gunicorn.conf.py`` runs a worker: set before numpy loads BLAS.
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"
 

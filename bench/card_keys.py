@@ -135,7 +135,7 @@ def main() -> None:
                 subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput"],
                                cwd=root, check=True, capture_output=True)  # fmt: skip
                 port = free_port()
-                config = "python:siamweb.gunicorn_config"
+                config = "deploy/gunicorn.conf.py"
                 server = start_gunicorn(
                     port=port, workers=2, threads=2, torch_threads=1, config=config, root=root
                 )

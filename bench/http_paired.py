@@ -1,6 +1,6 @@
 """One text and 500 texts a request over HTTP, this checkout against an earlier commit, paired.
 
-Both served as deployed (gunicorn ``-c python:siamweb.gunicorn_config``, 2 workers x 2 threads)
+Both served as deployed (gunicorn ``-c deploy/gunicorn.conf.py``, 2 workers x 2 threads)
 from one scratch PostgreSQL database with O*NET and the shipped model live; the earlier commit
 from a temporary git worktree with this checkout's virtual environment (its migrations must be
 these). One keep-alive client sends each real vacancy title (JobBERT) to both, in alternating
@@ -73,6 +73,13 @@ def paired_median(differences: np.ndarray, *, draws: int = 2000) -> dict[str, fl
     }
 
 
+def gunicorn_config(root: Path) -> str:
+    """The checkout's deployed gunicorn settings: in deploy/ since it was moved there, in the
+    project package before."""
+    moved = root / "deploy" / "gunicorn.conf.py"
+    return str(moved) if moved.exists() else "python:siamweb.gunicorn_config"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="the earlier commit (any git revision)")
@@ -95,7 +102,7 @@ def main() -> None:
             port = free_port()
             servers.append(start_gunicorn(
                 port=port, workers=2, threads=2, torch_threads=1,
-                config="python:siamweb.gunicorn_config", root=root,
+                config=gunicorn_config(root), root=root,
             ))  # fmt: skip
             clients[name] = NormalizeClient(port, token, PATH)
         for client in clients.values():

@@ -1,6 +1,6 @@
 """Normalize over HTTP against all-MiniLM-L6-v2 in-process, in one run (issue #24's table).
 
-Siamweb: gunicorn as deployed (``-c python:siamweb.gunicorn_config``, 2 workers x 2 threads) on
+Siamweb: gunicorn as deployed (``-c deploy/gunicorn.conf.py``, 2 workers x 2 threads) on
 a scratch PostgreSQL database holding O*NET with the shipped model live; one client with
 keep-alive sends real vacancy titles (JobBERT) one a request, then 500 a request; then two
 such clients send the 500-text requests at once, as a bulk client with a connection per core
@@ -77,7 +77,7 @@ def timed_calls(call, inputs) -> list[float]:
 def siamweb_rows(token: str, singles: list[str], batches: list[list[str]]) -> dict:
     port = free_port()
     server = start_gunicorn(
-        port=port, workers=2, threads=2, torch_threads=1, config="python:siamweb.gunicorn_config"
+        port=port, workers=2, threads=2, torch_threads=1, config="deploy/gunicorn.conf.py"
     )
     try:
         client = NormalizeClient(port, token, PATH)
@@ -162,7 +162,7 @@ def main() -> None:
         "http_vs_minilm" if args.model == SHIPPED else f"http_vs_minilm_{args.model.name}",
         {
             "machine": machine,
-            "server": "gunicorn 23, -c python:siamweb.gunicorn_config, 2 workers x 2 threads, "
+            "server": "gunicorn 23, -c deploy/gunicorn.conf.py, 2 workers x 2 threads, "
             "one keep-alive client on the same machine (then two for batch_two_clients)",
             "taxonomy": f"O*NET, {len(members):,} members",
             "model": str(args.model.relative_to(_pg.ROOT))

@@ -1,6 +1,6 @@
 """Memory of the web processes: what each gunicorn worker adds, with the live engine loaded in
 each worker (plain ``gunicorn siamweb.wsgi``) or once in the master before the fork
-(``-c python:siamweb.gunicorn_config``, as docs/deploying.md runs it), and after models were
+(``-c deploy/gunicorn.conf.py``, as docs/deploying.md runs it), and after models were
 promoted while the server ran.
 
 For each mode and worker count: gunicorn (gthread, 2 threads a worker) on a scratch PostgreSQL
@@ -53,7 +53,7 @@ from models_app.training.services.builds import model_version_import  # noqa: E4
 from models_app.training.services.indexes import deployment_activate, index_build_create  # noqa: E402
 
 PATH = "/api/v1/taxonomies/onet/normalize"
-MODES = {"a copy in each worker": None, "preloaded, shared": "python:siamweb.gunicorn_config"}
+MODES = {"a copy in each worker": None, "preloaded, shared": "deploy/gunicorn.conf.py"}
 MODE_NAMES = {"each": "a copy in each worker", "preloaded": "preloaded, shared"}
 SHIPPED = ROOT / "data" / "models" / "onet"
 REQUESTS_PER_WORKER = 20

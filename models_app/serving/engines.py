@@ -348,7 +348,7 @@ def _serving_despite(engine: LiveEngine | None, reason: str) -> LiveEngine:
 
 def preload_live_engines() -> dict[str, str]:
     """Load the live engine of every taxonomy now, before a web server forks its workers
-    (``siamweb/gunicorn_config.py``): the workers then share the model's and index's pages
+    (``deploy/gunicorn.conf.py``): the workers then share the model's and index's pages
     instead of each loading a copy. Per taxonomy slug, the loaded model's label or why it could
     not load; a broken artifact is reported, not raised, and its requests answer 503 as usual.
     """

@@ -1,4 +1,4 @@
-"""gunicorn as deployed (``-c python:siamweb.gunicorn_config``): the master loads the live
+"""gunicorn as deployed (``-c deploy/gunicorn.conf.py``): the master loads the live
 engines before it forks, workers answer with them, and workers forked after a promotion get the
 new model from the master."""
 
@@ -79,7 +79,7 @@ def running_gunicorn(tmp_path: Path, database_url: str):
         process = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "gunicorn"), "siamweb.wsgi",
-                "--config=python:siamweb.gunicorn_config", f"--bind=127.0.0.1:{port}",
+                "--config=deploy/gunicorn.conf.py", f"--bind=127.0.0.1:{port}",
                 "--workers=2", "--threads=1", "--log-level=info",
                 # A worker told to stop while it boots misses the signal, and gunicorn waits
                 # this long before killing it (30 s by default).

@@ -113,7 +113,7 @@ def deployment(django_db_setup, django_db_blocker, tmp_path_factory):
     access_log = folder / "gunicorn-access.log"
     gunicorn = start_gunicorn(
         port=port, workers=1, threads=1, torch_threads=1, env=env,
-        config="python:siamweb.gunicorn_config", log=folder / "gunicorn.log",
+        config="deploy/gunicorn.conf.py", log=folder / "gunicorn.log",
         extra_args=(f"--access-logfile={access_log}",),
     )  # fmt: skip
     try:

@@ -1,6 +1,6 @@
 """gunicorn settings for the web processes, as docs/deploying.md runs them:
 
-    gunicorn -c python:siamweb.gunicorn_config siamweb.wsgi --workers 4 --threads 2
+    gunicorn -c deploy/gunicorn.conf.py siamweb.wsgi --workers 4 --threads 2
 
 The master loads the application and every taxonomy's live model and index before it forks, so
 the workers share those pages copy-on-write instead of each holding a copy: a worker more costs
