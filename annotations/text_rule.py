@@ -6,6 +6,10 @@ display other than it reads or hides part of it; a silently altered text would b
 judged as something its sender never wrote. Characters that show nothing and mean nothing in a
 short text are dropped instead (the engine's list, ``models_app/siamese/text.py``, by which texts
 compare), so that pasted text is taken as it looks.
+
+When two accepted texts are one (an input sent twice, a member added again) is the engine's
+``comparison_key``: curation takes it from here, its one door to the engine's text handling, so
+that what it merges is what the model matches as one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,18 @@ from models_app.siamese.text import (
     DROPPED,
     VARIATION_SELECTORS,
     ZERO_WIDTH_JOINERS,
+    comparison_key,
 )
+
+__all__ = [
+    "DROPPED",
+    "REFUSED_RANGES",
+    "TextError",
+    "clean_multiline_text",
+    "clean_text",
+    "comparison_key",
+    "refusal",
+]
 
 _WHITESPACE = re.compile(r"\s+")
 _ALWAYS_DROP = dict.fromkeys(map(ord, ALWAYS_DROPPED))

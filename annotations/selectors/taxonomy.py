@@ -12,7 +12,7 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from annotations.models import AuditEvent, Group, Member, Taxonomy
-from models_app.siamese.text import comparison_key
+from annotations.text_rule import comparison_key
 
 CSV_EXPORT_COLUMNS = ("group_code", "group_name", "text", "description")
 

@@ -26,8 +26,7 @@ from annotations.importers import csv_error_text
 from annotations.models import Input, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review.inputs import inputs_submit
-from annotations.text_rule import TextError, clean_text
-from models_app.siamese.text import comparison_key
+from annotations.text_rule import TextError, clean_text, comparison_key
 from siamweb.humanize import format_size
 from siamweb.uploads import NotUtf8Error, blank_line, separator_advice, utf8_text
 

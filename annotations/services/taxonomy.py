@@ -13,8 +13,7 @@ from django.db import transaction
 from annotations.importers import ImportFileError, RowError, parse_taxonomy
 from annotations.models import Group, GroupRelation, Member, Taxonomy
 from annotations.services.audit import audit_record
-from annotations.text_rule import TextError, clean_text
-from models_app.siamese.text import comparison_key
+from annotations.text_rule import TextError, clean_text, comparison_key
 
 _BATCH = 2000
 

@@ -21,9 +21,9 @@ from annotations.models import (
     Taxonomy,
 )
 from annotations.services.review.auto_coding import Vouched, audit_priority, vouched_answers
+from annotations.text_rule import comparison_key
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.ranker.active import verdict_worth
-from models_app.siamese.text import comparison_key
 
 # An answer a new model version changed before anyone judged it goes ahead of every other:
 # the rest of the priority stays within a few units.

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from annotations.models import FeedbackPair, Group, Member
 from annotations.services.audit import audit_record
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError, clean, locked_group
-from models_app.siamese.text import comparison_key
+from annotations.text_rule import comparison_key
 
 
 @transaction.atomic
