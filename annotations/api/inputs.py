@@ -22,8 +22,7 @@ from annotations.models import (
 )
 from annotations.services.review.inputs import ReviewQueueFull, inputs_submit
 from models_app.serving.api import TextsSerializer, serving_error_response
-from models_app.serving.engines import NoLiveModel
-from models_app.siamese.artifacts import ArtifactError
+from models_app.serving.engines import SERVING_UNAVAILABLE
 from siamweb.web.api import (
     BAD_REQUEST,
     MODEL_UNAVAILABLE,
@@ -104,7 +103,7 @@ class InputListSubmitApi(CuratorApi):
                 k=serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K),
                 queued_by=request.user,
             )
-        except (NoLiveModel, ArtifactError) as exc:
+        except SERVING_UNAVAILABLE as exc:
             return serving_error_response(exc, slug)
         except ReviewQueueFull as exc:
             return field_error("texts", str(exc), status.HTTP_409_CONFLICT)

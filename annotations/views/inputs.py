@@ -34,9 +34,8 @@ from annotations.services.review.inputs import ReviewQueueFull
 from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
-from models_app.serving.engines import NoLiveModel
+from models_app.serving.engines import SERVING_UNAVAILABLE, NoLiveModel
 from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.siamese.artifacts import ArtifactError
 from siamweb.humanize import format_size
 from siamweb.ids import IdError, parse_id
 from siamweb.web.decorators import curator_required
@@ -75,13 +74,11 @@ def inputs_upload_page(request: HttpRequest) -> HttpResponse:
         error, status, rejected = str(exc), 400, exc.parsed
     except UploadFileError as exc:
         error, status = f"file: {exc}", 400
-    except NoLiveModel as exc:
-        error, status = f"taxonomy: {exc}; nothing was stored", 409
+    except SERVING_UNAVAILABLE as exc:
+        error, status = _unavailable(exc)
+        error += "; nothing was stored"
     except ReviewQueueFull as exc:
         error, status = f"file: {exc}", 409
-    except ArtifactError as exc:
-        error = f"taxonomy: the live model cannot be loaded ({exc}); nothing was stored"
-        status = 503
     context.update(form=form, error=error, rejected=rejected, report=report, taxonomy=taxonomy)
     return render(request, "inputs/upload.html", context, status=status)
 
@@ -157,6 +154,14 @@ def playground_results(request: HttpRequest) -> HttpResponse:
     return render(request, "inputs/_playground_results.html", results, status=status)
 
 
+def _unavailable(exc: Exception) -> tuple[str, int]:
+    """What a page says when serving cannot answer: no live model yet (409), or its files
+    cannot be loaded (503)."""
+    if isinstance(exc, NoLiveModel):
+        return f"taxonomy: {exc}", 409
+    return f"taxonomy: the live model cannot be loaded ({exc})", 503
+
+
 def _playground_results(form: PlaygroundForm) -> tuple[dict, int]:
     """Normalize the typed text without storing anything."""
     if not form.is_valid():
@@ -167,10 +172,9 @@ def _playground_results(form: PlaygroundForm) -> tuple[dict, int]:
     taxonomy, text = form.cleaned_data["taxonomy"], form.cleaned_data["text"]
     try:
         (result,) = rank_taxonomy_groups(taxonomy, [text], k=form.cleaned_data["k"])
-    except NoLiveModel as exc:
-        return {"error": f"taxonomy: {exc}"}, 409
-    except ArtifactError as exc:
-        return {"error": f"taxonomy: the live model cannot be loaded ({exc})"}, 503
+    except SERVING_UNAVAILABLE as exc:
+        error, status = _unavailable(exc)
+        return {"error": error}, status
     return {"result": result, "taxonomy": taxonomy}, 200
 
 
@@ -189,13 +193,12 @@ def playground_send(request: HttpRequest) -> HttpResponse:
                 taxonomy=taxonomy, text=form.cleaned_data["text"], user=request.user
             )
             context["taxonomy"] = taxonomy
-        except NoLiveModel as exc:
-            context["send_error"], status = f"taxonomy: {exc}; nothing was stored", 409
+        except SERVING_UNAVAILABLE as exc:
+            context["send_error"], status = _unavailable(exc)
+            if isinstance(exc, NoLiveModel):
+                context["send_error"] += "; nothing was stored"
         except ReviewQueueFull as exc:
             context["send_error"], status = f"text: {exc}", 409
-        except ArtifactError as exc:
-            context["send_error"] = f"taxonomy: the live model cannot be loaded ({exc})"
-            status = 503
     if request.htmx:
         return render(request, "inputs/_playground_sent.html", context, status=status)
     page = PlaygroundForm.from_query(request.POST)

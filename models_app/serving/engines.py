@@ -194,6 +194,12 @@ class NoLiveModel(Exception):
         )
 
 
+# What a call into serving raises when it cannot answer at all: the taxonomy has no live model
+# yet (the API's 409), or the live model's files cannot be loaded (an ``ArtifactError``, a 503).
+# Callers outside the model side catch this, not the engine's file errors by name.
+SERVING_UNAVAILABLE = (NoLiveModel, ArtifactError)
+
+
 class HitsCache:
     """The nearest members of texts seen before, for one caller that sees many texts again (a
     bulk job: a file of job ads repeats its titles). Held only while the engine, the depth and

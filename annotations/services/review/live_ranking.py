@@ -19,9 +19,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import Group, Judgement, Prediction, ReviewItem
-from models_app.serving.engines import NoLiveModel
+from models_app.serving.engines import SERVING_UNAVAILABLE
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
-from models_app.siamese.artifacts import ArtifactError
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ def review_items_rerank(items: Sequence[ReviewItem], *, user=None) -> list[Revie
             answers = rank_taxonomy_groups(
                 taxonomy, [item.input.text for item in group], k=CARD_GROUPS
             )
-        except (NoLiveModel, ArtifactError) as exc:
+        except SERVING_UNAVAILABLE as exc:
             logger.warning("%s item(s) of %s show their stored ranking: %s", len(group),
                            taxonomy.slug, exc)  # fmt: skip
             for item in group:
