@@ -4,7 +4,7 @@ probabilities, and the card a curator holds."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db.models import (
     Case,
@@ -24,8 +24,8 @@ from annotations.models import (
     ReviewItem,
 )
 from annotations.services.review.verdict_rules import LiveVerdict, rejected_group_ids
-from models_app.serving.normalize import tied_as_shown
-from models_app.siamese.text_match import nearest
+from models_app.serving.normalize import LOW_CONFIDENCE, tied_as_shown
+from models_app.siamese.text_match import matched_parts, nearest, words
 
 
 def rejected_groups_for(item: ReviewItem, *, user=None) -> set[int]:
@@ -127,6 +127,18 @@ def group_members_sample(*, group: Group, limit: int = 8) -> list[str]:
         .order_by(Case(When(source=Member.Source.TAXONOMY, then=Value(0)), default=Value(1)), "id")
         .values_list("text", flat=True)[:limit]
     )
+
+
+def low_confidence(probability: float | None) -> bool:
+    """Whether a card or tile is marked low: its top group less likely right than not."""
+    return probability is not None and probability < LOW_CONFIDENCE
+
+
+def member_marker(text: str) -> Callable[[str], list[tuple[str, bool]]]:
+    """A function that cuts a member string into parts, marking the words of ``text`` it holds:
+    the card marks them (escaped as any text)."""
+    input_words = words(text)
+    return lambda member: matched_parts(member, input_words)
 
 
 def review_items_probability(items) -> dict[int, float]:

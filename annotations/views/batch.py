@@ -17,7 +17,11 @@ from annotations.forms.review import (
     BlindModeForm,
 )
 from annotations.models import Group, ReviewItem, Taxonomy
-from annotations.selectors.card import group_members_sample, review_items_probability
+from annotations.selectors.card import (
+    group_members_sample,
+    low_confidence,
+    review_items_probability,
+)
 from annotations.selectors.history import recent_batches
 from annotations.selectors.queue import review_batch_queue, review_groups_pending
 from annotations.services.review.batch import judgements_create_for_group
@@ -26,7 +30,6 @@ from annotations.services.review.live_ranking import review_items_rerank
 from annotations.services.review.undo import judgements_undo
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.views.review import verdict_error, with_query
-from models_app.serving.normalize import LOW_CONFIDENCE
 from models_app.siamese.ranker.model import MIN_EXAMPLES
 from siamweb.web.decorators import curator_required
 from siamweb.web.forms import form_errors
@@ -234,6 +237,6 @@ def _tile(
         "member": ranked.get("member"),
         "score": ranked.get("score"),
         "probability": probability,
-        "low": probability is not None and probability < LOW_CONFIDENCE,
+        "low": low_confidence(probability),
         "rejected": rejected,
     }

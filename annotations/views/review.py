@@ -24,6 +24,8 @@ from annotations.models import Judgement, ReviewFlag, ReviewItem, Taxonomy
 from annotations.selectors.card import (
     group_curator_counts,
     group_descriptions,
+    low_confidence,
+    member_marker,
     rejected_group_names,
     rejected_groups_for,
     review_card_groups,
@@ -41,8 +43,6 @@ from annotations.services.review.live_ranking import review_item_rerank
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.review.verdicts import VerdictKeyUsed, judgement_create
-from models_app.serving.normalize import LOW_CONFIDENCE
-from models_app.siamese.text_match import matched_parts, words
 from siamweb.web.decorators import curator_required
 from siamweb.web.forms import form_errors
 
@@ -105,8 +105,7 @@ def _card_context(
     descriptions = group_descriptions(g["group_id"] for g in groups)
     curated = group_curator_counts(g["group_id"] for g in groups)
     awaiting = item is not None and item.status == ReviewItem.Status.AWAITING_GROUP
-    # The input's words found in a member string are marked on the card (escaped as any text).
-    input_words = words(text)
+    mark = member_marker(text)
     options = [
         {
             "pick": position,
@@ -119,8 +118,8 @@ def _card_context(
             "curated": curated.get(group["group_id"], 0),
             "description": descriptions.get(group["group_id"], ""),
             "member": group.get("member"),
-            "member_parts": matched_parts(group.get("member") or "", input_words),
-            "others": [matched_parts(m, input_words) for m in others.get(group["group_id"], [])],
+            "member_parts": mark(group.get("member") or ""),
+            "others": [mark(m) for m in others.get(group["group_id"], [])],
             # The top group of an open item is confirmed; any other group is a reassignment.
             "verdict": "confirm"
             if not awaiting and group["group_id"] == item.top_group_id
@@ -138,7 +137,7 @@ def _card_context(
         "guidelines": markdown_html(guidelines) if guidelines else None,
         "options": options,
         "probability": probability,
-        "low_confidence": probability is not None and probability < LOW_CONFIDENCE,
+        "low_confidence": low_confidence(probability),
         "first": options[0] if options else None,
         "tied_count": sum(option["tied"] for option in options),
         "awaiting": awaiting,
