@@ -75,6 +75,23 @@ def audited_answers(policy: AutoCodingPolicy) -> tuple[int, int]:
     return len(settled), right
 
 
+def audit_shortfall(policy: AutoCodingPolicy) -> str | None:
+    """How the audit shows the policy's answers below its target precision (a one-sided 95%
+    exact upper bound under it), said for an admin; None while it does not."""
+    answers, right = audited_answers(policy)
+    # Exact, not Wilson's: checked after every audit, Wilson's bound paused a policy on its
+    # first wrong audit (bench/audit_pause.py).
+    upper = precision_exact_upper_bound(right, answers)  # 1 without answers
+    if upper >= policy.target_precision:
+        return None
+    return (
+        f"the audit found {right} of {answers} audited answers right "
+        f"({right / answers:.1%}; at least {precision_exact_lower_bound(right, answers):.1%}, "
+        f"at most {upper:.1%} at 95% confidence), below the "
+        f"{percent_text(policy.target_precision)} target"
+    )
+
+
 def auto_coding_policy_set(taxonomy: Taxonomy) -> bool:
     """Whether an admin ever set the taxonomy's auto-coding policy (on, off or paused now)."""
     return AutoCodingPolicy.objects.filter(taxonomy=taxonomy).exists()

@@ -16,19 +16,15 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import AutoCodingPolicy, ReviewItem, Taxonomy
 from annotations.services.audit import audit_record
 from annotations.services.review.leases import lease_expiry
-from models_app.serving.auto_coding_audits import audited_answers
+from models_app.serving.auto_coding_audits import audit_shortfall
 from models_app.serving.normalize import Normalization
 from models_app.serving.vouching import TARGET_RANGE, vouching_threshold_now
-from models_app.siamese.ranker.active import verdict_worth
-from models_app.siamese.vouching import precision_exact_lower_bound, precision_exact_upper_bound
-from siamweb.humanize import percent_text
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +65,6 @@ class Vouched:
 def drawn_for_audit(share: float) -> bool:
     """Whether an answer coded under a policy with this audit share goes to the audit."""
     return _draw.random() < share
-
-
-def audit_priority(occurrences: int) -> float:
-    """The queue priority of an audited answer: what a verdict on an answer of a probability
-    drawn at random would be worth, so audits spread through the queue like other cards."""
-    worth = verdict_worth(np.array([_draw.random()]), np.array([occurrences]))
-    return float(worth[0])
 
 
 def auto_coding_set(
@@ -178,20 +167,13 @@ def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
         policy = AutoCodingPolicy.objects.select_for_update().filter(taxonomy=taxonomy).first()
         if policy is None or not policy.active:
             return None
-        answers, right = audited_answers(policy)
-        # Exact, not Wilson's: checked after every audit, Wilson's bound paused a policy on its
-        # first wrong audit (bench/audit_pause.py).
-        upper = precision_exact_upper_bound(right, answers)  # 1 without answers
-        if upper >= policy.target_precision:
+        shortfall = audit_shortfall(policy)
+        if shortfall is None:
             return None
         before = policy_summary(policy)
         policy.paused_at = timezone.now()
         policy.paused_reason = (
-            f"the audit found {right} of {answers} audited answers right "
-            f"({right / answers:.1%}; at least {precision_exact_lower_bound(right, answers):.1%}, "
-            f"at most {upper:.1%} at 95% confidence), below the "
-            f"{percent_text(policy.target_precision)} target: nothing more is coded by itself "
-            "until an admin sets the policy again"
+            f"{shortfall}: nothing more is coded by itself until an admin sets the policy again"
         )
         policy.save(update_fields=["paused_at", "paused_reason", "updated_at"])
         audit_record(actor=None, action="auto_coding.pause", obj=policy, taxonomy=taxonomy,

@@ -4,6 +4,7 @@ updated) with a priority; the open items predicted again after another model goe
 from __future__ import annotations
 
 import math
+import secrets
 import zlib
 from collections.abc import Mapping, Sequence
 
@@ -20,7 +21,7 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
-from annotations.services.review.auto_coding import Vouched, audit_priority, vouched_answers
+from annotations.services.review.auto_coding import Vouched, vouched_answers
 from annotations.text_rule import comparison_key
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.siamese.ranker.active import verdict_worth
@@ -28,6 +29,9 @@ from models_app.siamese.ranker.active import verdict_worth
 # An answer a new model version changed before anyone judged it goes ahead of every other:
 # the rest of the priority stays within a few units.
 CHANGED_ANSWER_PRIORITY = 10.0
+# An audit's place in the queue is drawn unpredictably, as the audit itself is, so that no one
+# can tell the audited cards by where they sit.
+_audit_place = secrets.SystemRandom()
 
 
 def review_priority(normalization: Normalization, occurrences: int, *, changed: bool) -> float:
@@ -51,6 +55,13 @@ def review_priorities(normalizations: Sequence[Normalization], occurrences) -> n
         margin = scores[0] - scores[1]
         worth[at] = (1.0 - margin) + (1.0 - scores[0]) + 0.1 * math.log1p(occurrences[at])
     return worth
+
+
+def audit_priority(occurrences: int) -> float:
+    """The queue priority of an audited answer: what a verdict on an answer of a probability
+    drawn at random would be worth, so audits spread through the queue like other cards."""
+    worth = verdict_worth(np.array([_audit_place.random()]), np.array([occurrences]))
+    return float(worth[0])
 
 
 class ReviewQueueFull(ValueError):
