@@ -23,7 +23,6 @@ from annotations.api.review import (
     ReviewItemReleaseApi,
 )
 from annotations.api.taxonomies import (
-    AutoCodingApi,
     GroupDetailApi,
     GroupListCreateApi,
     GroupMergeApi,
@@ -31,7 +30,6 @@ from annotations.api.taxonomies import (
     MemberListCreateApi,
     TaxonomyDetailApi,
     TaxonomyListApi,
-    TaxonomyVouchingApi,
 )
 
 urlpatterns = [
@@ -44,8 +42,6 @@ urlpatterns = [
     path("groups/<int:group_id>/merge", GroupMergeApi.as_view(), name="api-group-merge"),
     path("members/<int:member_id>", MemberDetailApi.as_view(), name="api-member"),
     # inputs in, predictions out
-    path("taxonomies/<slug:slug>/vouching", TaxonomyVouchingApi.as_view(), name="api-vouching"),
-    path("taxonomies/<slug:slug>/auto-coding", AutoCodingApi.as_view(), name="api-auto-coding"),
     path("taxonomies/<slug:slug>/inputs", InputListSubmitApi.as_view(), name="api-inputs"),
     # the review queue and verdicts
     path("review-items", ReviewItemListApi.as_view(), name="api-review-items"),
