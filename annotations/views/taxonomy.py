@@ -46,8 +46,7 @@ from annotations.services.taxonomy_upload import (
 )
 from annotations.signals import TaxonomyCannotServe, taxonomy_serve_request
 from models_app.serving.auto_coding_audits import auto_coding_days, auto_coding_state
-from models_app.serving.vouching import RECENT_DAYS, SUGGESTED_TARGETS, vouching_reports
-from models_app.siamese.artifacts import ArtifactError
+from models_app.serving.vouching import RECENT_DAYS, suggested_vouching
 from siamweb.csv_cells import spreadsheet_cell
 from siamweb.humanize import percent_text
 from siamweb.web.decorators import admin_required
@@ -213,10 +212,7 @@ def _detail_page(
         auto_coding_days=auto_coding_days(taxonomy),
         auto_coding_error=auto_coding_error,
     )
-    try:
-        context["vouching"] = vouching_reports(taxonomy, targets=SUGGESTED_TARGETS)
-    except ArtifactError as exc:
-        context["vouching"], context["vouching_error"] = None, str(exc)
+    context["vouching"], context["vouching_error"] = suggested_vouching(taxonomy)
     return render(request, "taxonomy/detail.html", context, status=status)
 
 

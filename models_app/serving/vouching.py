@@ -18,6 +18,7 @@ from django.utils import timezone
 from annotations.models import ReviewItem, Taxonomy
 from models_app.serving.engines import live_engine_and_ranker
 from models_app.serving.rankers import serving_ranker
+from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.ranker.files import cold_start_ranker
 from models_app.siamese.vouching import MIN_OWN_EVIDENCE, VouchingThreshold, vouching_threshold
 
@@ -89,6 +90,15 @@ def vouching_reports(taxonomy: Taxonomy, *, targets) -> list[VouchingReport] | N
         reports.append(VouchingReport(target, found, evidence.described, source, len(recent),
                                       vouched, needed))  # fmt: skip
     return reports
+
+
+def suggested_vouching(taxonomy: Taxonomy) -> tuple[list[VouchingReport] | None, str]:
+    """``vouching_reports`` at the suggested targets, as the taxonomy's page shows them, and why
+    none can be read while the live model's files cannot be loaded ("" when they can)."""
+    try:
+        return vouching_reports(taxonomy, targets=SUGGESTED_TARGETS), ""
+    except ArtifactError as exc:
+        return None, str(exc)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from annotations.models import (
 from annotations.services.review.auto_coding import Vouched, vouched_answers
 from annotations.text_rule import comparison_key
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
-from models_app.siamese.ranker.active import verdict_worth
+from models_app.siamese.ranker.active import spread_near_copies, verdict_worth
 
 # An answer a new model version changed before anyone judged it goes ahead of every other:
 # the rest of the priority stays within a few units.
@@ -62,6 +62,17 @@ def audit_priority(occurrences: int) -> float:
     drawn at random would be worth, so audits spread through the queue like other cards."""
     worth = verdict_worth(np.array([_audit_place.random()]), np.array([occurrences]))
     return float(worth[0])
+
+
+def review_priorities_spread(
+    normalizations: Sequence[Normalization], occurrences, changed: Sequence[bool]
+) -> np.ndarray:
+    """``review_priority`` of many open answers at once (``changed``: a new model version
+    changed the answer), spread so that near-copies of one title, predicted into one group, do
+    not come in a row (``spread_near_copies``): the order a reorder writes, (N,)."""
+    worth = review_priorities(normalizations, occurrences)
+    groups = np.array([n.groups[0].group_id if n.groups else -1 for n in normalizations])
+    return spread_near_copies(worth, groups) + np.where(changed, CHANGED_ANSWER_PRIORITY, 0.0)
 
 
 class ReviewQueueFull(ValueError):

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from annotations.models import ReviewItem, Taxonomy
-from annotations.services.review.inputs import CHANGED_ANSWER_PRIORITY, review_priorities
+from annotations.services.review.inputs import review_priorities_spread
 from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.siamese.ranker.active import spread_near_copies
 
 # Texts a normalize call ranks at once while ordering: the served path's batch size.
 _CHUNK = 500
@@ -61,10 +59,9 @@ def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int
     texts = [item.text for item in items]
     for start in range(0, len(texts), _CHUNK):
         answers += rank_taxonomy_groups(taxonomy, texts[start : start + _CHUNK], k=2)
-    bonus = np.where([item.changed for item in items], CHANGED_ANSWER_PRIORITY, 0.0)
-    worth = review_priorities(answers, [item.occurrences for item in items])
-    groups = np.array([answer.groups[0].group_id if answer.groups else -1 for answer in answers])
-    priorities = spread_near_copies(worth, groups) + bonus
+    priorities = review_priorities_spread(
+        answers, [item.occurrences for item in items], [item.changed for item in items]
+    )
     return _priorities_write([item.id for item in items], priorities.tolist())
 
 
