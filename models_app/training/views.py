@@ -76,7 +76,8 @@ def _taxonomy_from(request: HttpRequest, taxonomies: list[Taxonomy]) -> Taxonomy
 def _runs_context(taxonomy: Taxonomy) -> dict:
     runs = training_runs_recent(taxonomy=taxonomy)
     # The newest runs hold the active one if there is any (one at a time, and it is the newest).
-    return {"runs": runs, "polling": any(row.active for row in runs)}
+    active = next((row.run for row in runs if row.active), None)
+    return {"runs": runs, "polling": active is not None, "active_run": active}
 
 
 def _overview(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from annotations.models import Taxonomy
-from tests.models_pages.conftest import live_version_id, snapshot
+from models_app.models import TrainingRun
+from tests.models_pages.conftest import live_version_id, make_run, snapshot
 
 
 def admin_actions(run_id: int, version_id: int) -> list[tuple[str, str]]:
@@ -74,6 +75,26 @@ def test_an_admin_gets_fine_tune_now_and_a_rollback_on_every_version_but_the_liv
         ("jobs/v1", False),
     ]
     assert f'href="/models/versions/{older_version.id}/rollback"' in page
+
+
+def test_while_a_run_is_active_the_page_names_it_instead_of_offering_what_would_be_refused(
+    client, admin_user, older_version
+):
+    run = make_run(older_version.taxonomy, kind=TrainingRun.Kind.REINDEX)
+    client.force_login(admin_user)
+    page = client.get("/models/").content.decode()
+    assert 'data-testid="finetune"' not in page
+    assert "Roll back to this version" not in page
+    waits = re.search(r'data-testid="actions-wait">(.*?)</p>', page, re.S).group(1)
+    assert f'href="/models/runs/{run.id}/"' in waits
+    assert f"#{run.id}</a> (reindex) is active" in waits
+    # Once it has ended, both are offered again.
+    run.status = TrainingRun.Status.SUCCEEDED
+    run.save(update_fields=["status"])
+    page = client.get("/models/").content.decode()
+    assert 'data-testid="finetune">Fine-tune now</button>' in page
+    assert f'href="/models/versions/{older_version.id}/rollback"' in page
+    assert 'data-testid="actions-wait"' not in page
 
 
 def test_a_curator_gets_403_on_every_admin_action_and_changes_nothing(
