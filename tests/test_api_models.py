@@ -205,10 +205,16 @@ def test_an_admin_starts_a_reindex(admin_client, tiny_taxonomy):
 
 def test_a_second_run_while_one_is_active_is_a_409(admin_client, tiny_taxonomy):
     body = {"taxonomy": "jobs", "kind": "build"}
-    assert admin_client.post(f"{API}/training-runs", body, format="json").status_code == 201
+    first = admin_client.post(f"{API}/training-runs", body, format="json")
+    assert first.status_code == 201
     response = admin_client.post(f"{API}/training-runs", body, format="json")
     assert response.status_code == 409
-    assert response.json() == {"taxonomy": ["jobs already has a queued or running training run"]}
+    assert response.json() == {
+        "taxonomy": [
+            f"jobs already has an active run (#{first.json()['id']}, build, queued); "
+            "wait for it to finish"
+        ]
+    }
     assert TrainingRun.objects.filter(status="queued").count() == 1
 
 

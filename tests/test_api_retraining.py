@@ -119,13 +119,18 @@ def test_an_admin_queues_a_fine_tune_of_the_live_version(admin_client, curator, 
 
 def test_a_fine_tune_while_a_run_is_active_is_a_409(admin_client, curator, tiny_taxonomy):
     one_verdict(tiny_taxonomy, curator)
-    make_run(tiny_taxonomy, status=TrainingRun.Status.QUEUED)
+    active = make_run(tiny_taxonomy, status=TrainingRun.Status.QUEUED)
     before = snapshot()
     response = admin_client.post(
         f"{API}/training-runs", {"taxonomy": "jobs", "kind": "finetune"}, format="json"
     )
     assert response.status_code == 409
-    assert response.json() == {"taxonomy": ["jobs already has a queued or running training run"]}
+    assert response.json() == {
+        "taxonomy": [
+            f"jobs already has an active run (#{active.id}, finetune, queued); "
+            "wait for it to finish"
+        ]
+    }
     assert snapshot() == before
 
 
@@ -283,11 +288,16 @@ def test_retrying_a_run_that_did_not_fail_is_a_409(admin_client, rejected_finetu
 
 
 def test_retrying_while_a_run_is_active_is_a_409(admin_client, failed_run):
-    make_run(failed_run.taxonomy, status=TrainingRun.Status.RUNNING)
+    active = make_run(failed_run.taxonomy, status=TrainingRun.Status.RUNNING)
     before = snapshot()
     response = admin_client.post(f"{API}/training-runs/{failed_run.id}/retry")
     assert response.status_code == 409
-    assert response.json() == {"taxonomy": ["jobs already has a queued or running training run"]}
+    assert response.json() == {
+        "taxonomy": [
+            f"jobs already has an active run (#{active.id}, finetune, running); "
+            "wait for it to finish"
+        ]
+    }
     assert snapshot() == before
 
 
@@ -325,11 +335,16 @@ def test_rolling_back_to_the_live_version_is_a_409(admin_client, first_version):
 
 
 def test_a_rollback_while_a_run_is_active_is_a_409(admin_client, older_version):
-    make_run(older_version.taxonomy, status=TrainingRun.Status.EVALUATED)
+    active = make_run(older_version.taxonomy, status=TrainingRun.Status.EVALUATED)
     before = snapshot()
     response = admin_client.post(f"{API}/model-versions/{older_version.id}/rollback")
     assert response.status_code == 409
-    assert response.json() == {"taxonomy": ["jobs already has a queued or running training run"]}
+    assert response.json() == {
+        "taxonomy": [
+            f"jobs already has an active run (#{active.id}, finetune, evaluated); "
+            "wait for it to finish"
+        ]
+    }
     assert snapshot() == before
 
 

@@ -43,8 +43,8 @@ from models_app.training.selectors.charts import (
 from models_app.training.selectors.reports import flip_report_of, gate_report_of, suite_rows
 from models_app.training.selectors.runs import (
     RunRow,
+    active_run_refusal,
     run_is_active,
-    training_run_active,
     training_run_get,
     training_runs_recent,
 )
@@ -143,16 +143,6 @@ def _taxonomy_by_slug(slug: str) -> Taxonomy:
     return taxonomy
 
 
-def _active_run_message(taxonomy: Taxonomy) -> str:
-    active = training_run_active(taxonomy=taxonomy)
-    if active is None:  # it finished in between; asking again will work
-        return f"{taxonomy.slug} had a run active a moment ago; try again"
-    return (
-        f"{taxonomy.slug} already has an active run (#{active.id}, {active.kind}, "
-        f"{active.status}); wait for it to finish"
-    )
-
-
 def _run_url(run: TrainingRun) -> str:
     return reverse("models-run", kwargs={"run_id": run.id})
 
@@ -167,7 +157,9 @@ def models_finetune(request: HttpRequest, slug: str) -> HttpResponse:
     except (NoLiveModel, RunStateError) as exc:
         return _overview(request, taxonomy, status=CONFLICT, error=str(exc))
     if run is None:
-        return _overview(request, taxonomy, status=CONFLICT, error=_active_run_message(taxonomy))
+        return _overview(
+            request, taxonomy, status=CONFLICT, error=active_run_refusal(taxonomy=taxonomy)
+        )
     messages.info(request, f"Fine-tune of {taxonomy.slug} queued as run #{run.id}.")
     return redirect(_run_url(run))
 
@@ -215,7 +207,7 @@ def models_version_rollback(request: HttpRequest, version_id: int) -> HttpRespon
     except RunStateError as exc:
         return _confirm(request, {**context, "error": str(exc)}, status=CONFLICT)
     if run is None:
-        error = _active_run_message(version.taxonomy)
+        error = active_run_refusal(taxonomy=version.taxonomy)
         return _confirm(request, {**context, "error": error}, status=CONFLICT)
     messages.info(request, f"Rollback to {version.label} queued as run #{run.id}.")
     return redirect(_run_url(run))
@@ -301,6 +293,8 @@ def models_run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     except RunStateError as exc:
         return _run_page(request, run, status=CONFLICT, error=str(exc))
     if retry is None:
-        return _run_page(request, run, status=CONFLICT, error=_active_run_message(run.taxonomy))
+        return _run_page(
+            request, run, status=CONFLICT, error=active_run_refusal(taxonomy=run.taxonomy)
+        )
     messages.info(request, f"Run #{run.id} queued again as run #{retry.id}.")
     return redirect(_run_url(retry))

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.training.promotion import RunStateError
+from models_app.training.selectors.runs import active_run_refusal
 from siamweb.web.api import object_or_404
 from siamweb.web.fields import named_choice_field
 
@@ -48,7 +49,7 @@ def training_runs() -> QuerySet[TrainingRun]:
 
 def active_run_conflict(taxonomy: Taxonomy) -> Response:
     return Response(
-        {"taxonomy": [f"{taxonomy.slug} already has a queued or running training run"]},
+        {"taxonomy": [active_run_refusal(taxonomy=taxonomy)]},
         status=status.HTTP_409_CONFLICT,
     )
 

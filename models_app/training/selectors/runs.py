@@ -98,6 +98,18 @@ def training_run_active(*, taxonomy: Taxonomy) -> TrainingRun | None:
     return _runs().filter(taxonomy=taxonomy, status__in=TrainingRun.ACTIVE_STATUSES).first()
 
 
+def active_run_refusal(*, taxonomy: Taxonomy) -> str:
+    """Why another run is refused now, naming the taxonomy's active run: the pages' and the
+    API's words alike."""
+    active = training_run_active(taxonomy=taxonomy)
+    if active is None:  # it finished in between; asking again will work
+        return f"{taxonomy.slug} had a run active a moment ago; try again"
+    return (
+        f"{taxonomy.slug} already has an active run (#{active.id}, {active.kind}, "
+        f"{active.status}); wait for it to finish"
+    )
+
+
 def training_run_get(*, run_id: int) -> TrainingRun | None:
     return _runs().filter(id=run_id).first()
 
