@@ -249,12 +249,29 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
         )
 
 
+# What a rename refuses to change, by field, and why.
+_NOT_RENAMED = {
+    "code": "a group's code cannot be changed: exports, verdicts and other systems hold the "
+    "group by it; create a group with the new code and merge this one into it",
+    "": "cannot be changed here: this renames a group (name) and changes nothing else",
+}
+
+
 class GroupDetailApi(CuratorReadsAdminWritesApi):
     class OutputSerializer(GroupSerializer):
         pending_items = serializers.IntegerField(help_text="Pending items predicted as this group")
 
     class RenameInputSerializer(serializers.Serializer):
         name = CleanTextField(max_length=MAX_NAME_LENGTH)
+
+        def to_internal_value(self, data):
+            # A field this endpoint cannot change is named, not ignored: a caller who sent a
+            # new code would otherwise be told only that a name is missing, or believe it moved.
+            if isinstance(data, dict) and (others := sorted(set(data) - {"name"})):
+                raise serializers.ValidationError(
+                    {field: [_NOT_RENAMED.get(field, _NOT_RENAMED[""])] for field in others}
+                )
+            return super().to_internal_value(data)
 
     def _detail(self, pk: int) -> dict:
         group = group_or_404(pk)

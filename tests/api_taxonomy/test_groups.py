@@ -135,6 +135,31 @@ def test_a_rename_without_a_name_is_a_400(admin_client, tiny_taxonomy):
     assert group("29-1141").name == "Registered Nurses"
 
 
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        ({"code": "29-9999"}, {"code"}),
+        ({"name": "Nurses", "code": "29-9999"}, {"code"}),
+        ({"name": "Nurses", "description": "Care"}, {"description"}),
+    ],
+)
+def test_a_rename_names_the_fields_it_cannot_change_and_changes_nothing(
+    admin_client, tiny_taxonomy, body, refused
+):
+    nurses = group("29-1141")
+    before = db_state()
+    response = admin_client.patch(f"{API}/groups/{nurses.id}", body, format="json")
+    assert response.status_code == 400
+    errors = response.json()
+    assert set(errors) == refused
+    if "code" in errors:
+        assert errors["code"][0].startswith("a group's code cannot be changed")
+        assert "merge this one into it" in errors["code"][0]
+    else:
+        assert "changes nothing else" in errors["description"][0]
+    assert db_state() == before
+
+
 def test_renaming_an_unknown_group_is_a_404(admin_client, tiny_taxonomy):
     response = admin_client.patch(f"{API}/groups/999999", {"name": "X"}, format="json")
     assert response.status_code == 404
