@@ -431,6 +431,7 @@ class AuditEvent(models.Model):
         "review_flag.create",
         "review_flag.resolve",
         "training_run.promote",
+        "training_run.cancel",
         "model_version.rollback",
         "deployment.activate",
         "api_token.create",

@@ -142,6 +142,8 @@ class TrainingRun(models.Model):
         FAILED = "failed", "Failed"
         # A queued reindex a fine-tune made redundant: the fine-tune indexes every member too.
         SUPERSEDED = "superseded", "Superseded by a later run"
+        # Stopped by an admin before it changed anything live.
+        CANCELLED = "cancelled", "Cancelled"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.EVALUATED)
 
@@ -189,6 +191,8 @@ class TrainingRun(models.Model):
     eta_report = models.JSONField(default=dict, blank=True)
     # Progress writes this; a running run whose heartbeat stops had its worker die.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # An admin asked a running run to stop: its next progress report stops it (RunCancelled).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     retry_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
     )

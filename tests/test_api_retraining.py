@@ -307,6 +307,50 @@ def test_a_curator_cannot_retry(api_client, failed_run):
     assert snapshot() == before
 
 
+# --- cancel ---------------------------------------------------------------------------------
+
+
+def test_an_admin_cancels_a_queued_run_at_once_and_a_running_one_at_its_next_report(
+    admin_client, tiny_taxonomy
+):
+    queued = make_run(tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status="queued")
+    live = sorted(Deployment.objects.values_list("taxonomy_id", "index_build_id"))
+    response = admin_client.post(f"{API}/training-runs/{queued.id}/cancel")
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["id"], body["status"], body["error"]) == (
+        queued.id,
+        "cancelled",
+        "cancelled by an admin before it started",
+    )
+    running = make_run(tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status="running")
+    response = admin_client.post(f"{API}/training-runs/{running.id}/cancel")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "running" and body["cancel_requested_at"] is not None
+    assert sorted(Deployment.objects.values_list("taxonomy_id", "index_build_id")) == live
+    assert AuditEvent.objects.filter(action="training_run.cancel").count() == 2
+
+
+def test_cancelling_a_run_that_has_ended_is_a_409_and_changes_nothing(admin_client, failed_run):
+    before = snapshot()
+    response = admin_client.post(f"{API}/training-runs/{failed_run.id}/cancel")
+    assert response.status_code == 409
+    assert response.json() == {
+        "training_run": [
+            f"run {failed_run.id} is failed: only a queued or running run can be cancelled"
+        ]
+    }
+    assert snapshot() == before
+
+
+def test_a_curator_cannot_cancel(api_client, tiny_taxonomy):
+    run = make_run(tiny_taxonomy, kind=TrainingRun.Kind.REINDEX, status="queued")
+    before = snapshot()
+    assert api_client.post(f"{API}/training-runs/{run.id}/cancel").status_code == 403
+    assert snapshot() == before
+
+
 # --- rollback -------------------------------------------------------------------------------
 
 

@@ -52,6 +52,7 @@ ENDPOINTS = {
     "/api/v1/training-runs/{run_id}": {"get"},
     "/api/v1/training-runs/{run_id}/promote": {"post"},
     "/api/v1/training-runs/{run_id}/retry": {"post"},
+    "/api/v1/training-runs/{run_id}/cancel": {"post"},
     "/api/v1/bulk-jobs": {"get", "post"},
     "/api/v1/bulk-jobs/{job_id}": {"get", "delete"},
     "/api/v1/bulk-jobs/{job_id}/cancel": {"post"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.urls import path
 
 from models_app.training.api.runs import (
+    TrainingRunCancelApi,
     TrainingRunDetailApi,
     TrainingRunListRequestApi,
     TrainingRunPromoteApi,
@@ -54,5 +55,10 @@ urlpatterns = [
         "training-runs/<int:run_id>/retry",
         TrainingRunRetryApi.as_view(),
         name="api-training-run-retry",
+    ),
+    path(
+        "training-runs/<int:run_id>/cancel",
+        TrainingRunCancelApi.as_view(),
+        name="api-training-run-cancel",
     ),
 ]

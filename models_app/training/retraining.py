@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Input, Member, Taxonomy
+from annotations.services.audit import audit_record
 from models_app.models import TrainingRun
 from models_app.serving.engines import (
     LiveEngine,
@@ -196,6 +197,55 @@ def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
     return retry
 
 
+def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
+    """An admin stops a run: a queued one at once, a running one at its next progress report
+    (a training's next steps, the gate's next measure), which comes before anything goes live.
+    Refused for a run that has ended; asked again, nothing more happens. Audited."""
+    now = timezone.now()
+    runs = TrainingRun.objects.filter(id=run.id)
+    # A fine-tune fixes its verdicts when it starts; one stopped before keeps those there are
+    # now, which the schedule then counts as tried (``cancelled_until``).
+    until = feedback_last_id(run.taxonomy) if run.kind == TrainingRun.Kind.FINETUNE else None
+    stopped = runs.filter(status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.CANCELLED,
+        cancel_requested_at=now,
+        feedback_until=until,
+        error="cancelled by an admin before it started",
+        finished_at=now,
+    )
+    if not stopped:
+        stopped = runs.filter(
+            status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED],
+            cancel_requested_at__isnull=True,
+        ).update(cancel_requested_at=now)
+    run.refresh_from_db()
+    if not stopped:
+        if run.status in TrainingRun.ACTIVE_STATUSES:
+            return run  # asked already: it stops at its next report
+        raise RunStateError(
+            f"run {run.id} is {run.get_status_display().lower()}: only a queued or running run "
+            "can be cancelled"
+        )
+    audit_record(actor=actor, action="training_run.cancel", obj=run, taxonomy=run.taxonomy,
+                 after={"status": run.status})  # fmt: skip
+    return run
+
+
+def cancelled_until(taxonomy: Taxonomy) -> int:
+    """The last feedback pair of the newest cancelled fine-tune (0 without one): the schedule
+    waits for as many new verdicts after it as it needs to start one, so that a cancel is not
+    undone by the next check."""
+    run = (
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status=TrainingRun.Status.CANCELLED
+        )
+        .exclude(feedback_until=None)
+        .order_by("-id")
+        .first()
+    )
+    return run.feedback_until if run is not None else 0
+
+
 def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
     """Beat: start a fine-tune where enough new verdicts arrived, or where the live version is
     old and at least one verdict is new; never of the pretrained tower as it comes. "New"
@@ -208,7 +258,7 @@ def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
         if is_pretrained_as_it_comes(live):
             continue  # the ranker learns its verdicts; its first training trains the tower
         seen, _ = feedback_learnt(taxonomy, live=live)
-        new_verdicts = new_verdict_count(taxonomy, after=seen)
+        new_verdicts = new_verdict_count(taxonomy, after=max(seen, cancelled_until(taxonomy)))
         old = now - live.created_at > timedelta(hours=settings.SIAMWEB_RETRAIN_MAX_AGE_HOURS)
         if new_verdicts >= settings.SIAMWEB_RETRAIN_MIN_VERDICTS or (old and new_verdicts):
             trigger = (

@@ -24,6 +24,7 @@ from models_app.training.services.indexes import (
     taxonomy_needs_reindex,
 )
 from models_app.training.services.runs import (
+    RunCancelled,
     build_or_reindex,
     run_checkpoint_dir,
     run_mark_failed,
@@ -62,6 +63,17 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
 
     try:
         outcome = EXECUTE_BY_KIND[run.kind](run=run, progress=progress)
+    except RunCancelled as exc:
+        logger.info("training run %s %s", run_id, exc)
+        TrainingRun.objects.filter(id=run_id).update(
+            status=TrainingRun.Status.CANCELLED,
+            error=f"{exc}; the live model kept serving",
+            finished_at=timezone.now(),
+        )
+        # Nothing resumes a cancelled run: its checkpoints serve no retry.
+        shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
+        run.refresh_from_db()
+        return run
     except Exception as exc:
         logger.exception("training run %s failed", run_id)
         if isinstance(exc, SoftTimeLimitExceeded):

@@ -17,4 +17,5 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.models_run, name="models-run"),
     path("runs/<int:run_id>/promote", views.models_run_promote, name="models-run-promote"),
     path("runs/<int:run_id>/retry", views.models_run_retry, name="models-run-retry"),
+    path("runs/<int:run_id>/cancel", views.models_run_cancel, name="models-run-cancel"),
 ]

@@ -33,6 +33,7 @@ from models_app.training.retraining import (
     PRETRAINED_LEARNS_BY_RANKER,
     finetune_now_request,
     is_pretrained_as_it_comes,
+    training_run_cancel,
     training_run_retry,
 )
 from models_app.training.selectors.charts import (
@@ -243,6 +244,7 @@ def _run_page(
         and run.kind == TrainingRun.Kind.FINETUNE
         and run.status == TrainingRun.Status.REJECTED,
         "can_retry": admin and run.status == TrainingRun.Status.FAILED,
+        "can_cancel": admin and run_is_active(run) and run.cancel_requested_at is None,
         "error": error,
     }
     template = "models/_run_panel.html" if request.htmx else "models/run.html"
@@ -298,3 +300,22 @@ def models_run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
         )
     messages.info(request, f"Run #{run.id} queued again as run #{retry.id}.")
     return redirect(_run_url(retry))
+
+
+@admin_required
+@require_POST
+def models_run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Stop a queued run at once, a running one at its next progress report."""
+    run = _run(run_id)
+    try:
+        run = training_run_cancel(run=run, actor=request.user)
+    except RunStateError as exc:
+        return _run_page(request, run, status=CONFLICT, error=str(exc))
+    if run.status == TrainingRun.Status.CANCELLED:
+        messages.info(request, f"Run #{run.id} cancelled.")
+    else:
+        messages.info(
+            request,
+            f"Run #{run.id} stops at its next progress report; the live model keeps serving.",
+        )
+    return redirect(_run_url(run))

@@ -18,6 +18,7 @@ def admin_actions(run_id: int, version_id: int) -> list[tuple[str, str]]:
         ("get", f"/models/runs/{run_id}/promote"),
         ("post", f"/models/runs/{run_id}/promote"),
         ("post", f"/models/runs/{run_id}/retry"),
+        ("post", f"/models/runs/{run_id}/cancel"),
     ]
 
 

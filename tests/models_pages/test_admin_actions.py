@@ -226,3 +226,33 @@ def test_promoting_a_run_the_gate_did_not_reject_is_a_409_with_the_reason(
         response.content.decode()
     )
     assert snapshot() == before
+
+
+# --- cancel -----------------------------------------------------------------------------------
+
+
+def test_an_admin_cancels_an_active_run_from_its_page(client, admin_user, tiny_taxonomy):
+    run = make_run(tiny_taxonomy, kind=TrainingRun.Kind.REINDEX)
+    client.force_login(admin_user)
+    page = client.get(f"/models/runs/{run.id}/").content.decode()
+    assert 'data-testid="cancel">Cancel run</button>' in page
+    response = client.post(f"/models/runs/{run.id}/cancel")
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert f"Run #{run.id} stops at its next progress report" in page
+    assert 'data-testid="run-cancelling">Cancelling: it stops at its next progress report' in page
+    # Asked already: no second button.
+    assert 'data-testid="cancel"' not in page
+    run.refresh_from_db()
+    assert (run.status, run.cancel_requested_at is not None) == ("running", True)
+
+
+def test_cancelling_a_run_that_has_ended_is_a_409_with_the_reason(client, admin_user, failed_run):
+    client.force_login(admin_user)
+    before = snapshot()
+    page = client.get(f"/models/runs/{failed_run.id}/").content.decode()
+    assert 'data-testid="cancel"' not in page
+    response = client.post(f"/models/runs/{failed_run.id}/cancel")
+    assert response.status_code == 409
+    assert "only a queued or running run can be cancelled" in response.content.decode()
+    assert snapshot() == before

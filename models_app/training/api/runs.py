@@ -1,5 +1,5 @@
-"""Training runs: the list, asking for a run, one run, forcing a rejected candidate live, and
-retrying a failed run."""
+"""Training runs: the list, asking for a run, one run, forcing a rejected candidate live,
+retrying a failed run and cancelling an active one."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ from models_app.training.api.base import (
 )
 from models_app.training.api.reports import FlipReportSerializer, GateReportSerializer
 from models_app.training.promotion import RunStateError, training_run_promote
-from models_app.training.retraining import finetune_now_request, training_run_retry
+from models_app.training.retraining import (
+    finetune_now_request,
+    training_run_cancel,
+    training_run_retry,
+)
 from models_app.training.services.runs import training_run_request
 from siamweb.web.api import (
     BAD_REQUEST,
@@ -72,6 +76,11 @@ class TrainingRunDetailSerializer(TrainingRunSerializer):
         source="retry_of_id", allow_null=True, help_text="The failed run this one retries"
     )
     heartbeat_at = serializers.DateTimeField(allow_null=True)
+    cancel_requested_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When an admin asked the run to stop; a running run stops at its next "
+        "progress report, before anything goes live",
+    )
     gate_report = serializers.SerializerMethodField()
     flip_report = serializers.SerializerMethodField()
 
@@ -209,6 +218,35 @@ class TrainingRunRetryApi(AdminApi):
         run = object_or_404(training_runs(), run_id, "training run")
         return run_action_response(
             lambda: training_run_retry(run=run, actor=request.user),
+            field="training_run",
+            taxonomy=run.taxonomy,
+            output_serializer=self.OutputSerializer,
+            success_status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class TrainingRunCancelApi(AdminApi):
+    class OutputSerializer(TrainingRunDetailSerializer):
+        pass
+
+    @extend_schema(
+        summary="Cancel a queued or running run (admins)",
+        description="A queued run is cancelled at once (status `cancelled`); a running one has "
+        "`cancel_requested_at` set and stops at its next progress report (a training's next "
+        "steps, the gate's next measure), before anything goes live: the live model keeps "
+        "serving. Asking again changes nothing; a run that has ended is a 409.",
+        request=None,
+        responses={
+            202: OutputSerializer,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = object_or_404(training_runs(), run_id, "training run")
+        return run_action_response(
+            lambda: training_run_cancel(run=run, actor=request.user),
             field="training_run",
             taxonomy=run.taxonomy,
             output_serializer=self.OutputSerializer,

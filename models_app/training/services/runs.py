@@ -224,19 +224,27 @@ def run_progress_overall(stage: str, fraction: float) -> float:
     return low + min(max(fraction, 0.0), 1.0) * (high - low)
 
 
+class RunCancelled(Exception):
+    """Raised by a run's progress report once an admin asked the run to stop. Every run changes
+    what is live only after its last report, so a run stopped this way changed nothing."""
+
+
 def training_run_progress_writer(*, run_id: int) -> Progress:
     """The progress callback a run's work reports to: the stage, its time left and the run's
     share done, which never goes down (a later stage starting at 0 % keeps the bar where it
     was; a stage met again, as training is after the held-out check, catches up before it moves
-    the bar). Each call is also the run's heartbeat."""
+    the bar). Each call is also the run's heartbeat, and where a cancel takes effect."""
 
     def progress(stage: str, fraction: float, eta: float | None = None) -> None:
-        TrainingRun.objects.filter(id=run_id).update(
+        runs = TrainingRun.objects.filter(id=run_id)
+        runs.update(
             stage=stage,
             progress=Greatest(F("progress"), Value(run_progress_overall(stage, fraction))),
             eta_seconds=eta,
             heartbeat_at=timezone.now(),
         )
+        if runs.filter(cancel_requested_at__isnull=False).exists():
+            raise RunCancelled(f"cancelled by an admin during {stage!r}")
 
     return progress
 
@@ -398,15 +406,19 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
     lost its worker. The live model and index were never touched by it.
     """
     cutoff = timezone.now() - timezone.timedelta(seconds=silent_for_seconds)
-    return (
-        TrainingRun.objects.filter(
-            status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
-        )
-        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
-        .update(
-            status=TrainingRun.Status.FAILED,
-            error="the worker stopped before the run finished; the live model kept serving. "
-            "Retry the run to resume from its last checkpoint.",
-            finished_at=timezone.now(),
-        )
+    silent = TrainingRun.objects.filter(
+        status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
+    ).filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+    # One an admin had asked to stop is what was asked: cancelled, not failed.
+    cancelled = silent.filter(cancel_requested_at__isnull=False).update(
+        status=TrainingRun.Status.CANCELLED,
+        error="cancelled by an admin; its worker stopped before it could report it. "
+        "The live model kept serving.",
+        finished_at=timezone.now(),
+    )
+    return cancelled + silent.update(
+        status=TrainingRun.Status.FAILED,
+        error="the worker stopped before the run finished; the live model kept serving. "
+        "Retry the run to resume from its last checkpoint.",
+        finished_at=timezone.now(),
     )

@@ -1,0 +1,118 @@
+"""An admin cancels a training run: a queued one stops at once, a running one at its next
+progress report, before anything goes live; the schedule does not start it again by itself."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotations.models import AuditEvent
+from models_app.models import Deployment, IndexBuild, TrainingRun
+from models_app.training.promotion import RunStateError
+from models_app.training.retraining import (
+    finetune_run_request,
+    retrain_due_taxonomies,
+    training_run_cancel,
+)
+from models_app.training.run_execution import training_run_execute
+from models_app.training.services.runs import (
+    RunCancelled,
+    run_checkpoint_dir,
+    training_run_progress_writer,
+    training_run_request,
+    training_runs_fail_stale,
+)
+from tests.retraining.conftest import CORRECTIONS, correct_everything
+
+
+def live_pointer(taxonomy) -> tuple:
+    return tuple(Deployment.objects.filter(taxonomy=taxonomy).values_list("index_build_id"))
+
+
+def test_a_queued_run_is_cancelled_at_once_and_its_worker_then_does_nothing(taxonomy, admin_user):
+    run = training_run_request(taxonomy=taxonomy, kind="reindex", enqueue=False)
+    builds, live = IndexBuild.objects.count(), live_pointer(taxonomy)
+    cancelled = training_run_cancel(run=run, actor=admin_user)
+    assert (cancelled.status, cancelled.error) == (
+        "cancelled",
+        "cancelled by an admin before it started",
+    )
+    assert cancelled.finished_at is not None
+    event = AuditEvent.objects.get(action="training_run.cancel")
+    assert (event.actor, event.object_id) == (admin_user, str(run.id))
+    assert event.after == {"status": "cancelled"}
+    # The task its request queued finds nothing to do.
+    assert training_run_execute(run_id=run.id) is None
+    assert (IndexBuild.objects.count(), live_pointer(taxonomy)) == (builds, live)
+    # Its slot is free: the next run may start.
+    assert training_run_request(taxonomy=taxonomy, kind="reindex", enqueue=False) is not None
+
+
+def test_a_running_run_is_asked_to_stop_and_its_next_progress_report_stops_it(taxonomy, admin_user):
+    run = TrainingRun.objects.create(taxonomy=taxonomy, kind="finetune", status="running")
+    asked = training_run_cancel(run=run, actor=admin_user)
+    assert asked.status == "running" and asked.cancel_requested_at is not None
+    report = training_run_progress_writer(run_id=run.id)
+    with pytest.raises(RunCancelled, match="cancelled by an admin during 'train'"):
+        report("train", 0.4, 30.0)
+    # Asked again, nothing more happens, and it is audited once.
+    again = training_run_cancel(run=run, actor=admin_user)
+    assert again.cancel_requested_at == asked.cancel_requested_at
+    assert AuditEvent.objects.filter(action="training_run.cancel").count() == 1
+
+
+def test_a_run_stopped_by_its_report_is_cancelled_and_nothing_went_live(taxonomy, curator):
+    correct_everything(taxonomy, curator)
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+    # The cancel lands as the worker claims the run: its first report stops it.
+    TrainingRun.objects.filter(id=run.id).update(cancel_requested_at=run.created_at)
+    versions, builds, live = (
+        taxonomy.model_versions.count(),
+        IndexBuild.objects.count(),
+        live_pointer(taxonomy),
+    )
+    done = training_run_execute(run_id=run.id)
+    assert done.status == "cancelled"
+    assert done.error.startswith("cancelled by an admin during ")
+    assert done.error.endswith("; the live model kept serving")
+    assert (taxonomy.model_versions.count(), IndexBuild.objects.count()) == (versions, builds)
+    assert live_pointer(taxonomy) == live
+    assert not run_checkpoint_dir(done).exists()
+
+
+@pytest.mark.parametrize("status", ["succeeded", "failed", "rejected", "promoted", "cancelled"])
+def test_a_run_that_has_ended_cannot_be_cancelled(taxonomy, admin_user, status):
+    run = TrainingRun.objects.create(taxonomy=taxonomy, kind="finetune", status=status)
+    with pytest.raises(RunStateError, match=f"run {run.id} is .*: only a queued or running run"):
+        training_run_cancel(run=run, actor=admin_user)
+    run.refresh_from_db()
+    assert (run.status, run.cancel_requested_at) == (status, None)
+    assert not AuditEvent.objects.filter(action="training_run.cancel").exists()
+
+
+def test_a_run_asked_to_stop_whose_worker_died_is_cancelled_not_failed(taxonomy, admin_user):
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    run = TrainingRun.objects.create(
+        taxonomy=taxonomy, kind="finetune", status="running", heartbeat_at=an_hour_ago
+    )
+    training_run_cancel(run=run, actor=admin_user)
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert run.error.startswith("cancelled by an admin; its worker stopped")
+
+
+def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_verdicts(
+    taxonomy, curator, admin_user, settings
+):
+    settings.SIAMWEB_RETRAIN_MIN_VERDICTS = len(CORRECTIONS)
+    correct_everything(taxonomy, curator)
+    (run,) = retrain_due_taxonomies()
+    training_run_cancel(run=run, actor=admin_user)
+    assert retrain_due_taxonomies() == []
+    # An admin may still ask for one: the verdicts were never learnt.
+    from models_app.training.retraining import finetune_now_request
+
+    assert finetune_now_request(taxonomy=taxonomy, requested_by=admin_user) is not None
