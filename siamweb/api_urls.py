@@ -9,10 +9,11 @@ from rest_framework.permissions import IsAuthenticated
 from siamweb.web.api import ApiNotFoundApi
 
 # Each area declares its own routes beside its API; the project only mounts them, and the
-# schema (/api/v1/schema) lists them all.
+# schema (/api/v1/schema) lists them all. Serving's first: normalize is the busiest route, and
+# Django tries the patterns in order.
 urlpatterns = [
-    path("", include("annotations.urls.api")),
     path("", include("models_app.serving.api_urls")),
+    path("", include("annotations.urls.api")),
     path("", include("models_app.training.api_urls")),
     path("", include("models_app.bulk.api_urls")),
     # the OpenAPI description and its docs page (Swagger UI from static files, no CDN)
