@@ -318,6 +318,15 @@ class Judgement(models.Model):
     # An undone verdict stays for the audit trail but no longer counts anywhere.
     undone_at = models.DateTimeField(null=True, blank=True)
 
+    class Settlement(models.TextChoices):
+        OVERRULED = "overruled", "Overruled by an admin's settlement"
+        SETTLED = "settled", "An admin's settlement"
+
+    # Where an admin settled curators' disagreement: the verdict the settlement undid still shows
+    # what its curator said (agreement counts it, "taken back" does not), and the admin's own
+    # verdict is no third curator's.
+    settlement = models.CharField(max_length=16, choices=Settlement.choices, blank=True)
+
     objects = JudgementQuerySet.as_manager()
 
     class Meta:

@@ -64,10 +64,10 @@ def test_an_admin_sees_each_curators_verdict_and_their_agreement(client, admin_u
     assert "Settle: Baristas" in page and "Settle: Software Developers" in page
     rows = re.findall(r'data-testid="curator-row">(.*?)</tr>', page, re.S)
     cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
-    # curator, verdicts, today, last 7 days, a day, seen twice, agreement, reversed
+    # curator, verdicts, today, last 7 days, a day, seen twice, agreement, reversed, overruled
     assert cells == [
-        ["carla", "2", "2", "2", "2.0", "2", "50%", "0%"],
-        ["oscar", "2", "2", "2", "2.0", "2", "50%", "0%"],
+        ["carla", "2", "2", "2", "2.0", "2", "50%", "0%", "0"],
+        ["oscar", "2", "2", "2", "2.0", "2", "50%", "0%", "0"],
     ]
 
 
@@ -80,6 +80,13 @@ def test_settling_with_a_curators_group_undoes_the_other_verdict(client, admin_u
     page = response.content.decode()
     assert "Settled “Java Barista”: 35-3023 Baristas." in page
     assert 'data-testid="no-conflicts"' in page
+    # The disagreement stays in the figures: oscar's verdict was overruled, not taken back.
+    rows = re.findall(r'data-testid="curator-row">(.*?)</tr>', page, re.S)
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
+    assert cells == [
+        ["carla", "2", "2", "2", "2.0", "2", "50%", "0%", "0"],
+        ["oscar", "1", "1", "1", "1.0", "2", "50%", "0%", "1"],
+    ]
     conflict.refresh_from_db()
     assert (conflict.conflict, conflict.status) == (False, ReviewItem.Status.DONE)
     live = Judgement.objects.live().filter(review_item=conflict)
@@ -183,7 +190,7 @@ def test_the_curators_page_gives_each_curators_pace_agreement_and_reversals(
     rows = re.findall(r'data-testid="curator-row">(.*?)</tr>', page, re.S)
     cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
     # Two verdicts stand; one of three was taken back: a third reversed.
-    assert cells == [["carla", "2", "2", "2", "2.0", "0", "—", "33%"]]
+    assert cells == [["carla", "2", "2", "2", "2.0", "0", "—", "33%", "0"]]
     client.force_login(curator)
     assert client.get("/review/curators/").status_code == 403
     client.force_login(admin_user)

@@ -64,6 +64,7 @@ def test_agreeing_curators_close_the_item(item, curator, other_curator):
         "reversal_rate": 0.0,
         "seen_twice": 1,
         "agreement": 1.0,
+        "overruled": 0,
     }
     assert stats["oscar"]["agreement"] == 1.0
 
@@ -94,6 +95,25 @@ def test_an_admin_settles_a_conflict_and_the_losing_verdict_is_undone(
     assert losing.undone_at is not None
     assert Member.objects.filter(source="curator", group=barista, text="Java Barista").exists()
     assert not review_conflicts().exists()
+    # Settled, the disagreement still counts: oscar was overruled, not taken back.
+    stats = {row["username"]: row for row in curator_stats()}
+    assert {
+        name: (row["seen_twice"], row["agreement"], row["reversal_rate"], row["overruled"])
+        for name, row in stats.items()
+    } == {"carla": (1, 0.0, 0.0, 0), "oscar": (1, 0.0, 0.0, 1)}
+
+
+def test_an_admins_settlement_on_a_third_group_is_no_third_curator(
+    item, curator, other_curator, admin_user
+):
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    judgement_create(review_item=item, user=other_curator, verdict="none")
+    review_conflict_resolve(item=item, user=admin_user, group=group("13-2011"))
+    stats = {row["username"]: row for row in curator_stats()}
+    assert (stats["carla"]["seen_twice"], stats["carla"]["overruled"]) == (1, 1)
+    assert (stats["oscar"]["seen_twice"], stats["oscar"]["overruled"]) == (1, 1)
+    # The admin's verdict stands and counts as one, but compares with no one.
+    assert (stats["ada"]["verdicts"], stats["ada"]["seen_twice"]) == (1, 0)
 
 
 def test_an_admin_may_settle_on_a_group_neither_curator_chose(

@@ -12,6 +12,7 @@ from annotations.api.base import QUEUE_OPEN, QueueStatusField, ReviewItemStatusF
 from annotations.api.reads import item_judgements
 from annotations.models import (
     Group,
+    Judgement,
     ReviewItem,
 )
 from annotations.selectors.card import review_card_groups
@@ -103,6 +104,11 @@ class JudgementSerializer(serializers.Serializer):
     previous_status = serializers.CharField()
     created_at = serializers.DateTimeField()
     undone_at = serializers.DateTimeField(allow_null=True)
+    settlement = serializers.ChoiceField(
+        choices=["", *Judgement.Settlement.values],
+        help_text="Where an admin settled a conflict: overruled (the settlement undid this "
+        "verdict), settled (the admin's own verdict); empty otherwise",
+    )
 
 
 class ReviewItemDetailSerializer(ReviewItemPredictionSerializer):

@@ -45,11 +45,13 @@ def review_counts(*, filters: QueueFilters | None = None) -> dict[str, int]:
 def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
     """Per curator: live verdicts (today, the last seven days, a day on the days they worked),
     items also judged by someone else and the share of those where both put the input in the
-    same place, and the share of their verdicts taken back since (undone or changed)."""
+    same place, the share of their verdicts taken back since (undone or changed), and how many
+    an admin's settlement of a conflict overruled. An overruled verdict still says what its
+    curator judged, so a settled disagreement stays one; the admin's settlement is no third
+    curator."""
     every = Judgement.objects.all()
     if taxonomy is not None:
         every = every.filter(review_item__taxonomy=taxonomy)
-    judgements = every.filter(undone_at__isnull=True)
     today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     standing = Q(undone_at__isnull=True)
     figures = {
@@ -62,12 +64,19 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
             today=Count("id", filter=standing & Q(created_at__gte=today)),
             week=Count("id", filter=standing & Q(created_at__gte=today - timedelta(days=6))),
             days=Count(TruncDate("created_at"), distinct=True, filter=standing),
-            taken_back=Count("id", filter=Q(undone_at__isnull=False)),
+            taken_back=Count(
+                "id",
+                filter=Q(undone_at__isnull=False) & ~Q(settlement=Judgement.Settlement.OVERRULED),
+            ),
+            overruled=Count("id", filter=Q(settlement=Judgement.Settlement.OVERRULED)),
         )
-        if row["verdicts"]
+        if row["verdicts"] or row["overruled"]
     }
+    said = every.filter(
+        Q(undone_at__isnull=True) | Q(settlement=Judgement.Settlement.OVERRULED)
+    ).exclude(settlement=Judgement.Settlement.SETTLED)
     shared_items = (
-        judgements.filter(verdict__in=Judgement.FINAL_VERDICTS)
+        said.filter(verdict__in=Judgement.FINAL_VERDICTS)
         .order_by()
         .values("review_item")
         .annotate(curators=Count("user", distinct=True))
@@ -75,7 +84,7 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
         .values("review_item")
     )
     outcomes: dict[int, dict[str, object]] = defaultdict(dict)
-    for item_id, username, verdict, group_id in judgements.filter(
+    for item_id, username, verdict, group_id in said.filter(
         review_item__in=shared_items, verdict__in=Judgement.FINAL_VERDICTS
     ).values_list("review_item", "user__username", "verdict", "group"):
         outcomes[item_id][username] = "none" if verdict == Judgement.Verdict.NONE else group_id
@@ -94,6 +103,7 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
             "last_7_days": row["week"],
             "per_day": row["verdicts"] / max(row["days"], 1),
             "reversal_rate": row["taken_back"] / row["given"],
+            "overruled": row["overruled"],
             "seen_twice": seen_twice[username],
             "agreement": (agreed[username] / seen_twice[username])
             if seen_twice[username]

@@ -153,7 +153,8 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
     now = timezone.now()
     for judgement in losing:
         judgement.undone_at = now
-        judgement.save(update_fields=["undone_at"])
+        judgement.settlement = Judgement.Settlement.OVERRULED
+        judgement.save(update_fields=["undone_at", "settlement"])
         judgement.feedback_pairs.all().delete()
         judgement.members.filter(source=Member.Source.CURATOR).delete()
     kept = set(final_outcomes(live_verdicts([item.id])[item.id]).values())
@@ -162,7 +163,7 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
         item.reviews_required = 1
         item.save(update_fields=["status", "reviews_required"])
         verdict = Judgement.Verdict.NONE if group is None else Judgement.Verdict.REASSIGN
-        judgement_record(
+        settled = judgement_record(
             item_id=item.id,
             user=user,
             verdict=verdict,
@@ -170,6 +171,7 @@ def review_conflict_resolve(*, item: ReviewItem, user, group: Group | None) -> R
             prediction_id=None,
             idempotency_key="",
         )
+        Judgement.objects.filter(id=settled.id).update(settlement=Judgement.Settlement.SETTLED)
         item.refresh_from_db()
     item.conflict = False
     item.status = ReviewItem.Status.DONE
