@@ -142,6 +142,35 @@ def test_a_version_cannot_go_live_while_a_run_is_active(admin_client, second_ver
     assert not AuditEvent.objects.filter(action="deployment.activate").exists()
 
 
+def test_a_reindex_still_queued_gives_its_slot_up_to_an_activation(admin_client, second_version):
+    taxonomy = second_version.taxonomy
+    waiting = make_run(taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED)
+    response = admin_client.post(f"{API}/model-versions/{second_version.id}/activate")
+    assert response.status_code == 200
+    assert live_version(taxonomy) == second_version.id
+    waiting.refresh_from_db()
+    assert waiting.status == "superseded"
+    assert waiting.error == (
+        "superseded: an admin's change of the live model (make jobs/v2 live) went first"
+    )
+    # The task its request queued finds nothing to do.
+    assert training_run_execute(run_id=waiting.id) is None
+    assert live_version(taxonomy) == second_version.id
+
+
+def test_a_reindex_a_worker_has_claimed_holds_an_activation_up(admin_client, second_version):
+    running = make_run(
+        second_version.taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.RUNNING
+    )
+    before = live_version(second_version.taxonomy)
+    response = admin_client.post(f"{API}/model-versions/{second_version.id}/activate")
+    assert response.status_code == 409
+    assert f"has run #{running.id} active (reindex, running)" in response.json()["model_version"][0]
+    assert live_version(second_version.taxonomy) == before
+    running.refresh_from_db()
+    assert running.status == "running"
+
+
 def test_activating_the_version_already_live_changes_and_records_nothing(
     admin_client, tiny_taxonomy
 ):

@@ -49,7 +49,20 @@ def live_build(taxonomy: Taxonomy) -> IndexBuild | None:
 def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
     """An admin's change of the live model waits for the taxonomy's active run: a fine-tune
     gates its candidate against the live pair and goes live in its place, and a reindex or a
-    rollback ends by making its own build live; either would measure or undo the wrong thing."""
+    rollback ends by making its own build live; either would measure or undo the wrong thing.
+
+    A reindex still waiting in the queue gives its slot up instead (superseded, as it does to a
+    fine-tune): it has read nothing yet, the live engine scores members added since its index
+    on the fly, and beat's check queues a reindex of whatever is live then. A reindex a worker
+    claimed first is running, and the change waits for it. Call inside the change's transaction.
+    """
+    TrainingRun.objects.filter(
+        taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
+    ).update(
+        status=TrainingRun.Status.SUPERSEDED,
+        finished_at=timezone.now(),
+        error=f"superseded: an admin's change of the live model ({action}) went first",
+    )
     active = training_run_active(taxonomy=taxonomy)
     if active is not None:
         raise RunStateError(
@@ -70,8 +83,9 @@ def model_version_activate(*, model_version: ModelVersion, actor) -> IndexBuild:
         )
     if live_build(model_version.taxonomy) == build:
         return build
-    refuse_while_a_run_is_active(model_version.taxonomy, f"make {model_version.label} live")
-    deployment_activate(index_build=build, actor=actor)
+    with transaction.atomic():
+        refuse_while_a_run_is_active(model_version.taxonomy, f"make {model_version.label} live")
+        deployment_activate(index_build=build, actor=actor)
     return build
 
 
