@@ -378,6 +378,18 @@ def test_rolling_back_to_the_live_version_is_a_409(admin_client, first_version):
     assert snapshot() == before
 
 
+def test_a_rollback_takes_the_slot_of_a_reindex_still_queued(admin_client, older_version):
+    waiting = make_run(older_version.taxonomy, kind=TrainingRun.Kind.REINDEX, status="queued")
+    response = admin_client.post(f"{API}/model-versions/{older_version.id}/rollback")
+    assert response.status_code == 202
+    assert (response.json()["kind"], response.json()["status"]) == ("rollback", "queued")
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.error) == (
+        "superseded",
+        "superseded by a rollback, which indexes every member",
+    )
+
+
 def test_a_rollback_while_a_run_is_active_is_a_409(admin_client, older_version):
     active = make_run(older_version.taxonomy, status=TrainingRun.Status.EVALUATED)
     before = snapshot()

@@ -24,7 +24,7 @@ from models_app.training.selectors.runs import training_run_active
 from models_app.training.selectors.versions import model_version_was_live
 from models_app.training.services.indexes import deployment_activate, index_build_create
 from models_app.training.services.run_clock import index_clock
-from models_app.training.services.runs import training_run_request
+from models_app.training.services.runs import queued_reindex_supersede, training_run_request
 from siamweb.task_names import FINISH_PROMOTION
 
 
@@ -51,17 +51,13 @@ def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
     gates its candidate against the live pair and goes live in its place, and a reindex or a
     rollback ends by making its own build live; either would measure or undo the wrong thing.
 
-    A reindex still waiting in the queue gives its slot up instead (superseded, as it does to a
-    fine-tune): it has read nothing yet, the live engine scores members added since its index
-    on the fly, and beat's check queues a reindex of whatever is live then. A reindex a worker
-    claimed first is running, and the change waits for it. Call inside the change's transaction.
+    A reindex still waiting in the queue gives its slot up instead (``queued_reindex_supersede``,
+    as to a fine-tune): it has read nothing yet. A reindex a worker claimed first is running,
+    and the change waits for it. Call inside the change's transaction.
     """
-    TrainingRun.objects.filter(
-        taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
-    ).update(
-        status=TrainingRun.Status.SUPERSEDED,
-        finished_at=timezone.now(),
-        error=f"superseded: an admin's change of the live model ({action}) went first",
+    queued_reindex_supersede(
+        taxonomy=taxonomy,
+        why=f"superseded: an admin's change of the live model ({action}) went first",
     )
     active = training_run_active(taxonomy=taxonomy)
     if active is not None:
@@ -106,6 +102,11 @@ def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun
             "there is nothing to roll back to; promote its run instead"
         )
     with transaction.atomic():
+        # A rollback indexes every member too: a reindex still waiting gives its slot up.
+        queued_reindex_supersede(
+            taxonomy=model_version.taxonomy,
+            why="superseded by a rollback, which indexes every member",
+        )
         run = training_run_request(
             taxonomy=model_version.taxonomy,
             kind=TrainingRun.Kind.ROLLBACK,
@@ -113,7 +114,9 @@ def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun
             model_version=model_version,
             requested_by=actor,
         )
-        if run is not None:
+        if run is None:  # something else holds the slot: the reindex keeps its place
+            transaction.set_rollback(True)
+        else:
             audit_record(
                 actor=actor,
                 action="model_version.rollback",

@@ -50,6 +50,7 @@ from models_app.training.services.builds import encoder_fit, model_version_store
 from models_app.training.services.indexes import index_build_create
 from models_app.training.services.run_clock import RunClock, calibration, encode_rates
 from models_app.training.services.runs import (
+    queued_reindex_supersede,
     run_checkpoint_dir,
     run_first_attempt,
     training_run_request,
@@ -83,14 +84,7 @@ def finetune_run_request(
     if parent is None:
         raise NoLiveModel(taxonomy)
     with transaction.atomic():
-        waiting = list(
-            TrainingRun.objects.select_for_update().filter(
-                taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
-            )
-        )
-        TrainingRun.objects.filter(
-            id__in=[r.id for r in waiting], status=TrainingRun.Status.QUEUED
-        ).update(status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now())
+        waiting = queued_reindex_supersede(taxonomy=taxonomy, why="superseded by a fine-tune")
         run = training_run_request(
             taxonomy=taxonomy,
             kind=TrainingRun.Kind.FINETUNE,
@@ -103,7 +97,7 @@ def finetune_run_request(
         if run is None:  # something else holds the slot: the reindex keeps its place
             transaction.set_rollback(True)
             return None
-        TrainingRun.objects.filter(id__in=[r.id for r in waiting]).update(
+        TrainingRun.objects.filter(id__in=waiting).update(
             error=f"superseded by fine-tune run {run.id}, which indexes every member"
         )
     return run

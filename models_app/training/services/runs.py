@@ -96,6 +96,23 @@ def training_run_request(
     return run
 
 
+def queued_reindex_supersede(*, taxonomy: Taxonomy, why: str) -> list[int]:
+    """Give up the taxonomy's reindex still waiting in the queue (``superseded``, ``why`` as its
+    error): what goes instead indexes every member, or beat's check queues a reindex of what is
+    live then; until either, the live engine scores members added since its index on the fly.
+    A reindex a worker has claimed is running and stays. The ids given up; inside the caller's
+    transaction, undone with it."""
+    waiting = list(
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
+        ).values_list("id", flat=True)
+    )
+    TrainingRun.objects.filter(id__in=waiting, status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now(), error=why
+    )
+    return waiting
+
+
 def taxonomy_model_refresh(*, taxonomy: Taxonomy, requested_by=None) -> TrainingRun | None:
     """After an import: reindex the live model over the new members, or, for a taxonomy with
     no live model yet, serve it with the pretrained tower as it comes (no training: minutes at
