@@ -149,3 +149,23 @@ def test_the_second_curator_judges_without_the_first_ones_rejections(item, curat
     judgement_create(review_item=item, user=other_curator, verdict="confirm")
     item.refresh_from_db()
     assert item.conflict
+
+
+def test_settlements_made_before_the_mark_are_marked_from_their_audit_events(
+    item, curator, other_curator, admin_user
+):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("annotations.migrations.0016_judgement_settlement")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=group("35-3023"))
+    judgement_create(review_item=item, user=other_curator, verdict="none")
+    review_conflict_resolve(item=item, user=admin_user, group=group("13-2011"))
+    marked = dict(Judgement.objects.values_list("id", "settlement"))
+    assert sorted(marked.values()) == ["overruled", "overruled", "settled"]
+    Judgement.objects.update(settlement="")  # as the rows stood before the migration
+
+    migration.mark_earlier_settlements(apps, None)
+
+    assert dict(Judgement.objects.values_list("id", "settlement")) == marked

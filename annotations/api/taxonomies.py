@@ -253,7 +253,8 @@ class GroupListCreateApi(CuratorReadsAdminWritesApi):
 _NOT_RENAMED = {
     "code": "a group's code cannot be changed: exports, verdicts and other systems hold the "
     "group by it; create a group with the new code and merge this one into it",
-    "": "cannot be changed here: this renames a group (name) and changes nothing else",
+    "description": "cannot be changed here: this renames a group (name) and changes nothing "
+    "else; a description comes with the taxonomy's import",
 }
 
 
@@ -265,11 +266,19 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
         name = CleanTextField(max_length=MAX_NAME_LENGTH)
 
         def to_internal_value(self, data):
-            # A field this endpoint cannot change is named, not ignored: a caller who sent a
-            # new code would otherwise be told only that a name is missing, or believe it moved.
-            if isinstance(data, dict) and (others := sorted(set(data) - {"name"})):
+            # A new code or description is refused by name, not ignored: the caller would be
+            # told only that a name is missing, or believe it changed. The group's own values,
+            # sent back as a GET gave them, change nothing and pass.
+            group = self.context["group"]
+            if isinstance(data, dict) and (
+                changed := sorted(
+                    field
+                    for field in _NOT_RENAMED
+                    if field in data and data[field] != getattr(group, field)
+                )
+            ):
                 raise serializers.ValidationError(
-                    {field: [_NOT_RENAMED.get(field, _NOT_RENAMED[""])] for field in others}
+                    {field: [_NOT_RENAMED[field]] for field in changed}
                 )
             return super().to_internal_value(data)
 
@@ -289,7 +298,7 @@ class GroupDetailApi(CuratorReadsAdminWritesApi):
     )
     def patch(self, request: Request, group_id: int) -> Response:
         group = group_or_404(group_id)
-        serializer = self.RenameInputSerializer(data=request.data)
+        serializer = self.RenameInputSerializer(data=request.data, context={"group": group})
         serializer.is_valid(raise_exception=True)
         try:
             group_rename(group=group, name=serializer.validated_data["name"], user=request.user)

@@ -84,9 +84,12 @@ def curator_stats(*, taxonomy: Taxonomy | None = None) -> list[dict]:
         .values("review_item")
     )
     outcomes: dict[int, dict[str, object]] = defaultdict(dict)
-    for item_id, username, verdict, group_id in said.filter(
-        review_item__in=shared_items, verdict__in=Judgement.FINAL_VERDICTS
-    ).values_list("review_item", "user__username", "verdict", "group"):
+    # Oldest first: where a curator judged an item again after it reopened, the later stands.
+    for item_id, username, verdict, group_id in (
+        said.filter(review_item__in=shared_items, verdict__in=Judgement.FINAL_VERDICTS)
+        .order_by("created_at", "id")
+        .values_list("review_item", "user__username", "verdict", "group")
+    ):
         outcomes[item_id][username] = "none" if verdict == Judgement.Verdict.NONE else group_id
     seen_twice: dict[str, int] = defaultdict(int)
     agreed: dict[str, int] = defaultdict(int)

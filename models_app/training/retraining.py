@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Max, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotations.models import FeedbackPair, Group, Input, Member, Taxonomy
@@ -211,7 +213,10 @@ def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
         stopped = runs.filter(
             status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED],
             cancel_requested_at__isnull=True,
-        ).update(cancel_requested_at=now)
+        ).update(
+            cancel_requested_at=now,
+            feedback_until=Coalesce(F("feedback_until"), Value(until)),
+        )
     run.refresh_from_db()
     if not stopped:
         if run.status in TrainingRun.ACTIVE_STATUSES:
@@ -229,15 +234,10 @@ def cancelled_until(taxonomy: Taxonomy) -> int:
     """The last feedback pair of the newest cancelled fine-tune (0 without one): the schedule
     waits for as many new verdicts after it as it needs to start one, so that a cancel is not
     undone by the next check."""
-    run = (
-        TrainingRun.objects.filter(
-            taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status=TrainingRun.Status.CANCELLED
-        )
-        .exclude(feedback_until=None)
-        .order_by("-id")
-        .first()
+    cancelled = TrainingRun.objects.filter(
+        taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status=TrainingRun.Status.CANCELLED
     )
-    return run.feedback_until if run is not None else 0
+    return cancelled.aggregate(until=Max("feedback_until"))["until"] or 0
 
 
 def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:

@@ -27,6 +27,7 @@ from models_app.training.services.runs import (
     RunCancelled,
     build_or_reindex,
     run_checkpoint_dir,
+    run_checkpoints_drop,
     run_mark_failed,
     training_run_progress_writer,
     training_run_request,
@@ -70,8 +71,7 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
             error=f"{exc}; the live model kept serving",
             finished_at=timezone.now(),
         )
-        # Nothing resumes a cancelled run: its checkpoints serve no retry.
-        shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
+        run_checkpoints_drop(run)
         run.refresh_from_db()
         return run
     except Exception as exc:

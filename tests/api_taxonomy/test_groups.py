@@ -135,6 +135,17 @@ def test_a_rename_without_a_name_is_a_400(admin_client, tiny_taxonomy):
     assert group("29-1141").name == "Registered Nurses"
 
 
+def test_a_rename_takes_a_whole_body_as_a_get_gave_it(admin_client, tiny_taxonomy):
+    nurses = group("29-1141")
+    body = admin_client.get(f"{API}/groups/{nurses.id}").json()
+    response = admin_client.patch(
+        f"{API}/groups/{nurses.id}", {**body, "name": "Nurses"}, format="json"
+    )
+    assert response.status_code == 200
+    nurses.refresh_from_db()
+    assert (nurses.code, nurses.name) == ("29-1141", "Nurses")
+
+
 @pytest.mark.parametrize(
     ("body", "refused"),
     [

@@ -24,6 +24,7 @@ from models_app.training.services.runs import (
     training_run_request,
     training_runs_fail_stale,
 )
+from models_app.training.services.training_data import feedback_last_id
 from tests.retraining.conftest import CORRECTIONS, correct_everything
 
 
@@ -116,3 +117,44 @@ def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_ver
     from models_app.training.retraining import finetune_now_request
 
     assert finetune_now_request(taxonomy=taxonomy, requested_by=admin_user) is not None
+
+
+def test_a_cancelled_retry_keeps_the_checkpoints_its_failed_first_attempt_resumes_from(
+    taxonomy, admin_user
+):
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    failed = TrainingRun.objects.create(taxonomy=taxonomy, kind="finetune", status="failed")
+    shared = run_checkpoint_dir(failed)
+    shared.mkdir(parents=True)
+    (shared / "last.pt").write_bytes(b"state")
+    retry = TrainingRun.objects.create(
+        taxonomy=taxonomy, kind="finetune", status="running", retry_of=failed,
+        heartbeat_at=an_hour_ago,
+    )  # fmt: skip
+    training_run_cancel(run=retry, actor=admin_user)
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    assert (shared / "last.pt").read_bytes() == b"state"
+    # A first attempt cancelled takes its own with it: nothing can resume from them.
+    alone = TrainingRun.objects.create(
+        taxonomy=taxonomy, kind="finetune", status="running", heartbeat_at=an_hour_ago
+    )
+    own = run_checkpoint_dir(alone)
+    own.mkdir(parents=True)
+    (own / "last.pt").write_bytes(b"state")
+    training_run_cancel(run=alone, actor=admin_user)
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    assert not own.exists() and shared.exists()
+
+
+def test_a_fine_tune_cancelled_before_it_fixed_its_verdicts_keeps_those_there_were(
+    taxonomy, curator, admin_user, settings
+):
+    settings.SIAMWEB_RETRAIN_MIN_VERDICTS = len(CORRECTIONS)
+    correct_everything(taxonomy, curator)
+    running = TrainingRun.objects.create(taxonomy=taxonomy, kind="finetune", status="running")
+    assert running.feedback_until is None
+    training_run_cancel(run=running, actor=admin_user)
+    running.refresh_from_db()
+    assert running.feedback_until == feedback_last_id(taxonomy) > 0
+    TrainingRun.objects.filter(id=running.id).update(status="cancelled")
+    assert retrain_due_taxonomies() == []

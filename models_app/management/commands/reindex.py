@@ -23,9 +23,8 @@ class Command(BaseCommand):
             raise CommandError(f"taxonomy {slug!r} already has a run queued or running")
         executed = training_run_execute(run_id=run.id)
         if executed is None:
-            raise CommandError(
-                f"reindex run {run.id} was superseded by a fine-tune, which indexes every member"
-            )
+            run.refresh_from_db()
+            raise CommandError(f"reindex run {run.id} did not run: {run.error}")
         run = executed
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"reindex run {run.id} failed: {run.error}")

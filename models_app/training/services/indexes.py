@@ -69,14 +69,17 @@ def index_build_create(
         encoder=encoder,
         descriptions=[description for _, _, description in group_rows(taxonomy.id)],
     )
-    progress("index", 1.0, 0.0)
-    return IndexBuild.objects.create(
+    build = IndexBuild.objects.create(
         taxonomy=taxonomy,
         model_version=model_version,
         artifact_path=relative,
         size=len(index),
         max_member_id=max(ids),
     )
+    # After the row: a run stopped at this report leaves a build that pruning removes, not a
+    # folder nothing names.
+    progress("index", 1.0, 0.0)
+    return build
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ a heartbeat, failed cleanly whatever goes wrong, and the first runs of a new tax
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,11 @@ def queued_reindex_supersede(*, taxonomy: Taxonomy, why: str) -> list[int]:
     A reindex a worker has claimed is running and stays. The ids given up; inside the caller's
     transaction, undone with it."""
     waiting = list(
-        TrainingRun.objects.filter(
-            taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED
-        ).values_list("id", flat=True)
+        TrainingRun.objects.select_for_update()
+        .filter(taxonomy=taxonomy, kind=TrainingRun.Kind.REINDEX, status=TrainingRun.Status.QUEUED)
+        .values_list("id", flat=True)
     )
-    TrainingRun.objects.filter(id__in=waiting, status=TrainingRun.Status.QUEUED).update(
+    TrainingRun.objects.filter(id__in=waiting).update(
         status=TrainingRun.Status.SUPERSEDED, finished_at=timezone.now(), error=why
     )
     return waiting
@@ -301,6 +302,13 @@ def run_first_attempt(run: TrainingRun) -> TrainingRun:
     return run
 
 
+def run_checkpoints_drop(run: TrainingRun) -> None:
+    """Remove a cancelled run's checkpoints, unless a failed run before it in its retry chain
+    shares the folder and may still be retried from them."""
+    if run.retry_of_id is None:
+        shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
+
+
 def run_checkpoint_dir(run: TrainingRun) -> Path:
     """Where a run's training checkpoints go. A retry chain shares the folder of the run it
     started with, so a retry resumes where the failed attempt stopped."""
@@ -343,6 +351,9 @@ def build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
         clock.phase("evaluate")("evaluate", 0.0, None)
         model_version_evaluate(model_version=model_version, index_build=build)
         clock.done("evaluate")
+        # The last report before the switch (a reindex's is its index's last): a cancel asked
+        # during the evaluation stops here.
+        progress("evaluate", 1.0, 0.0)
     if run.activate:
         deployment_activate(index_build=build)
     return {
@@ -427,12 +438,15 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
         status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
     ).filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
     # One an admin had asked to stop is what was asked: cancelled, not failed.
-    cancelled = silent.filter(cancel_requested_at__isnull=False).update(
+    asked = list(silent.filter(cancel_requested_at__isnull=False).select_related("taxonomy"))
+    cancelled = TrainingRun.objects.filter(id__in=[run.id for run in asked]).update(
         status=TrainingRun.Status.CANCELLED,
         error="cancelled by an admin; its worker stopped before it could report it. "
         "The live model kept serving.",
         finished_at=timezone.now(),
     )
+    for run in asked:
+        run_checkpoints_drop(run)
     return cancelled + silent.update(
         status=TrainingRun.Status.FAILED,
         error="the worker stopped before the run finished; the live model kept serving. "
