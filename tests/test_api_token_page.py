@@ -117,3 +117,28 @@ def test_an_unknown_action_changes_nothing(client, curator):
     client.force_login(curator)
     assert client.post("/accounts/token/", {"action": "explode"}).status_code == 400
     assert Token.objects.get(user=curator).key == token.key
+
+
+def test_a_page_older_than_the_token_rotates_or_revokes_nothing(client, curator):
+    client.force_login(curator)
+    client.post("/accounts/token/", {"action": "rotate"})
+    stale = client.get("/accounts/token/").content.decode()
+    seen = re.search(r'name="seen" value="(\w*)"', stale).group(1)
+    # Another tab rotates it; the user copies the new key there.
+    client.post("/accounts/token/", {"action": "rotate", "seen": seen})
+    copied = Token.objects.get(user=curator).key
+    events = AuditEvent.objects.count()
+    for action in ("rotate", "revoke"):
+        response = client.post("/accounts/token/", {"action": action, "seen": seen})
+        assert response.status_code == 409
+        page = response.content.decode()
+        assert "your token changed in another tab or window" in page
+        assert "nothing was done" in page
+        # The page shows the token as it is now, ready to act on.
+        assert shown_token(page) == copied
+    assert Token.objects.get(user=curator).key == copied
+    assert AuditEvent.objects.count() == events
+    # From a page that shows the current token, both work.
+    fresh = re.search(r'name="seen" value="(\w*)"', page).group(1)
+    assert client.post("/accounts/token/", {"action": "revoke", "seen": fresh}).status_code == 302
+    assert not Token.objects.filter(user=curator).exists()

@@ -13,7 +13,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from annotations.selectors.accounts import api_token_of
-from annotations.services.accounts import api_token_revoke, api_token_rotate
+from annotations.services.accounts import (
+    TokenChanged,
+    api_token_revoke,
+    api_token_rotate,
+    token_mark,
+)
 from siamweb.sign_in import remember_sign_in
 
 
@@ -32,25 +37,34 @@ class SignInView(auth_views.LoginView):
 def api_token(request: HttpRequest) -> HttpResponse:
     """GET: the user's token with when it was made and when it expires; POST ``action=rotate``:
     a new one (the old stops working at once), ``action=revoke``: none at all."""
+    error, status = "", 200
     if request.method == "POST":
         action = request.POST.get("action", "rotate")
-        if action == "rotate":
-            replaced = api_token_rotate(user=request.user).replaced
-            said = "the previous one no longer works" if replaced else "keep it like a password"
-            messages.info(request, f"A new token is ready; {said}.")
-        elif action == "revoke":
-            if api_token_revoke(user=request.user):
-                messages.info(request, "Your token is revoked: requests that carry it get 401.")
+        # What the page showed: a page older than the token does nothing (TokenChanged).
+        seen = request.POST.get("seen")
+        try:
+            if action == "rotate":
+                replaced = api_token_rotate(user=request.user, seen=seen).replaced
+                said = "the previous one no longer works" if replaced else "keep it like a password"
+                messages.info(request, f"A new token is ready; {said}.")
+            elif action == "revoke":
+                if api_token_revoke(user=request.user, seen=seen):
+                    messages.info(request, "Your token is revoked: requests that carry it get 401.")
+            else:
+                return HttpResponseBadRequest("action must be rotate or revoke")
+        except TokenChanged as exc:
+            error, status = str(exc), 409
         else:
-            return HttpResponseBadRequest("action must be rotate or revoke")
-        return redirect("api-token")
+            return redirect("api-token")
     token = api_token_of(user=request.user)
     context = {
         "token": token,
+        "seen": token_mark(token),
+        "error": error,
         "expired": token is not None and token.expired(timezone.now()),
         "max_age_days": settings.SIAMWEB_API_TOKEN_MAX_AGE_DAYS,
     }
-    return render(request, "registration/api_token.html", context)
+    return render(request, "registration/api_token.html", context, status=status)
 
 
 def login_locked_out(
