@@ -91,6 +91,19 @@ def test_a_running_job_cancelled_on_its_page_shows_it_is_stopping(curator, tiny_
     assert 'data-testid="job-stopping"' in page and 'data-testid="cancel"' not in page
 
 
+def test_a_cancelled_jobs_page_says_its_rows_results_were_deleted(curator, tiny_taxonomy):
+    client = logged_in(curator)
+    job = start(client)
+    BulkJob.objects.filter(id=job.id).update(rows_done=7)
+    page = client.post(f"/bulk/{job.id}/cancel", follow=True).content.decode()
+    assert 'data-testid="job-status">Cancelled<' in page
+    rows = re.search(r"<dt>([^<]*)</dt><dd data-testid=\"job-rows\">(.*?)</dd>", page, re.S)
+    assert rows.group(1) == "Rows done before the cancel"
+    assert rows.group(2).startswith("7 ")
+    assert "their results were deleted with the cancel" in rows.group(2)
+    assert 'data-testid="job-downloads"' not in page
+
+
 def test_a_download_of_a_job_without_a_result_says_why(curator, tiny_taxonomy):
     client = logged_in(curator)
     job = start(client)
