@@ -151,6 +151,23 @@ def test_a_taxonomy_without_a_live_model_gets_a_409(client, curator, taxonomy_wi
     assert "taxonomy: taxonomy &#x27;bare&#x27; has no live model yet" in response.content.decode()
 
 
+def test_without_a_live_model_the_page_names_the_run_making_one_or_the_command(
+    client, curator, taxonomy_without_model
+):
+    from models_app.models import TrainingRun
+
+    TrainingRun.objects.filter(taxonomy=taxonomy_without_model).delete()
+    client.force_login(curator)
+    page = results(client, "Barista", taxonomy="bare").content.decode()
+    assert "has no live model yet; run `python manage.py train bare --activate`" in page
+    run = TrainingRun.objects.create(taxonomy=taxonomy_without_model, kind="build")
+    page = results(client, "Barista", taxonomy="bare").content.decode()
+    assert (
+        f"has no live model yet; run #{run.id} (build, queued) is making one; try again when "
+        "it ends"
+    ) in page
+
+
 def test_the_page_shows_results_without_javascript_too(client, curator, tiny_taxonomy):
     client.force_login(curator)
     response = client.get("/playground/", {"taxonomy": "jobs", "text": "Long haul trucker"})

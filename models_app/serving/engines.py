@@ -27,7 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotations.models import Member, Taxonomy, TaxonomyRevision
-from models_app.models import Deployment
+from models_app.models import Deployment, TrainingRun
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import Encoder, compiled_rebuild_wanted, load_encoder
 from models_app.siamese.index import MemberIndex
@@ -188,10 +188,25 @@ class LiveEngine:
 
 class NoLiveModel(Exception):
     def __init__(self, taxonomy: Taxonomy) -> None:
-        super().__init__(
-            f"taxonomy {taxonomy.slug!r} has no live model yet; run "
-            f"`python manage.py train {taxonomy.slug} --activate`"
+        # The run making its first model (an import queues one) is what a curator can wait for;
+        # with none, the command an admin runs.
+        making = (
+            TrainingRun.objects.filter(
+                taxonomy=taxonomy,
+                kind=TrainingRun.Kind.BUILD,
+                status__in=TrainingRun.ACTIVE_STATUSES,
+            )
+            .order_by("-id")
+            .first()
         )
+        if making is not None:
+            then = (
+                f"run #{making.id} ({making.kind}, {making.status}) is making one; try again "
+                "when it ends"
+            )
+        else:
+            then = f"run `python manage.py train {taxonomy.slug} --activate`"
+        super().__init__(f"taxonomy {taxonomy.slug!r} has no live model yet; {then}")
 
 
 # What a call into serving raises when it cannot answer at all: the taxonomy has no live model
