@@ -231,9 +231,9 @@ def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
 
 
 def cancelled_until(taxonomy: Taxonomy) -> int:
-    """The last feedback pair of the newest cancelled fine-tune (0 without one): the schedule
-    waits for as many new verdicts after it as it needs to start one, so that a cancel is not
-    undone by the next check."""
+    """The last feedback pair any cancelled fine-tune kept (0 without one): the schedule waits
+    for as many new verdicts after it as it needs to start one, so that a cancel is not undone
+    by the next check."""
     cancelled = TrainingRun.objects.filter(
         taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status=TrainingRun.Status.CANCELLED
     )
