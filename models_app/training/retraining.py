@@ -480,6 +480,8 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     clock.phase("promote")("promote", 0.0, None)
     flips = comparison.flips()
     laps.lap("flips")
+    # The last report before the switch: a cancel asked while the flips were listed stops here.
+    clock.phase("promote")("promote", 1.0, 0.0)
     go_live(build=build, actor=None)
     return {
         "status": TrainingRun.Status.PROMOTED,

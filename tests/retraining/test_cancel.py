@@ -158,3 +158,25 @@ def test_a_fine_tune_cancelled_before_it_fixed_its_verdicts_keeps_those_there_we
     assert running.feedback_until == feedback_last_id(taxonomy) > 0
     TrainingRun.objects.filter(id=running.id).update(status="cancelled")
     assert retrain_due_taxonomies() == []
+
+
+def test_a_fine_tune_asked_to_stop_while_its_flips_are_listed_does_not_go_live(
+    taxonomy, curator, admin_user, settings
+):
+    from models_app.training.retraining import finetune_execute
+
+    settings.SIAMWEB_GATE_ALPHA = 1e-9  # a gate that promotes: the switch would come next
+    correct_everything(taxonomy, curator)
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+    TrainingRun.objects.filter(id=run.id).update(status="running")
+    live = live_pointer(taxonomy)
+    report = training_run_progress_writer(run_id=run.id)
+
+    def admin_asks_once_the_flips_start(stage, fraction, eta=None):
+        report(stage, fraction, eta)
+        if (stage, fraction) == ("promote", 0.0):
+            training_run_cancel(run=run, actor=admin_user)
+
+    with pytest.raises(RunCancelled, match="during 'promote'"):
+        finetune_execute(run=run, progress=admin_asks_once_the_flips_start)
+    assert live_pointer(taxonomy) == live
