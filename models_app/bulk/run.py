@@ -80,7 +80,13 @@ from models_app.bulk.jobs import (
     worker_lost,
 )
 from models_app.models import BulkChunk, BulkJob, Deployment
-from models_app.serving.engines import HitsCache, NoLiveModel, artifact_path, engine_for_build
+from models_app.serving.engines import (
+    SERVING_UNAVAILABLE,
+    HitsCache,
+    NoLiveModel,
+    artifact_path,
+    engine_for_build,
+)
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
 from models_app.serving.vouching import vouching_threshold_now
 from models_app.siamese.artifacts import ArtifactError
@@ -154,7 +160,7 @@ def bulk_job_start(
             bulk_chunks_enqueue(chunk_ids=list(queued.values_list("id", flat=True)))
         if job.chunks_total is None and not _split(job, attempt, chunk_rows, enqueue):
             return _stopped(job, attempt)
-    except (BulkFileError, ArtifactError, NoLiveModel) as exc:
+    except (BulkFileError, *SERVING_UNAVAILABLE) as exc:
         return _fail(job, attempt, str(exc))
     if not _held(job, attempt).filter(cancel_requested=False).exists():
         return _stopped(job, attempt)
@@ -352,7 +358,7 @@ def bulk_chunk_execute(
             raise
         _release(chunk, attempt)
         return None
-    except (BulkFileError, ArtifactError, NoLiveModel) as exc:
+    except (BulkFileError, *SERVING_UNAVAILABLE) as exc:
         # The job fails (queued again for its retry), unless another worker took the chunk over.
         if _chunk_held(chunk, attempt).update(status=BulkChunk.Status.QUEUED, heartbeat_at=None):
             _fail(job, None, f"rows on {chunk_lines(chunk)}: {exc}")

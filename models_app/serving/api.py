@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from models_app.serving.engines import NoLiveModel
+from models_app.serving.engines import SERVING_UNAVAILABLE
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.web.api import (
@@ -112,6 +112,6 @@ class NormalizeApi(JsonApi):
         k = serializer.validated_data.get("k", settings.SIAMWEB_DEFAULT_K)
         try:
             results = rank_taxonomy_groups(taxonomy, serializer.validated_data["texts"], k=k)
-        except (NoLiveModel, ArtifactError) as exc:
+        except SERVING_UNAVAILABLE as exc:
             return serving_error_response(exc, slug)
         return Response({"results": [result.as_dict() for result in results]})

@@ -7,9 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.text_rule import TextError, clean_text
-from models_app.serving.engines import NoLiveModel
+from models_app.serving.engines import SERVING_UNAVAILABLE
 from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.siamese.artifacts import ArtifactError
 from siamweb.taxonomy_reads import taxonomy_get
 
 _BATCH = 512
@@ -46,5 +45,5 @@ class Command(BaseCommand):
             for start in range(0, len(texts), _BATCH):
                 for result in rank_taxonomy_groups(taxonomy, texts[start : start + _BATCH], k=k):
                     self.stdout.write(json.dumps(result.as_dict(), ensure_ascii=False))
-        except (NoLiveModel, ArtifactError) as exc:
+        except SERVING_UNAVAILABLE as exc:
             raise CommandError(str(exc)) from None

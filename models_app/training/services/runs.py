@@ -255,13 +255,14 @@ def training_run_progress_writer(*, run_id: int) -> Progress:
 
     def progress(stage: str, fraction: float, eta: float | None = None) -> None:
         runs = TrainingRun.objects.filter(id=run_id)
-        runs.update(
+        # One statement a report: a run asked to stop is not written, and only then read.
+        written = runs.filter(cancel_requested_at__isnull=True).update(
             stage=stage,
             progress=Greatest(F("progress"), Value(run_progress_overall(stage, fraction))),
             eta_seconds=eta,
             heartbeat_at=timezone.now(),
         )
-        if runs.filter(cancel_requested_at__isnull=False).exists():
+        if not written and runs.filter(cancel_requested_at__isnull=False).exists():
             raise RunCancelled(f"cancelled by an admin during {stage!r}")
 
     return progress
