@@ -7,13 +7,16 @@ serves first) and O*NET, through Nesta's crosswalk, with the shipped student. Ea
 gives two examples: cold (no curator's member, no verdict history: a taxonomy's first minute)
 and warm (the first 2,000 stream titles judged as curators' members and history, each example
 without its own verdict), so the starter knows what verdicts are worth before a taxonomy has
-any. The weights learn from every stream title; the probability is calibrated on the stream's
-consistently labelled titles only (``consistently_labelled``): fitted on labels that disagree
-with themselves, it learns to doubt right answers (``bench/vouching.py`` measures it).
+any. The linear weights learn from every stream title, then a residual network over them
+(``models_app/siamese/ranker/residual.py``) from every one but the consistently labelled
+titles (``consistently_labelled``), on which the probability is calibrated: fitted on labels
+that disagree with themselves, it learns to doubt right answers (``bench/vouching.py`` measures
+it).
 
 Measured on dev-unseen titles, paired against the hand-written prior on the same titles:
-- the starter fitted on both taxonomies' titles (what ships), and fitted on one taxonomy's
-  titles alone measured on the other's (transfer to a taxonomy and an encoder it never saw);
+- the starter fitted on both taxonomies' titles (what ships), the same without its residual
+  network (paired), and fitted on one taxonomy's titles alone measured on the other's
+  (transfer to a taxonomy and an encoder it never saw);
 - its calibration before any verdict: expected calibration error, answers at p >= 0.9 and
   the share right among them;
 - the taxonomy's own verdicts taking over: a fit on the first N stream verdicts pulled toward
@@ -66,6 +69,7 @@ from models_app.siamese.ranker.model import (  # noqa: E402
     hand_prior,
     recalibrated,
     top_answer_evidence,
+    with_residual,
 )
 from models_app.siamese.ranker.verdict_history import OwnVerdict  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
@@ -164,12 +168,20 @@ def consistent_examples(name: str, data: Path, sets: dict) -> tuple[list, list]:
     return cold, [RankingExample(warm[r], int(labels[r])) for r in rows if r < len(warm)]
 
 
-def fit_starter(sets: dict, consistent: dict, fitted_on: tuple[str, ...]) -> LinearRanker:
-    """Weights fitted on every stream title of ``fitted_on``'s taxonomies, the probability
-    calibrated on their consistently labelled ones."""
+def fit_starter(
+    sets: dict, consistent: dict, fitted_on: tuple[str, ...], *, residual: bool = True
+) -> LinearRanker:
+    """Weights fitted on every stream title of ``fitted_on``'s taxonomies, then (``residual``)
+    the residual network on every one but the consistently labelled, on which the probability
+    is calibrated: the evidence the product vouches with is scored by a network that never saw
+    it."""
     examples = [e for name in fitted_on for e in starter_examples(sets[name])]
+    calibration = [e for name in fitted_on for e in chain(*consistent[name])]
     fitted = fit_ranker(examples, prior=hand_prior())
-    return recalibrated(fitted, [e for name in fitted_on for e in chain(*consistent[name])])
+    if residual:
+        kept_out = {id(e.candidates) for e in calibration}
+        fitted = with_residual(fitted, [e for e in examples if id(e.candidates) not in kept_out])
+    return recalibrated(fitted, calibration)
 
 
 def answers(ranker: LinearRanker, candidates, labels) -> dict:
@@ -253,6 +265,7 @@ def main() -> None:
         starters[fitted_on] = fit_starter(sets, consistent, fitted_on)
         fit_seconds["+".join(fitted_on)] = round(time.perf_counter() - started, 1)
     shipped = starters[("esco", "onet")]
+    linear = fit_starter(sets, consistent, ("esco", "onet"), residual=False)
 
     report: dict = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
@@ -267,6 +280,7 @@ def main() -> None:
         base = answers(prior, data["dev_cold"], labels)
         rows = [{"name": "hand prior (before)", **summary(base)}]
         hits_of = {}
+        found_linear = answers(linear, data["dev_cold"], labels)
         for key, label in (
             (("esco", "onet"), "starter fitted on both taxonomies' titles (ships)"),
             ((name,), f"starter fitted on {name}'s titles alone"),
@@ -276,6 +290,15 @@ def main() -> None:
             hits_of[label] = found
             versus = paired(found["top_right"], base["top_right"])
             rows.append({"name": label, **summary(found), "against_prior": versus})
+            if key == ("esco", "onet"):
+                rows.append({
+                    "name": "the same without its residual network",
+                    **summary(found_linear),
+                    "against_prior": paired(found_linear["top_right"], base["top_right"]),
+                    "residual_against_without": paired(
+                        found["top_right"], found_linear["top_right"]
+                    ),
+                })  # fmt: skip
         takeover = []
         for count in counts:
             warm = data["warm"][count]
@@ -287,6 +310,7 @@ def main() -> None:
             before = answers(fit_ranker(examples, prior=prior), served, labels)
             alone = answers(shipped, served, labels)
             after = answers(fit_ranker(examples, prior=shipped), served, labels)
+            after_linear = answers(fit_ranker(examples, prior=linear), served, labels)
             takeover.append({
                 "verdicts": count,
                 "fit_from_hand_prior": summary(before),
@@ -296,6 +320,9 @@ def main() -> None:
                     paired(after["top_right"], before["top_right"]),
                 "fit_from_starter_against_starter_alone":
                     paired(after["top_right"], alone["top_right"]),
+                "fit_from_starter_without_residual": summary(after_linear),
+                "fit_from_starter_against_without_residual":
+                    paired(after["top_right"], after_linear["top_right"]),
             })  # fmt: skip
         report["taxonomies"][name] = {
             "dev_titles": len(labels),
@@ -319,6 +346,10 @@ def main() -> None:
                                           "max_probability")]  # fmt: skip
             shown = "".join(f"{c:7.3f}" if isinstance(c, float) else f"{'-':>7}" for c in cells)
             print(f"{row['name'][:57]:58}{row['acc@1']:7.3f}{shown}  {text}")
+            if "residual_against_without" in row:
+                gain = row["residual_against_without"]
+                print(f"{'  the residual network, paired':58}{gain['difference']:+7.3f} "
+                      f"[{gain['ci95'][0]:+.3f}, {gain['ci95'][1]:+.3f}]")  # fmt: skip
         for row in section["takeover"]:
             versus = row["fit_from_starter_against_hand_prior"]
             before, after = row["fit_from_hand_prior"], row["fit_from_starter"]
@@ -329,6 +360,11 @@ def main() -> None:
                 f"{alone['acc@1']:.3f} (ECE {alone['ece']:.3f}), fit from the starter "
                 f"{after['acc@1']:.3f} (ECE {after['ece']:.3f}; {versus['difference']:+.3f} "
                 f"[{versus['ci95'][0]:+.3f}, {versus['ci95'][1]:+.3f}])"
+            )
+            gain = row["fit_from_starter_against_without_residual"]
+            print(
+                f"    its residual network, paired: {gain['difference']:+.3f} "
+                f"[{gain['ci95'][0]:+.3f}, {gain['ci95'][1]:+.3f}]"
             )
         print("  tie gaps (top two probabilities): gap, titles, top right, runner-up right, 95% CI")
         for row in section["tie_gaps"]:
@@ -344,8 +380,9 @@ def main() -> None:
             "calibrated_on": sum(len(cold) + len(warm) for cold, warm in consistent.values()),
             # What the product vouches with before a taxonomy's own verdicts: the shipped
             # starter's top answers on the consistently labelled titles (cold), numbers only.
-            # Its 30 weights saw them among 30,000 examples; bench/vouching.py measures the
-            # precision the threshold it gives holds on titles nobody saw.
+            # Its 29 linear weights saw them among 30,000 examples, its residual network never;
+            # bench/vouching.py measures the precision the threshold it gives holds on titles
+            # nobody saw.
             "evidence": top_answer_evidence(
                 shipped,
                 [

@@ -44,13 +44,15 @@ def right_code(text: str) -> str:
 
 
 def worse_ranker_live(taxonomy) -> RankerVersion:
-    """The starter's weights turned around (the candidate with the least evidence ranks first),
-    as sure as a ranker may say (a cold temperature), with out-of-fold evidence that claims every
-    sure answer right: what a ranker fitted on bad verdicts could look like to the policy."""
+    """The starter's linear weights turned around and its residual network dropped (the
+    candidate with the least evidence ranks first), as sure as a ranker may say (a cold
+    temperature), with out-of-fold evidence that claims every sure answer right: what a ranker
+    fitted on bad verdicts could look like to the policy."""
     starter = cold_start_ranker()
     worse = dataclasses.replace(
         starter,
         weights=-starter.weights,
+        residual=None,
         temperature=0.01,
         temperature_slope=0.0,
         miss_logit=-50.0,

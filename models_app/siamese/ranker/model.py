@@ -1,5 +1,6 @@
-"""The learnt ranker: a linear model over the candidates' features, fitted listwise on verdicts
-and calibrated into the probability a curator sees.
+"""The learnt ranker: a linear model over the candidates' features (plus, from the starter, a
+fixed residual network: ``residual``), fitted listwise on verdicts and calibrated into the
+probability a curator sees.
 
 A verdict is a labelled ranking: the group a curator chose is right, the others were not. The
 weights are fitted listwise (softmax cross-entropy over a text's candidates), pulled toward the
@@ -10,6 +11,7 @@ weights were not fitted on (cross-fitting).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker.candidates import Candidates
 from models_app.siamese.ranker.features import FEATURE_SET, FEATURES
+from models_app.siamese.ranker.residual import ResidualConfig, ResidualNet, fit_residual
 
 # Clip standardized features: a value far outside what the fit saw cannot swing a score.
 _CLIP = 8.0
@@ -47,8 +50,9 @@ class RankingExample:
 
 @dataclass
 class LinearRanker:
-    """``score = standardized features · weights``; ``probability`` of each candidate = a
-    softmax over ``score / temperature`` and a "none of these" logit, once calibrated.
+    """``score = standardized features · weights`` (plus the ``residual`` network's score, kept
+    fixed from the starter); ``probability`` of each candidate = a softmax over
+    ``score / temperature`` and a "none of these" logit, once calibrated.
 
     The weights only rank a text's candidates against each other (a listwise fit cannot see
     what all of them share), so whether any of them is right is the "none of these" logit's
@@ -66,6 +70,7 @@ class LinearRanker:
     temperature_slope: float = 0.0
     fitted_on: int = 0  # verdicts the weights learnt from; 0: the prior
     metrics: dict = field(default_factory=dict)
+    residual: ResidualNet | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -92,7 +97,15 @@ class LinearRanker:
             raise ConfigError(
                 f"the ranker reads {len(self.feature_names)} features, got {features.shape[1]}"
             )
-        return self._standardize(features) @ self.weights
+        standardized = self._standardize(features)
+        scores = standardized @ self.weights
+        if self.residual is not None:
+            scores += self.residual.scores(standardized)
+        return scores
+
+    def residual_scores(self, standardized: np.ndarray) -> np.ndarray | float:
+        """What the fixed residual adds to each candidate's linear score (0 without one)."""
+        return 0.0 if self.residual is None else self.residual.scores(standardized)
 
     def probabilities(self, scores: np.ndarray, similarity: float) -> np.ndarray | None:
         """(C,) each candidate's chance to be the right group (``similarity``: the best any
@@ -157,7 +170,7 @@ class LinearRanker:
             "temperature_slope": self.temperature_slope,
             "fitted_on": self.fitted_on,
             "metrics": self.metrics,
-        }
+        } | ({} if self.residual is None else {"residual": self.residual.as_dict()})
 
     @classmethod
     def from_dict(cls, raw: object) -> LinearRanker:
@@ -191,6 +204,9 @@ class LinearRanker:
                 and math.isfinite(temperature_slope)
             ):
                 raise ValueError("the calibration must be finite with a positive temperature")
+            residual = raw.get("residual")
+            if residual is not None:
+                residual = ResidualNet.from_dict(residual, len(names))
             return cls(
                 names, *arrays,
                 temperature=None if temperature is None else float(temperature),
@@ -199,6 +215,7 @@ class LinearRanker:
                 temperature_slope=temperature_slope,
                 fitted_on=int(raw.get("fitted_on", 0)),
                 metrics=dict(raw.get("metrics") or {}),
+                residual=residual,
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(f"a stored ranker is unusable: {exc}") from None
@@ -248,6 +265,9 @@ def fit_ranker(
             f"a ranker needs at least {MIN_EXAMPLES} verdicts with a group, got {counted}"
         )
     usable = [e for e in examples if len(e.candidates) and e.target >= 0]
+    # A calibrated prior (the starter) lends its standardisation and its residual network,
+    # which stays fixed: verdicts move the linear weights and the calibration only.
+    residual = prior.residual if prior.calibrated else None
     if prior.calibrated:
         mean, scale, anchor = prior.mean.copy(), prior.scale.copy(), prior.weights.copy()
         calibration_anchor = prior.calibration_parameters()
@@ -261,11 +281,12 @@ def fit_ranker(
         # The prior's raw-space weights, in this standardized space.
         anchor = prior.weights / prior.scale * scale
         calibration_anchor = None
-    base = LinearRanker(FEATURES, mean, scale, anchor.copy())
+    base = LinearRanker(FEATURES, mean, scale, anchor.copy(), residual=residual)
 
     def fit(subset: Sequence[RankingExample]) -> np.ndarray:
-        return _fit_weights([base._standardize(e.candidates.features) for e in subset],
-                            [e.target for e in subset], anchor, config)  # fmt: skip
+        standardized = [base._standardize(e.candidates.features) for e in subset]
+        offsets = [base.residual_scores(x) for x in standardized]
+        return _fit_weights(standardized, [e.target for e in subset], anchor, config, offsets)
 
     rng = np.random.default_rng(config.seed)
     fold_of = rng.permutation(len(examples)) % max(config.folds, 2)
@@ -282,7 +303,8 @@ def fit_ranker(
             if example.added:  # as served: without the group the fit added, so a miss
                 served, target = served.without_last(), -1
             if len(served):
-                scores = base._standardize(served.features) @ weights
+                standardized = base._standardize(served.features)
+                scores = standardized @ weights + base.residual_scores(standardized)
                 out_of_fold.append((scores, target, float(served.similarity.max())))
     weights = fit(usable) if usable else anchor.copy()
     temperature, temperature_slope, miss, slope = _fit_calibration(
@@ -293,7 +315,7 @@ def fit_ranker(
     ranker = LinearRanker(
         FEATURES, mean, scale, weights, temperature=temperature, miss_logit=miss,
         miss_slope=slope, temperature_slope=temperature_slope,
-        fitted_on=len(examples),
+        fitted_on=len(examples), residual=residual,
     )  # fmt: skip
     ranker.metrics = {"evidence": top_answer_evidence(ranker, out_of_fold)}
     return ranker
@@ -337,23 +359,42 @@ def recalibrated(ranker: LinearRanker, examples: Sequence[RankingExample]) -> Li
         ranker.feature_names, ranker.mean, ranker.scale, ranker.weights,
         temperature=temperature, miss_logit=miss, miss_slope=slope,
         temperature_slope=temperature_slope, fitted_on=ranker.fitted_on,
-        metrics=dict(ranker.metrics),
+        metrics=dict(ranker.metrics), residual=ranker.residual,
     )  # fmt: skip
 
 
-def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
-    """Listwise softmax cross-entropy with an L2 pull toward ``anchor``, by L-BFGS."""
+def with_residual(
+    ranker: LinearRanker,
+    examples: Sequence[RankingExample],
+    config: ResidualConfig | None = None,
+) -> LinearRanker:
+    """``ranker`` with a residual network fitted on ``examples`` over its fixed linear scores.
+    Its calibration was fitted on the linear scores alone: calibrate it again (``recalibrated``)
+    on examples the residual did not learn from."""
+    usable = [e for e in examples if len(e.candidates) and e.target >= 0]
+    standardized = [ranker._standardize(e.candidates.features) for e in usable]
+    linear = [x @ ranker.weights for x in standardized]
+    targets = [e.target for e in usable]
+    residual = fit_residual(standardized, linear, targets, config or ResidualConfig())
+    return dataclasses.replace(ranker, residual=residual)
+
+
+def _fit_weights(features, targets, anchor, config: FitConfig, offsets) -> np.ndarray:
+    """Listwise softmax cross-entropy with an L2 pull toward ``anchor``, by L-BFGS; each
+    candidate's ``offsets`` (the fixed residual's score, or 0) is added to its linear score."""
     import torch
 
     torch.manual_seed(config.seed)
     widest = max(len(f) for f in features)
     width = len(anchor)
     padded = np.zeros((len(features), widest, width))
+    added = np.zeros((len(features), widest))
     mask = np.zeros((len(features), widest), bool)
-    for i, rows in enumerate(features):
+    for i, (rows, offset) in enumerate(zip(features, offsets, strict=True)):
         padded[i, : len(rows)] = rows
+        added[i, : len(rows)] = offset
         mask[i, : len(rows)] = True
-    x = torch.tensor(padded)
+    x, offset = torch.tensor(padded), torch.tensor(added)
     valid = torch.tensor(mask)
     y = torch.tensor(targets)
     center = torch.tensor(anchor)
@@ -364,7 +405,7 @@ def _fit_weights(features, targets, anchor, config: FitConfig) -> np.ndarray:
 
     def closure():
         optimiser.zero_grad()
-        logits = (x @ w).masked_fill(~valid, -1e9)  # (N, C)
+        logits = (x @ w + offset).masked_fill(~valid, -1e9)  # (N, C)
         loss = torch.nn.functional.cross_entropy(logits, y)
         loss = loss + config.prior_strength / len(features) * ((w - center) ** 2).sum()
         loss.backward()
