@@ -3,6 +3,7 @@ never a 500 when its files are damaged."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 
 import pytest
@@ -14,6 +15,7 @@ from models_app.models import Deployment, RankerVersion
 from models_app.serving.engines import artifact_path, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.serving.rankers import engine_prior, forget_loaded_rankers
+from models_app.siamese.ranker.candidates import candidates_of_texts
 from models_app.siamese.ranker.features import FEATURE_SET
 from models_app.training.ranker_training import judged_texts, ranker_fit, rankers_due
 from tests.conftest import build_live_model
@@ -145,3 +147,35 @@ def test_groups_come_back_with_probabilities_best_first(tiny_taxonomy, curator, 
     assert probabilities == sorted(probabilities, reverse=True)
     assert result.probability == probabilities[0] < 1
     assert result.groups[0].code == Group.objects.get(taxonomy=tiny_taxonomy, code="13-2011").code
+
+
+def test_a_texts_ranking_is_the_same_whatever_k_is_asked(tiny_taxonomy, settings, monkeypatch):
+    """The ranker was fitted on candidates from a fixed number of member hits and groups a
+    matcher; asked for more groups than those, the first ones keep their order and probability
+    (a deeper search once moved the top answer of 8% of real titles at k=20) and the rest
+    follow them, with no probability."""
+    # The tiny taxonomy's five groups are all candidates as the product counts them: fewer here.
+    settings.SIAMWEB_RANKER_DEPTH = 3
+    settings.SIAMWEB_MEMBERS_PER_GROUP = 8
+    monkeypatch.setattr("models_app.serving.normalize.CANDIDATES_PER_MATCHER", 1)
+    monkeypatch.setattr(
+        "models_app.serving.normalize.candidates_of_texts",
+        functools.partial(candidates_of_texts, by_description=0),
+    )
+    texts = ["Senior Tax Accountant", "java programmer", "barista with latte art"]
+    ranked = dict(zip(texts, rank_taxonomy_groups(tiny_taxonomy, texts, k=1), strict=True))
+    wider = rank_taxonomy_groups(tiny_taxonomy, texts, k=5)
+
+    for result in wider:
+        first = ranked[result.text]
+        with_probability = [g for g in result.groups if g.probability is not None]
+        assert len(with_probability) >= 1
+        assert (with_probability[0].group_id, with_probability[0].probability) == (
+            first.groups[0].group_id,
+            first.groups[0].probability,
+        )
+        assert result.probability == first.probability
+        # The deeper search's groups come after the ranked ones, each group once.
+        assert result.groups[: len(with_probability)] == with_probability
+        assert len(result.groups) == 5 > len(with_probability)
+        assert len({g.group_id for g in result.groups}) == 5

@@ -64,7 +64,8 @@ class RankedGroupSerializer(serializers.Serializer):
         allow_null=True,
         required=False,
         help_text="The chance this group is right (the ranker's, calibrated on verdicts); null "
-        "for a curator's answer, before the ranker is fitted, and in predictions made before",
+        "for a curator's answer, before the ranker is fitted, in predictions made before, and "
+        "for groups past the ranker's candidates (more than about 15 asked for)",
     )
     member_id = serializers.IntegerField(allow_null=True)
     member = serializers.CharField(allow_null=True, help_text="The member string that matched")

@@ -10,7 +10,7 @@ every matcher: the served embedding's members, curators' members and the groups'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 
 import numpy as np
@@ -55,8 +55,10 @@ def tied_as_shown(top, probability):
     return probability_as_shown(top) - probability_as_shown(probability) < TIE_GAP - 1e-9
 
 
-# Groups each matcher proposes for a text (more when more are asked for): the ranker's fit saw
-# as many.
+# Groups each matcher proposes for a text, from the text's first ``SIAMWEB_RANKER_DEPTH`` member
+# hits: the candidates the ranker's fit saw. A text is always ranked over these, so its first
+# groups and their probabilities are the same whatever k is asked; past them, a deeper search
+# adds groups with no probability.
 CANDIDATES_PER_MATCHER = 15
 
 
@@ -187,14 +189,17 @@ def rank_taxonomy_groups(
         frozenset(read.rejected.get(key, set()) | {g for g, _ in groups_said})
         for key, groups_said in zip(keys, confirmed, strict=True)
     ]
-    # Each matcher proposes at least k groups, so that k can be answered whatever k is.
-    candidates = candidates_of_texts(
-        searched, evidence, excluded=excluded, per_matcher=max(CANDIDATES_PER_MATCHER, k)
-    )
-    # One ranker pass for the batch: standardising each text's few candidates apart cost more
-    # than the arithmetic.
-    scores = ranker.ranker.scores(candidates.features) if len(candidates.groups) else np.zeros(0)
-    answers = _answers(confirmed, candidates, scores, ranker, k)
+    # Ranked over the hits and candidates the ranker was fitted on, whatever k is.
+    ranked_over = searched
+    if depth > settings.SIAMWEB_RANKER_DEPTH:
+        ranked_over = replace(
+            searched, hits=[row[: settings.SIAMWEB_RANKER_DEPTH] for row in searched.hits]
+        )
+    ranking = (evidence, excluded, confirmed, ranker, k)
+    answers = _ranked(ranked_over, *ranking, per_matcher=CANDIDATES_PER_MATCHER)
+    if ranked_over is not searched and any(len(groups) < k for groups, _ in answers):
+        deeper = _ranked(searched, *ranking, per_matcher=k)
+        answers = [_extended(a, d, k) for a, d in zip(answers, deeper, strict=True)]
 
     names = _group_names(taxonomy.id, members, answers, revision)
     by_text = {}
@@ -236,6 +241,29 @@ def rank_taxonomy_groups(
             tied=tied,
         )
     return [by_text[text] for text in texts]
+
+
+def _ranked(searched, evidence, excluded, confirmed, ranker: ServingRanker, k: int, *,
+            per_matcher: int):  # fmt: skip
+    """``_answers`` over the candidates each matcher proposes ``per_matcher`` groups of."""
+    candidates = candidates_of_texts(searched, evidence, excluded=excluded, per_matcher=per_matcher)
+    # One ranker pass for the batch: standardising each text's few candidates apart cost more
+    # than the arithmetic.
+    scores = ranker.ranker.scores(candidates.features) if len(candidates.groups) else np.zeros(0)
+    return _answers(confirmed, candidates, scores, ranker, k)
+
+
+def _extended(answer, deeper, k: int):
+    """``answer``, ranked over the candidates the ranker was fitted on, then the other groups of
+    ``deeper`` (the same text ranked over more candidates) in its order, up to ``k``. They come
+    with no probability: the ranker's probability shares out a text's candidates, and these
+    were not among them."""
+    groups, tied = answer
+    shown = {group_id for group_id, *_ in groups}
+    more = [(group_id, score, member_id, source, None, False)
+            for group_id, score, member_id, source, _, _ in deeper[0]
+            if group_id not in shown]  # fmt: skip
+    return groups + more[: k - len(groups)], tied
 
 
 def _answers(confirmed, candidates: CandidateBatch, scores, ranker: ServingRanker, k: int):
