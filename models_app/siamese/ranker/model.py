@@ -22,7 +22,12 @@ from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.configs import ConfigError
 from models_app.siamese.ranker.candidates import Candidates
 from models_app.siamese.ranker.features import FEATURE_SET, FEATURES
-from models_app.siamese.ranker.residual import ResidualConfig, ResidualNet, fit_residual
+from models_app.siamese.ranker.residual import (
+    ResidualConfig,
+    ResidualNet,
+    fit_residual,
+    padded_lists,
+)
 
 # Clip standardized features: a value far outside what the fit saw cannot swing a score.
 _CLIP = 8.0
@@ -385,15 +390,7 @@ def _fit_weights(features, targets, anchor, config: FitConfig, offsets) -> np.nd
     import torch
 
     torch.manual_seed(config.seed)
-    widest = max(len(f) for f in features)
-    width = len(anchor)
-    padded = np.zeros((len(features), widest, width))
-    added = np.zeros((len(features), widest))
-    mask = np.zeros((len(features), widest), bool)
-    for i, (rows, offset) in enumerate(zip(features, offsets, strict=True)):
-        padded[i, : len(rows)] = rows
-        added[i, : len(rows)] = offset
-        mask[i, : len(rows)] = True
+    padded, added, mask = padded_lists(features, offsets, len(anchor), np.float64)
     x, offset = torch.tensor(padded), torch.tensor(added)
     valid = torch.tensor(mask)
     y = torch.tensor(targets)

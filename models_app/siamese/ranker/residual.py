@@ -63,6 +63,20 @@ class ResidualNet:
         return cls(hidden_weights, hidden_bias, output_weights)
 
 
+def padded_lists(features, offsets, width: int, dtype) -> tuple[np.ndarray, ...]:
+    """Texts' candidate lists of different lengths as one array each, padded to the longest:
+    (N, C, width) features, (N, C) offsets, and the (N, C) mask of real candidates."""
+    widest = max(len(f) for f in features)
+    padded = np.zeros((len(features), widest, width), dtype)
+    added = np.zeros((len(features), widest), dtype)
+    mask = np.zeros((len(features), widest), bool)
+    for i, (rows, offset) in enumerate(zip(features, offsets, strict=True)):
+        padded[i, : len(rows)] = rows
+        added[i, : len(rows)] = offset
+        mask[i, : len(rows)] = True
+    return padded, added, mask
+
+
 @dataclass(frozen=True)
 class ResidualConfig:
     # Larger networks or longer fits (64 units, 30 epochs) won more on vacancy titles and lost
@@ -89,15 +103,8 @@ def fit_residual(
 
     if not features or any(t < 0 or t >= len(f) for f, t in zip(features, targets, strict=True)):
         raise ValueError("every example needs its right candidate among its features")
-    widest = max(len(f) for f in features)
     width = features[0].shape[1]
-    padded = np.zeros((len(features), widest, width), np.float32)
-    offsets = np.zeros((len(features), widest), np.float32)
-    mask = np.zeros((len(features), widest), bool)
-    for i, (rows, linear) in enumerate(zip(features, linear_scores, strict=True)):
-        padded[i, : len(rows)] = rows
-        offsets[i, : len(rows)] = linear
-        mask[i, : len(rows)] = True
+    padded, offsets, mask = padded_lists(features, linear_scores, width, np.float32)
     x, offset = torch.from_numpy(padded), torch.from_numpy(offsets)
     valid, y = torch.from_numpy(mask), torch.tensor(list(targets))
     parts = []
