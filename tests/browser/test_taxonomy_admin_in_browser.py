@@ -89,11 +89,11 @@ def test_an_admin_sets_auto_coding_in_percent_and_a_refusal_shows_where_the_form
     expect(page.get_by_test_id("auto-coding-target")).to_have_value("30")
     assert not AutoCodingPolicy.objects.exists()
 
-    page.get_by_test_id("auto-coding-target").fill("95")
+    page.get_by_test_id("auto-coding-target").fill("99.5")
     page.get_by_test_id("auto-coding-save").click()
-    # On, and coding nothing for now: the starter's evidence shows no threshold for 95%.
+    # On, and coding nothing for now: the starter's evidence shows no threshold for 99.5%.
     expect(page.get_by_test_id("auto-coding-jump")).to_have_text(
         "auto-coding on, coding nothing for now"
     )
-    expect(page.get_by_test_id("auto-coding-target")).to_have_value("95")
-    assert AutoCodingPolicy.objects.get().target_precision == 0.95
+    expect(page.get_by_test_id("auto-coding-target")).to_have_value("99.5")
+    assert AutoCodingPolicy.objects.get().target_precision == 0.995
