@@ -1,9 +1,8 @@
 """How large the starter's residual network may be: each size against the starter without one,
 on vacancy titles and on clean titles.
 
-Fits the starter as ``bench/starter_ranker.py`` does (linear weights on every stream example,
-the residual network on every one but the consistently labelled titles, the probability
-calibrated on those), once without a network and once per size below, and measures before any
+Fits the starter as ``bench/starter_ranker.py`` does (``fit_starter``), once without a network
+and once per size below, and measures before any
 verdict, paired against the starter without a network on the same titles (95% bootstrap):
 - acc@1 on dev-unseen JobBERT titles, ESCO (the title tower) and O*NET (the shipped student);
 - acc@1 on 2,000 clean O*NET alternate titles held out of the taxonomy (``bench/vouching.py``'s
@@ -22,7 +21,6 @@ import os
 import platform
 import sys
 import time
-from itertools import chain
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,15 +35,9 @@ from bench.starter_ranker import (  # noqa: E402
     TAXONOMIES,
     candidate_sets,
     consistent_examples,
-    starter_examples,
+    fit_starter,
 )
 from bench.vouching import clean_set, top_answers  # noqa: E402
-from models_app.siamese.ranker.model import (  # noqa: E402
-    fit_ranker,
-    hand_prior,
-    recalibrated,
-    with_residual,
-)
 from models_app.siamese.ranker.residual import ResidualConfig  # noqa: E402
 from models_app.siamese.vouching import vouching_threshold  # noqa: E402
 
@@ -92,19 +84,15 @@ def main() -> None:
         taxonomy = esco_taxonomy(SHARED_DATA) if name == "esco" else onet_taxonomy(SHARED_DATA)
         texts = [text for text, _ in taxonomy.dev]
         consistent_dev[name] = consistently_labelled(texts, sets[name]["dev_labels"])
-    examples = [e for name in TAXONOMIES for e in starter_examples(sets[name])]
-    calibration = [e for name in TAXONOMIES for e in chain(*consistent[name])]
-    kept_out = {id(e.candidates) for e in calibration}
-    learning = [e for e in examples if id(e.candidates) not in kept_out]
-    linear = fit_ranker(examples, prior=hand_prior())
-
+    both = ("esco", "onet")
     base_row, base_hits = measured(
-        recalibrated(linear, calibration), sets, consistent, clean, consistent_dev
-    )
+        fit_starter(sets, consistent, both, residual=False), sets, consistent, clean,
+        consistent_dev,
+    )  # fmt: skip
     rows = {"no residual network (before)": base_row}
     for label, config in SIZES.items():
         started = time.perf_counter()
-        ranker = recalibrated(with_residual(linear, learning, config), calibration)
+        ranker = fit_starter(sets, consistent, both, size=config)
         seconds = round(time.perf_counter() - started, 1)
         row, hits = measured(ranker, sets, consistent, clean, consistent_dev)
         for name in hits:

@@ -71,6 +71,7 @@ from models_app.siamese.ranker.model import (  # noqa: E402
     top_answer_evidence,
     with_residual,
 )
+from models_app.siamese.ranker.residual import ResidualConfig  # noqa: E402
 from models_app.siamese.ranker.verdict_history import OwnVerdict  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
 from models_app.siamese.text import comparison_key  # noqa: E402
@@ -169,18 +170,24 @@ def consistent_examples(name: str, data: Path, sets: dict) -> tuple[list, list]:
 
 
 def fit_starter(
-    sets: dict, consistent: dict, fitted_on: tuple[str, ...], *, residual: bool = True
+    sets: dict,
+    consistent: dict,
+    fitted_on: tuple[str, ...],
+    *,
+    residual: bool = True,
+    size: ResidualConfig | None = None,
 ) -> LinearRanker:
     """Weights fitted on every stream title of ``fitted_on``'s taxonomies, then (``residual``)
-    the residual network on every one but the consistently labelled, on which the probability
-    is calibrated: the evidence the product vouches with is scored by a network that never saw
-    it."""
+    the residual network (of ``size``, the product's by default) on every one but the
+    consistently labelled, on which the probability is calibrated: the evidence the product
+    vouches with is scored by a network that never saw it."""
     examples = [e for name in fitted_on for e in starter_examples(sets[name])]
     calibration = [e for name in fitted_on for e in chain(*consistent[name])]
     fitted = fit_ranker(examples, prior=hand_prior())
     if residual:
         kept_out = {id(e.candidates) for e in calibration}
-        fitted = with_residual(fitted, [e for e in examples if id(e.candidates) not in kept_out])
+        learning = [e for e in examples if id(e.candidates) not in kept_out]
+        fitted = with_residual(fitted, learning, size)
     return recalibrated(fitted, calibration)
 
 
