@@ -14,10 +14,16 @@ from annotations.services.review.verdicts import judgement_create
 from models_app.models import Deployment, RankerVersion
 from models_app.serving.engines import artifact_path, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
-from models_app.serving.rankers import engine_prior, forget_loaded_rankers
+from models_app.serving.rankers import engine_prior, forget_loaded_rankers, serving_ranker
 from models_app.siamese.ranker.candidates import candidates_of_texts
 from models_app.siamese.ranker.features import FEATURE_SET
-from models_app.training.ranker_training import judged_texts, ranker_fit, rankers_due
+from models_app.training.ranker_training import (
+    KEEP_RANKERS,
+    judged_texts,
+    ranker_fit,
+    rankers_due,
+    rankers_prune,
+)
 from tests.conftest import build_live_model
 from tests.test_match_probability import RIGHT, WRONG, judge_all
 
@@ -110,6 +116,29 @@ def test_a_ranker_fitted_for_another_model_is_not_used(tiny_taxonomy, curator):
     fitted = ranker_fit(taxonomy=tiny_taxonomy)
     assert fitted.model_version != old.model_version and live_ranker(tiny_taxonomy) == fitted
     assert RankerVersion.objects.get(id=old.id).status == RankerVersion.Status.RETIRED
+
+
+def test_old_rankers_are_deleted_with_their_files_and_the_live_one_never(tiny_taxonomy, curator):
+    judge_all(tiny_taxonomy, curator)
+    for _ in range(KEEP_RANKERS + 1):
+        ranker_fit(taxonomy=tiny_taxonomy)
+    fitted = KEEP_RANKERS + 2
+    kept = list(RankerVersion.objects.filter(taxonomy=tiny_taxonomy).order_by("number"))
+    assert [v.number for v in kept] == list(range(fitted - KEEP_RANKERS + 1, fitted + 1))
+    assert live_ranker(tiny_taxonomy) == kept[-1]
+    folders = sorted(p.name for p in artifact_path(f"{tiny_taxonomy.slug}/rankers").iterdir())
+    assert folders == sorted(artifact_path(v.artifact_path).name for v in kept)
+    # The newest rows still say which verdicts were fitted on: no fit is due again.
+    assert rankers_due() == []
+
+    # An older ranker live (the newer ones rejected, say) survives any pruning.
+    oldest, middle, newest = kept
+    Deployment.objects.filter(taxonomy=tiny_taxonomy).update(ranker=oldest)
+    assert rankers_prune(taxonomy=tiny_taxonomy, keep=2) == 1
+    assert set(RankerVersion.objects.filter(taxonomy=tiny_taxonomy)) == {oldest, newest}
+    assert not artifact_path(middle.artifact_path).exists()
+    forget_loaded_rankers()
+    assert serving_ranker(live_engine(tiny_taxonomy), oldest.id).version_id == oldest.id
 
 
 def test_a_ranker_is_due_only_once_enough_verdicts_are_new(tiny_taxonomy, curator, settings):

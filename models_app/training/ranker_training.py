@@ -16,6 +16,7 @@ the candidate is not significantly worse, the ranker fitted on every verdict goe
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ from models_app.siamese.stats import paired_comparison
 logger = logging.getLogger(__name__)
 
 HELD_OUT_SHARE = 0.2
+# Rankers kept a taxonomy, the live one among them: a fit comes every 20 verdicts and each file
+# holds the whole verdict history, so unpruned they grow with the square of the verdicts.
+KEEP_RANKERS = 3
 # Hits asked beyond the ranker's depth: a text's own curator members are dropped from them.
 _SLACK = 10
 
@@ -356,7 +360,24 @@ def _store(taxonomy, engine, ranker, history, judged, gate) -> RankerVersion:
             deployment.ranker = version
             deployment.save(update_fields=["ranker", "updated_at"])
     logger.info("%s: %s (%s)", version.label, version.status, gate.get("summary", ""))
+    rankers_prune(taxonomy=taxonomy, keep=KEEP_RANKERS)
     return version
+
+
+def rankers_prune(*, taxonomy: Taxonomy, keep: int) -> int:
+    """Delete all but the newest ``keep`` rankers of the taxonomy (never the live one), rows
+    and folders. Only the live ranker is ever read again: a rollback's model gets a fit of its
+    own, and the newest rows still say which verdicts the last fit saw (``rankers_due``)."""
+    live_id = Deployment.objects.filter(taxonomy=taxonomy).values_list("ranker_id", flat=True)
+    old = list(
+        RankerVersion.objects.filter(taxonomy=taxonomy)
+        .exclude(id__in=live_id.exclude(ranker_id=None))
+        .order_by("-number")[keep - 1 :]
+    )
+    for version in old:
+        version.delete()
+        shutil.rmtree(artifact_path(version.artifact_path), ignore_errors=True)
+    return len(old)
 
 
 def rankers_due() -> list[Taxonomy]:
