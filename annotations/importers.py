@@ -7,6 +7,7 @@ on request, and say which rows either way.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -169,7 +170,9 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
         raise ImportFileError(f"{path} is a folder; the csv format reads one file")
     digest = hashlib.sha256()
     parsed = ParsedTaxonomy()
-    for line, row in _rows(_decode(path, digest), path.name, CSV_REQUIRED_COLUMNS):
+    rows = list(_rows(_decode(path, digest), path.name, CSV_REQUIRED_COLUMNS))
+    with_text = _codes_with_text(rows)
+    for line, row in rows:
         parsed.rows_read += 1
         if None in row:
             parsed.errors.append(RowError(f"{path.name}:{line}", "more fields than columns"))
@@ -179,7 +182,14 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
         try:
             code = _code(row["group_code"], "group_code")
             name = _clean(row["group_name"], "group_name", MAX_NAME_LENGTH)
-            text = _clean(row["text"], "text", max_text_length)
+            text = None
+            if (row["text"] or "").strip():
+                text = _clean(row["text"], "text", max_text_length)
+            elif code in with_text:
+                raise TextError(
+                    f"text is empty, but group {code} has strings on other rows (an empty text "
+                    "stands for a group without strings, alone on its row)"
+                )
             description = _description(row.get("description"))
         except TextError as exc:
             parsed.errors.append(RowError(f"{path.name}:{line}", str(exc)))
@@ -195,9 +205,24 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
             continue
         if not known or (description and not known[1]):
             parsed.groups[code] = (name, description)
-        parsed.members.append((code, text))
+        if text is not None:
+            parsed.members.append((code, text))
     parsed.sha256 = digest.hexdigest()
     return parsed
+
+
+def _codes_with_text(rows: list[tuple[int, dict]]) -> set[str]:
+    """The codes of the groups that have a string somewhere in the file. A group's only row may
+    leave its text empty (how the export writes a group without strings); in a group that has
+    strings, an empty text is a slip and refused."""
+    codes = set()
+    for _, row in rows:
+        if not (row.get("text") or "").strip():
+            continue
+        value = row.get("group_code")
+        with contextlib.suppress(TextError):  # such a row is refused for its code
+            codes.add(_code(spreadsheet_text(value) if value else value, "group_code"))
+    return codes
 
 
 def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:

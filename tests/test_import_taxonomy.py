@@ -101,7 +101,7 @@ def test_a_file_with_bad_rows_is_rejected_whole_with_each_row_named(tmp_path):
         "group_code,group_name,text\n"
         "X,Xylophonists,xylophone player\n"
         ",No Code,some text\n"
-        "Y,Why,\n"
+        "X,Xylophonists,\n"
         "Z,Zed,bad\x07text\n"
         f"W,Long,{'w' * 300}\n"
         "X,Other Name,clash\n",
@@ -111,12 +111,39 @@ def test_a_file_with_bad_rows_is_rejected_whole_with_each_row_named(tmp_path):
     reasons = [str(error) for error in rejected.value.errors]
     assert reasons == [
         "bad.csv:3: group_code is empty",
-        "bad.csv:4: text is empty",
+        "bad.csv:4: text is empty, but group X has strings on other rows (an empty text stands "
+        "for a group without strings, alone on its row)",
         "bad.csv:5: text contains control characters",
         "bad.csv:6: text is longer than 200 characters (300)",
         "bad.csv:7: group_code X is named 'Other Name' here but 'Xylophonists' earlier",
     ]
     assert snapshot() == before
+
+
+def test_a_row_with_no_text_is_a_group_without_strings(tmp_path):
+    path = write(
+        tmp_path,
+        "groups.csv",
+        "group_code,group_name,text,description\n"
+        "A,Alpha,alpha,First\n"
+        "E,Empty,,Nothing in it yet\n"
+        "W,Blank,   ,\n",
+    )
+    report = taxonomy_import(slug="t", path=path, fmt="csv")
+    assert report.skipped_rows == [] and report.groups_created == 3
+    assert sorted(Group.objects.values_list("code", "name", "description")) == [
+        ("A", "Alpha", "First"),
+        ("E", "Empty", "Nothing in it yet"),
+        ("W", "Blank", ""),
+    ]
+    assert list(Member.objects.values_list("group__code", "text")) == [("A", "alpha")]
+
+
+def test_a_file_of_groups_without_strings_only_is_refused(tmp_path):
+    path = write(tmp_path, "groups.csv", "group_code,group_name,text\nE,Empty,\n")
+    with pytest.raises(ImportFileError, match=r"groups\.csv holds no usable rows"):
+        taxonomy_import(slug="t", path=path, fmt="csv")
+    assert not Taxonomy.objects.exists()
 
 
 def test_codes_that_cannot_be_a_path_segment_reject_the_file_naming_each(tmp_path):
@@ -262,10 +289,10 @@ def test_the_bundled_onet_imports_every_string():
 
 
 def test_the_command_reports_bad_rows_and_exits_non_zero(tmp_path, capsys):
-    bad = write(tmp_path, "bad.csv", "group_code,group_name,text\nA,Alpha,\n")
-    with pytest.raises(CommandError, match="1 of 1 rows are bad; nothing was imported"):
+    bad = write(tmp_path, "bad.csv", "group_code,group_name,text\nA,Alpha,alpha\nA,Alpha,\n")
+    with pytest.raises(CommandError, match="1 of 2 rows are bad; nothing was imported"):
         call_command("import_taxonomy", "t", str(bad), "--format", "csv")
-    assert "bad.csv:2: text is empty" in capsys.readouterr().err
+    assert "bad.csv:3: text is empty" in capsys.readouterr().err
     assert not Taxonomy.objects.exists()
 
 

@@ -82,11 +82,19 @@ def test_the_export_is_the_importers_columns_with_a_description_once_per_group(
     assert len(lines) == 1 + 21
 
 
-def test_a_group_without_strings_has_no_row(client, tiny_taxonomy, admin_user):
-    # The format is one row per string: an empty group cannot be written, and is left out.
-    group_create(taxonomy=tiny_taxonomy, code="99-0001", name="Empty", user=admin_user)
+def test_a_group_without_strings_is_a_row_with_no_text_and_imports_back(
+    client, tiny_taxonomy, admin_user, tmp_path: Path
+):
+    empty = group_create(taxonomy=tiny_taxonomy, code="99-0001", name="Empty", user=admin_user)
+    Group.objects.filter(id=empty.id).update(description="Nothing, yet")
     client.force_login(admin_user)
-    assert b"99-0001" not in export(client, "jobs")
+    exported = export(client, "jobs")
+    assert exported.decode("utf-8").splitlines()[-1] == '99-0001,Empty,,"Nothing, yet"'
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(exported)
+    taxonomy_import(slug="jobs-copy", path=path, fmt="csv")
+    assert groups_and_members("jobs-copy") == groups_and_members("jobs")
+    assert not Member.objects.filter(group__taxonomy__slug="jobs-copy", group__code="99-0001")
 
 
 FORMULAS = ["=cmd|' /C calc'!A0", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)", "'=already quoted"]

@@ -136,10 +136,11 @@ def group_members_page(*, group: Group, page: int | str | None) -> Page:
 
 def taxonomy_export_rows(taxonomy: Taxonomy) -> Iterator[tuple[str, str, str, str]]:
     """Every member as a row the csv importer reads back: (group_code, group_name, text,
-    description), by group code then text; a group's description on its first row only.
+    description), by group code then text; a group's description on its first row only. After
+    them each group without members, on one row with an empty text, so an import of the export
+    has every group.
 
-    Streamed from a server-side cursor, so a taxonomy of any size costs constant memory. A group
-    without members has no row (the format is one row per string).
+    Streamed from a server-side cursor, so a taxonomy of any size costs constant memory.
     """
     rows = (
         Member.objects.filter(taxonomy=taxonomy)
@@ -151,6 +152,14 @@ def taxonomy_export_rows(taxonomy: Taxonomy) -> Iterator[tuple[str, str, str, st
     for code, name, text, description in rows:
         yield code, name, text, (description if code != previous else "")
         previous = code
+    memberless = (
+        Group.objects.filter(taxonomy=taxonomy, members__isnull=True)
+        .order_by("code")
+        .values_list("code", "name", "description")
+        .iterator(chunk_size=2000)
+    )
+    for code, name, description in memberless:
+        yield code, name, "", description
 
 
 AUDIT_PAGE_SIZE = 50

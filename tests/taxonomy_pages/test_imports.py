@@ -116,7 +116,7 @@ def test_a_csv_with_bad_rows_stores_nothing_and_lists_each_bad_row_by_file_and_l
     client, db, admin_user
 ):
     client.force_login(admin_user)
-    bad = GOOD_CSV + "C-3,Gamma,\nA-1,Alpha,bad\x07bell\n"
+    bad = GOOD_CSV + "B-2,Beta,\nA-1,Alpha,bad\x07bell\n"
     response = client.post(
         "/taxonomies/", {"slug": "greek", "format": "csv", "file": csv_upload(bad, "greek.csv")}
     )
