@@ -12,7 +12,11 @@ threads and the address stay command-line options (or GUNICORN_CMD_ARGS).
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
+# The checkout this file is in, whatever directory gunicorn was started from: ``siamweb.wsgi``
+# and the settings' relative paths resolve against it.
+chdir = str(Path(__file__).resolve().parent.parent)
 preload_app = True
 worker_class = "gthread"
 # The scheme and the client's address are Django's to read (SECURE_PROXY_SSL_HEADER, the
