@@ -39,6 +39,11 @@ def _cache_file(taxonomy_slug: str, model_version_id: int) -> Path:
     return artifact_path(f"{taxonomy_slug}/descriptions/{model_version_id}.npz")
 
 
+def description_vectors_drop(*, taxonomy_slug: str, model_version_id: int) -> None:
+    """Delete a model version's description vectors, when the version itself is deleted."""
+    _cache_file(taxonomy_slug, model_version_id).unlink(missing_ok=True)
+
+
 def description_vectors(
     *, taxonomy_slug: str, model_version_id: int, encoder: Encoder, descriptions: list[str]
 ) -> np.ndarray:

@@ -29,6 +29,7 @@ from models_app.training.services.runs import (
     run_checkpoint_dir,
     run_checkpoints_drop,
     run_mark_failed,
+    run_version_discard,
     training_run_progress_writer,
     training_run_request,
 )
@@ -72,6 +73,7 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
             finished_at=timezone.now(),
         )
         run_checkpoints_drop(run)
+        run_version_discard(TrainingRun.objects.select_related("model_version").get(id=run_id))
         run.refresh_from_db()
         return run
     except Exception as exc:

@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from annotations.models import AuditEvent
 from models_app.models import Deployment, IndexBuild, TrainingRun
+from models_app.serving.engines import artifact_path
+from models_app.training import run_execution
 from models_app.training.promotion import RunStateError
 from models_app.training.retraining import (
     finetune_run_request,
@@ -25,7 +27,7 @@ from models_app.training.services.runs import (
     training_runs_fail_stale,
 )
 from models_app.training.services.training_data import feedback_last_id
-from tests.retraining.conftest import CORRECTIONS, correct_everything
+from tests.retraining.conftest import CORRECTIONS, TRAINABLE, correct_everything
 
 
 def live_pointer(taxonomy) -> tuple:
@@ -179,4 +181,70 @@ def test_a_fine_tune_asked_to_stop_while_its_flips_are_listed_does_not_go_live(
 
     with pytest.raises(RunCancelled, match="during 'promote'"):
         finetune_execute(run=run, progress=admin_asks_once_the_flips_start)
+    assert live_pointer(taxonomy) == live
+
+
+def every_file(taxonomy) -> set:
+    return {path for path in artifact_path(taxonomy.slug).rglob("*") if path.is_file()}
+
+
+def cancelled_at(monkeypatch, stage: str, admin_user) -> list:
+    """The admin asks the executed run to stop when its progress first reaches ``stage``; the
+    list returned gets the version the run had made by then."""
+    writer = run_execution.training_run_progress_writer
+    made = []
+
+    def asking_at_stage(*, run_id):
+        report = writer(run_id=run_id)
+
+        def progress(reached, fraction, eta=None):
+            report(reached, fraction, eta)
+            if reached == stage and not made:
+                run = TrainingRun.objects.get(id=run_id)
+                made.append(run.model_version_id)
+                training_run_cancel(run=run, actor=admin_user)
+
+        return progress
+
+    monkeypatch.setattr(run_execution, "training_run_progress_writer", asking_at_stage)
+    return made
+
+
+def test_a_build_cancelled_while_it_indexes_leaves_no_version_index_or_file(
+    taxonomy, admin_user, monkeypatch
+):
+    before = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    live = live_pointer(taxonomy)
+    run = training_run_request(taxonomy=taxonomy, kind="build", config=TRAINABLE, enqueue=False)
+    made = cancelled_at(monkeypatch, "index", admin_user)
+    done = training_run_execute(run_id=run.id)
+    assert made[0] is not None  # the version was stored when the cancel came
+    assert (done.status, done.error) == (
+        "cancelled",
+        "cancelled by an admin during 'index'; the live model kept serving",
+    )
+    assert done.model_version is None
+    after = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    assert after == before
+    assert live_pointer(taxonomy) == live
+
+
+def test_a_fine_tune_cancelled_before_its_switch_deletes_its_candidate(
+    taxonomy, curator, admin_user, monkeypatch, settings
+):
+    settings.SIAMWEB_GATE_ALPHA = 1e-9  # a gate that promotes: the switch would come next
+    correct_everything(taxonomy, curator)
+    before = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    live = live_pointer(taxonomy)
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+    made = cancelled_at(monkeypatch, "promote", admin_user)
+    done = training_run_execute(run_id=run.id)
+    assert made[0] is not None
+    assert (done.status, done.error) == (
+        "cancelled",
+        "cancelled by an admin during 'promote'; the live model kept serving",
+    )
+    assert (done.model_version, done.index_build) == (None, None)
+    after = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    assert after == before
     assert live_pointer(taxonomy) == live

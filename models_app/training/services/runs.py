@@ -20,6 +20,7 @@ from annotations.models import Member, Taxonomy
 from annotations.signals import QueuedRun, TaxonomyCannotServe
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.serving.engines import NoLiveModel, artifact_path, encoder_for
+from models_app.serving.groups import description_vectors_drop
 from models_app.siamese.progress import Progress
 from models_app.siamese.specs import (
     PRETRAINED_SPEC,
@@ -310,6 +311,24 @@ def run_checkpoints_drop(run: TrainingRun) -> None:
         shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)
 
 
+def run_version_discard(run: TrainingRun) -> bool:
+    """Delete the version a cancelled build or fine-tune made, with its index builds, rows and
+    folders: an admin who stops a run gets nothing of it (a tower's weights are tens of MB).
+    Never a version that serves, nor what a rollback restores."""
+    making = (TrainingRun.Kind.BUILD, TrainingRun.Kind.FINETUNE)
+    version = run.model_version if run.kind in making else None
+    if version is None or Deployment.objects.filter(index_build__model_version=version).exists():
+        return False
+    folders = [artifact_path(build.artifact_path) for build in version.index_builds.all()]
+    folders.append(artifact_path(version.artifact_path))
+    version_id = version.id
+    version.delete()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    description_vectors_drop(taxonomy_slug=run.taxonomy.slug, model_version_id=version_id)
+    return True
+
+
 def run_checkpoint_dir(run: TrainingRun) -> Path:
     """Where a run's training checkpoints go. A retry chain shares the folder of the run it
     started with, so a retry resumes where the failed attempt stopped."""
@@ -333,6 +352,8 @@ def build_or_reindex(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             checkpoint_dir=run_checkpoint_dir(run),
             progress=fitting,
         )
+        # The run names what it made from now on: a cancel before the end deletes it.
+        TrainingRun.objects.filter(id=run.id).update(model_version=model_version)
         clock.done("train")
     else:
         deployment = (
