@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from annotations.models import AuditEvent
-from models_app.models import Deployment, IndexBuild, TrainingRun
+from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.serving.engines import artifact_path
 from models_app.training import run_execution
 from models_app.training.promotion import RunStateError
@@ -100,11 +100,32 @@ def test_a_run_asked_to_stop_whose_worker_died_is_cancelled_not_failed(taxonomy,
     run = TrainingRun.objects.create(
         taxonomy=taxonomy, kind="finetune", status="running", heartbeat_at=an_hour_ago
     )
+    made = ModelVersion.objects.create(
+        taxonomy=taxonomy, number=99, encoder_kind="ngram_bag", artifact_path="jobs/made-99"
+    )
+    artifact_path(made.artifact_path).mkdir(parents=True)
+    (artifact_path(made.artifact_path) / "weights.pt").write_bytes(b"weights")
+    TrainingRun.objects.filter(id=run.id).update(model_version=made)
     training_run_cancel(run=run, actor=admin_user)
     assert training_runs_fail_stale(silent_for_seconds=600) == 1
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert run.error.startswith("cancelled by an admin; its worker stopped")
+    # What it had made goes with it.
+    assert not ModelVersion.objects.filter(id=made.id).exists()
+    assert not artifact_path(made.artifact_path).exists()
+
+    # A rollback names the version it restores, an older one: it stays.
+    older = ModelVersion.objects.create(
+        taxonomy=taxonomy, number=98, encoder_kind="ngram_bag", artifact_path="jobs/older-98"
+    )
+    rollback = TrainingRun.objects.create(
+        taxonomy=taxonomy, kind="rollback", status="running", heartbeat_at=an_hour_ago,
+        model_version=older,
+    )  # fmt: skip
+    training_run_cancel(run=rollback, actor=admin_user)
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    assert ModelVersion.objects.filter(id=older.id).exists()
 
 
 def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_verdicts(

@@ -460,7 +460,9 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
         status__in=[TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED]
     ).filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
     # One an admin had asked to stop is what was asked: cancelled, not failed.
-    asked = list(silent.filter(cancel_requested_at__isnull=False).select_related("taxonomy"))
+    asked = list(
+        silent.filter(cancel_requested_at__isnull=False).select_related("taxonomy", "model_version")
+    )
     cancelled = TrainingRun.objects.filter(id__in=[run.id for run in asked]).update(
         status=TrainingRun.Status.CANCELLED,
         error="cancelled by an admin; its worker stopped before it could report it. "
@@ -469,6 +471,7 @@ def training_runs_fail_stale(*, silent_for_seconds: int) -> int:
     )
     for run in asked:
         run_checkpoints_drop(run)
+        run_version_discard(run)
     return cancelled + silent.update(
         status=TrainingRun.Status.FAILED,
         error="the worker stopped before the run finished; the live model kept serving. "
