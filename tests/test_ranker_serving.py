@@ -208,3 +208,11 @@ def test_a_texts_ranking_is_the_same_whatever_k_is_asked(tiny_taxonomy, settings
         assert result.groups[: len(with_probability)] == with_probability
         assert len(result.groups) == 5 > len(with_probability)
         assert len({g.group_id for g in result.groups}) == 5
+        # Alone, it is ranked and searched deeper as in the batch (scores to the 1e-6 a float32
+        # product of another shape keeps, so compared after rounding with that slack).
+        (alone,) = rank_taxonomy_groups(tiny_taxonomy, [result.text], k=5)
+        assert [(g.group_id, g.probability is None) for g in alone.groups] == [
+            (g.group_id, g.probability is None) for g in result.groups
+        ]
+        for one, batched in zip(alone.groups, result.groups, strict=True):
+            assert one.score == pytest.approx(batched.score, abs=2e-4)

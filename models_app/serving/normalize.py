@@ -195,11 +195,23 @@ def rank_taxonomy_groups(
         ranked_over = replace(
             searched, hits=[row[: settings.SIAMWEB_RANKER_DEPTH] for row in searched.hits]
         )
-    ranking = (evidence, excluded, confirmed, ranker, k)
-    answers = _ranked(ranked_over, *ranking, per_matcher=CANDIDATES_PER_MATCHER)
-    if ranked_over is not searched and any(len(groups) < k for groups, _ in answers):
-        deeper = _ranked(searched, *ranking, per_matcher=k)
-        answers = [_extended(a, d, k) for a, d in zip(answers, deeper, strict=True)]
+    answers = _ranked(
+        ranked_over, evidence, excluded, confirmed, ranker, k, per_matcher=CANDIDATES_PER_MATCHER
+    )
+    short = [row for row, (groups, _) in enumerate(answers) if len(groups) < k]
+    if ranked_over is not searched and short:
+        # Only the texts whose candidates ran out are searched deeper.
+        deeper = _ranked(
+            searched.at(short),
+            evidence,
+            [excluded[row] for row in short],
+            [confirmed[row] for row in short],
+            ranker,
+            k,
+            per_matcher=k,
+        )
+        for row, more in zip(short, deeper, strict=True):
+            answers[row] = _extended(answers[row], more, k)
 
     names = _group_names(taxonomy.id, members, answers, revision)
     by_text = {}
