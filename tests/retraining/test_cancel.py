@@ -119,13 +119,20 @@ def test_a_run_asked_to_stop_whose_worker_died_is_cancelled_not_failed(taxonomy,
     older = ModelVersion.objects.create(
         taxonomy=taxonomy, number=98, encoder_kind="ngram_bag", artifact_path="jobs/older-98"
     )
-    rollback = TrainingRun.objects.create(
-        taxonomy=taxonomy, kind="rollback", status="running", heartbeat_at=an_hour_ago,
-        model_version=older,
-    )  # fmt: skip
-    training_run_cancel(run=rollback, actor=admin_user)
-    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    cancelled_while_silent(taxonomy, admin_user, kind="rollback", model_version=older)
     assert ModelVersion.objects.filter(id=older.id).exists()
+
+
+def cancelled_while_silent(taxonomy, admin_user, **fields) -> TrainingRun:
+    """A run asked to stop whose worker had died, as the check for silent runs ends it."""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    run = TrainingRun.objects.create(
+        taxonomy=taxonomy, status="running", heartbeat_at=an_hour_ago, **fields
+    )
+    training_run_cancel(run=run, actor=admin_user)
+    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    run.refresh_from_db()
+    return run
 
 
 def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_verdicts(
@@ -145,19 +152,14 @@ def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_ver
 def test_a_cancelled_retry_keeps_the_checkpoints_its_failed_first_attempt_resumes_from(
     taxonomy, admin_user
 ):
-    an_hour_ago = timezone.now() - timedelta(hours=1)
     failed = TrainingRun.objects.create(taxonomy=taxonomy, kind="finetune", status="failed")
     shared = run_checkpoint_dir(failed)
     shared.mkdir(parents=True)
     (shared / "last.pt").write_bytes(b"state")
-    retry = TrainingRun.objects.create(
-        taxonomy=taxonomy, kind="finetune", status="running", retry_of=failed,
-        heartbeat_at=an_hour_ago,
-    )  # fmt: skip
-    training_run_cancel(run=retry, actor=admin_user)
-    assert training_runs_fail_stale(silent_for_seconds=600) == 1
+    cancelled_while_silent(taxonomy, admin_user, kind="finetune", retry_of=failed)
     assert (shared / "last.pt").read_bytes() == b"state"
     # A first attempt cancelled takes its own with it: nothing can resume from them.
+    an_hour_ago = timezone.now() - timedelta(hours=1)
     alone = TrainingRun.objects.create(
         taxonomy=taxonomy, kind="finetune", status="running", heartbeat_at=an_hour_ago
     )
