@@ -7,6 +7,7 @@ import pytest
 
 from annotations.models import FeedbackPair, Group, GroupRelation, Member, Prediction
 from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
@@ -215,3 +216,39 @@ def test_merging_into_a_group_deleted_meanwhile_is_refused(tiny_taxonomy, admin_
         group_merge(source=group(BARISTAS), target=gone, user=admin_user)
     assert caught.value.field == "target"
     assert snapshot() == before
+
+
+@pytest.mark.parametrize("verdict", ["confirm", "false_match"])
+def test_a_verdict_given_before_its_group_was_merged_can_still_be_undone(
+    tiny_taxonomy, curator, admin_user, verdict
+):
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
+    assert item.top_group.code == BARISTAS
+    judgement = judgement_create(review_item=item, user=curator, verdict=verdict)
+
+    target = group_merge(source=group(BARISTAS), target=group(NURSES), user=admin_user)
+    undone = judgement_undo(judgement=judgement, user=curator)
+
+    assert undone.status == "pending"
+    # Its answer, read again from its prediction, names the group the source went into.
+    assert undone.top_group == target
+    codes = [entry["code"] for entry in Prediction.objects.get(id=item.prediction_id).ranked_groups]
+    assert BARISTAS not in codes
+
+
+def test_a_false_match_then_a_pick_of_the_merged_group_no_longer_rejects_it(
+    tiny_taxonomy, curator, admin_user
+):
+    (item,) = inputs_submit(taxonomy=tiny_taxonomy, texts=["Java Barista"], source="api")
+    rejected = judgement_create(review_item=item, user=curator, verdict="false_match")
+    assert rejected.rejected_group.code == BARISTAS
+    item.refresh_from_db()
+    picked = judgement_create(review_item=item, user=curator, verdict="reassign", group=group(DEVS))
+
+    target = group_merge(source=group(DEVS), target=group(BARISTAS), user=admin_user)
+
+    picked.refresh_from_db()
+    assert picked.group == target
+    pairs = FeedbackPair.objects.filter(judgement__review_item=item)
+    assert not pairs.filter(group=target, label=False).exists()
+    assert pairs.filter(group=target, label=True).exists()

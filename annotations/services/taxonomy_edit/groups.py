@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from annotations.importers import MAX_CODE_LENGTH, MAX_NAME_LENGTH, group_code_problem
 from annotations.models import (
@@ -120,16 +120,25 @@ def group_merge(*, source: Group, target: Group, user) -> Group:
     # The group an answer was vouched for moves too: an audit must not count it wrong.
     ReviewItem.objects.filter(vouched_group=source).update(vouched_group=target)
     Prediction.objects.filter(top_group=source).update(top_group=target)
-    predictions_rewritten = _rewrite_open_predictions(taxonomy, source, target)
+    predictions_rewritten = _rewrite_predictions(taxonomy, source, target)
 
     pairs_moved = FeedbackPair.objects.filter(group=source).update(group=target)
     judgements_moved = Judgement.objects.filter(group=source).update(group=target)
     judgements_moved += Judgement.objects.filter(rejected_group=source).update(
         rejected_group=target
     )
-    self_rejecting = Judgement.objects.filter(group=target, rejected_group=target)
+    # A verdict that now rejects the group its own curator put the text in (a reassignment
+    # between the merged groups, or a false match on one followed by a pick of the other)
+    # would teach "X is not T" beside "X is T": its negative pair goes, and a reassignment's
+    # rejection with it (a false match is its rejection, and stays on record).
+    placed_by_same_curator = Judgement.objects.live().filter(
+        review_item=OuterRef("review_item"), user=OuterRef("user"), group=target
+    )
+    self_rejecting = Judgement.objects.filter(rejected_group=target).filter(
+        Q(group=target) | Exists(placed_by_same_curator)
+    )
     FeedbackPair.objects.filter(judgement__in=self_rejecting, group=target, label=False).delete()
-    self_rejecting.update(rejected_group=None)
+    self_rejecting.filter(verdict=Judgement.Verdict.REASSIGN).update(rejected_group=None)
 
     relations_moved, relations_dropped = _move_relations(source, target)
 
@@ -154,12 +163,11 @@ def group_merge(*, source: Group, target: Group, user) -> Group:
     return target
 
 
-def _rewrite_open_predictions(taxonomy: Taxonomy, source: Group, target: Group) -> int:
-    """Point the ranked groups of open items' predictions at ``target`` instead of ``source``."""
+def _rewrite_predictions(taxonomy: Taxonomy, source: Group, target: Group) -> int:
+    """Point the ranked groups of items' predictions at ``target`` instead of ``source``: open
+    items' for their cards, done ones' too, since an undo reads the answer from them again."""
     predictions = Prediction.objects.filter(
-        id__in=ReviewItem.objects.filter(
-            taxonomy=taxonomy, status__in=ReviewItem.OPEN_STATUSES
-        ).values("prediction_id")
+        id__in=ReviewItem.objects.filter(taxonomy=taxonomy).values("prediction_id")
     )
     if connection.features.supports_json_field_contains:
         predictions = predictions.filter(ranked_groups__contains=[{"group_id": source.id}])
