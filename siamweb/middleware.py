@@ -12,7 +12,7 @@ import hmac
 import logging
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.defaultfilters import filesizeformat
@@ -95,7 +95,52 @@ class TransientDatabaseErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exc: Exception) -> HttpResponse | None:
+        if isinstance(exc, DataError) and "NUL" in str(exc):
+            # PostgreSQL refuses a NUL in any text, even in a lookup, and says so before it
+            # runs the statement: a value no check before it caught, answered as bad input.
+            return nul_refused(request)
         return transient_error_response(request, exc)
+
+
+NUL_DETAIL = "the request holds a NUL character (%00), which no text may contain"
+
+
+def nul_refused(request) -> HttpResponse:
+    logger.warning("refused %s %s: a NUL character", request.method, request.path)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": NUL_DETAIL}, status=400)
+    return HttpResponse(NUL_DETAIL, status=400, content_type="text/plain; charset=utf-8")
+
+
+def _holds_nul(request) -> bool:
+    """A NUL in the address, a query parameter or a page's form field."""
+    if "\x00" in request.path:
+        return True
+    fields = [request.GET]
+    # A page's form, read here as its view would; the API's bodies are DRF's to read (its
+    # fields refuse NUL, and a lookup with one ends in ``process_exception`` above).
+    if request.content_type == "application/x-www-form-urlencoded" and not request.path.startswith(
+        "/api/"
+    ):
+        fields.append(request.POST)
+    return any(
+        "\x00" in key or any("\x00" in value for value in values)
+        for found in fields
+        for key, values in found.lists()
+    )
+
+
+class NulCharacterMiddleware:
+    """Refuse a NUL character in the address, a query parameter or a page's form with a 400:
+    SQLite would look it up and PostgreSQL refuse it with a 500, and no text holds one."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if _holds_nul(request):
+            return nul_refused(request)
+        return self.get_response(request)
 
 
 class MethodNotAllowedPageMiddleware:
