@@ -139,6 +139,10 @@ def _in_emoji(char: str) -> bool:
     )
 
 
+# The longest text and comparison key a row stores (``Input``, ``Member``).
+STORED_TEXT_LENGTH = 500
+
+
 def clean_text(text: object, *, max_length: int) -> str:
     """A one-line text as accepted (a title, a member, a name, a code): whitespace collapsed to
     single spaces, the dropped characters removed; or ``TextError`` saying what is wrong. Tabs
@@ -148,6 +152,13 @@ def clean_text(text: object, *, max_length: int) -> str:
         raise TextError("is empty")
     if len(cleaned) > max_length:
         raise TextError(f"is longer than {max_length} characters ({len(cleaned)})")
+    # Compatibility forms spell out: one "ﷺ" is 18 letters in the key a text is compared by.
+    spelled = len(comparison_key(cleaned))
+    if spelled > STORED_TEXT_LENGTH:
+        raise TextError(
+            f"is longer than {STORED_TEXT_LENGTH} characters once its compatibility characters "
+            f"are spelled out ({spelled})"
+        )
     return cleaned
 
 

@@ -307,7 +307,8 @@ SPECTACULAR_SETTINGS = {
 
 # --- Siamweb -------------------------------------------------------------------------------------
 SIAMWEB_ARTIFACTS_DIR = env_path("SIAMWEB_ARTIFACTS_DIR", default=VAR_DIR / "artifacts")
-SIAMWEB_MAX_TEXT_LENGTH = env_int("SIAMWEB_MAX_TEXT_LENGTH", default=200, minimum=10)
+# At most what a row stores (annotations.text_rule.STORED_TEXT_LENGTH).
+SIAMWEB_MAX_TEXT_LENGTH = env_int("SIAMWEB_MAX_TEXT_LENGTH", default=200, minimum=10, maximum=500)
 SIAMWEB_MAX_TEXTS_PER_REQUEST = env_int("SIAMWEB_MAX_TEXTS_PER_REQUEST", default=1000, minimum=1)
 SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
 SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)

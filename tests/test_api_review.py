@@ -90,6 +90,8 @@ def test_a_text_sent_again_counts_an_occurrence_and_keeps_its_item(api_client, i
         ({"texts": ["ok", "  "]}, "texts", "is empty"),
         ({"texts": ["nul\x00"]}, "texts", "control characters"),
         ({"texts": ["x" * 201]}, "texts", "longer than 200 characters"),
+        # 28 characters whose compatibility forms spell out to 504, more than a row stores.
+        ({"texts": ["\ufdfa" * 28]}, "texts", "once its compatibility characters are spelled"),
         ({"texts": [3]}, "texts", "must be a string"),
         ({"texts": ["nurse"], "k": 0}, "k", "greater than or equal to 1"),
         ({"texts": ["nurse"], "k": 51}, "k", "at most 50"),

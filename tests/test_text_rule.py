@@ -12,13 +12,14 @@ import unicodedata
 import pytest
 
 from annotations.importers import ImportFileError
-from annotations.models import ReviewFlag, Taxonomy
+from annotations.models import Group, ReviewFlag, Taxonomy
 from annotations.services.flags import FlagError, review_flag_create
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.taxonomy import ImportRejected, taxonomy_import
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create
 from annotations.services.taxonomy_edit.guidelines import taxonomy_guidelines_update
+from annotations.services.taxonomy_edit.members import member_add
 from annotations.text_rule import (
     DROPPED,
     REFUSED_RANGES,
@@ -157,6 +158,15 @@ def test_several_lines_keep_their_line_breaks_and_tabs():
 def test_inputs_refuse_an_embedding(tiny_taxonomy):
     with pytest.raises(TextError, match="bidirectional controls"):
         clean_text("\u202b\u05de\u05e4\u05ea\u05d7\u202c", max_length=200)
+
+
+def test_a_text_whose_key_spells_out_past_what_a_row_stores_is_refused(tiny_taxonomy, admin_user):
+    # "\ufdfa" is one character, 18 in the key texts are compared by.
+    assert clean_text("\ufdfa" * 27, max_length=200) == "\ufdfa" * 27  # 486 spelled out
+    with pytest.raises(TextError, match=r"500 characters once .* spelled out \(504\)"):
+        clean_text("\ufdfa" * 28, max_length=200)
+    with pytest.raises(TaxonomyEditError, match="spelled out"):
+        member_add(group=Group.objects.get(code="35-3023"), text="\ufdfa" * 28, user=admin_user)
 
 
 def test_group_names_refuse_a_hangul_filler_and_drop_a_mark(tiny_taxonomy, admin_user):
