@@ -49,7 +49,8 @@ class RowError:
 
 @dataclass
 class ParsedTaxonomy:
-    groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # code → (name, description)
+    # code → (name, description); a description None: the file has none, the stored one stays.
+    groups: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     members: list[tuple[str, str]] = field(default_factory=list)  # (group code, text)
     relations: list[tuple[str, str]] = field(default_factory=list)  # (group code, related code)
     errors: list[RowError] = field(default_factory=list)
@@ -190,7 +191,7 @@ def _parse_csv(path: Path, max_text_length: int) -> ParsedTaxonomy:
                     f"text is empty, but group {code} has strings on other rows (an empty text "
                     "stands for a group without strings, alone on its row)"
                 )
-            description = _description(row.get("description"))
+            description = _description(row["description"]) if "description" in row else None
         except TextError as exc:
             parsed.errors.append(RowError(f"{path.name}:{line}", str(exc)))
             continue
@@ -302,7 +303,10 @@ def _parse_esco(path: Path, max_text_length: int) -> ParsedTaxonomy:
             parsed.errors.append(RowError(location, str(exc)))
             continue
         parsed.groups[code] = (name, description)
-        parsed.members.append((code, name))
+        try:  # a group's name may be longer than a member's text
+            parsed.members.append((code, _clean(name, "preferredLabel", max_text_length)))
+        except TextError as exc:
+            parsed.errors.append(RowError(location, str(exc)))
         for label in (row["altLabels"] or "").split("\n"):
             if not label.strip():
                 continue

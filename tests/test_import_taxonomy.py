@@ -172,6 +172,42 @@ def test_skip_bad_rows_imports_the_rest_and_reports_the_skipped(tmp_path):
     assert list(Member.objects.values_list("text", flat=True)) == ["alpha"]
 
 
+def test_a_reimport_with_skipped_rows_removes_no_string(tmp_path):
+    first = "group_code,group_name,text\nA,Alpha,alpha\nA,Alpha,alpha two\nB,Beta,beta\n"
+    taxonomy_import(slug="t", path=write(tmp_path, "first.csv", first), fmt="csv")
+    # "alpha two" is refused this time (its group's name clashes), "beta" is gone from the file.
+    again = "group_code,group_name,text\nA,Alpha,alpha\nA,Other,alpha two\nB,Beta,beta 2\n"
+    report = taxonomy_import(
+        slug="t", path=write(tmp_path, "again.csv", again), fmt="csv", skip_bad_rows=True
+    )
+    assert [str(e) for e in report.skipped_rows] == [
+        "again.csv:3: group_code A is named 'Other' here but 'Alpha' earlier"
+    ]
+    assert report.members_removed == 0
+    assert sorted(Member.objects.values_list("text", flat=True)) == [
+        "alpha", "alpha two", "beta", "beta 2",
+    ]  # fmt: skip
+    # Without a skipped row, the file is the taxonomy's strings again.
+    report = taxonomy_import(slug="t", path=write(tmp_path, "whole.csv", first), fmt="csv")
+    assert report.members_removed == 1
+    assert sorted(Member.objects.values_list("text", flat=True)) == ["alpha", "alpha two", "beta"]
+
+
+def test_a_file_without_a_description_column_keeps_the_stored_descriptions(tmp_path):
+    described = "group_code,group_name,text,description\nA,Alpha,alpha,The first\nB,Beta,beta,\n"
+    taxonomy_import(slug="t", path=write(tmp_path, "described.csv", described), fmt="csv")
+    plain = "group_code,group_name,text\nA,Alpha,alpha\nB,Beta,beta\nC,Gamma,gamma\n"
+    report = taxonomy_import(slug="t", path=write(tmp_path, "plain.csv", plain), fmt="csv")
+    assert (report.groups_created, report.groups_updated) == (1, 0)
+    assert sorted(Group.objects.values_list("code", "description")) == [
+        ("A", "The first"), ("B", ""), ("C", ""),
+    ]  # fmt: skip
+    # A file with the column says what each description is, an empty one too.
+    emptied = "group_code,group_name,text,description\nA,Alpha,alpha,\n"
+    taxonomy_import(slug="t", path=write(tmp_path, "emptied.csv", emptied), fmt="csv")
+    assert Group.objects.get(code="A").description == ""
+
+
 def test_blank_lines_are_no_rows_as_in_an_upload_of_inputs(tmp_path):
     """Empty or whitespace-only, between rows or at the end: nothing to import, nothing lost. A
     row of empty fields is a row, and refused."""

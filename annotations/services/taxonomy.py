@@ -63,8 +63,10 @@ def taxonomy_import(
 ) -> ImportReport:
     """Create or update a taxonomy from a file, all or nothing.
 
-    Re-importing updates group names and descriptions, adds new strings and removes taxonomy
-    strings the file no longer has; curator and admin members are never removed by an import.
+    Re-importing updates group names and descriptions (a file with no description column keeps
+    the stored ones), adds new strings and removes taxonomy strings the file no longer has,
+    unless rows were skipped (one of them may be what kept a string); curator and admin members
+    are never removed by an import.
     Every import that stores (or finds nothing to change) is one audit event, by ``user``
     (None: the command line), with the report's counts; a rejected file records nothing.
     """
@@ -140,9 +142,12 @@ def _store(*, slug, name, fmt, parsed) -> ImportReport:
         group = groups.get(code)
         if group is None:
             new_groups.append(
-                Group(taxonomy=taxonomy, code=code, name=group_name, description=description)
+                Group(taxonomy=taxonomy, code=code, name=group_name, description=description or "")
             )
-        elif (group.name, group.description) != (group_name, description):
+            continue
+        if description is None:  # the file has no descriptions: the stored one stays
+            description = group.description
+        if (group.name, group.description) != (group_name, description):
             group.name, group.description = group_name, description
             changed_groups.append(group)
     Group.objects.bulk_create(new_groups, batch_size=_BATCH)
@@ -163,10 +168,11 @@ def _store(*, slug, name, fmt, parsed) -> ImportReport:
             taxonomy=taxonomy
         ).values_list("id", "group_id", "normalized_text", "source")
     }
+    # A skipped row may be the one that keeps a string: a file with skipped rows removes none.
     stale = [
         member_id
         for key, (member_id, source) in existing.items()
-        if source == Member.Source.TAXONOMY and key not in wanted
+        if source == Member.Source.TAXONOMY and key not in wanted and not parsed.errors
     ]
     for start in range(0, len(stale), _BATCH):
         Member.objects.filter(id__in=stale[start : start + _BATCH]).delete()
