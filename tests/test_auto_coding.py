@@ -14,7 +14,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotations.models import AuditEvent, AutoCodingPolicy, Group, ReviewItem
-from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.inputs import (
+    audit_priority,
+    inputs_submit,
+    review_items_repredict,
+)
+from annotations.services.review.queue_order import review_items_reorder
 from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy_edit.groups import group_merge
 from models_app.bulk.jobs import bulk_job_create
@@ -375,3 +380,28 @@ def test_rows_a_bulk_job_sends_for_review_wait_for_a_person(tiny_taxonomy, admin
     queued = ReviewItem.objects.filter(taxonomy=tiny_taxonomy)
     assert queued.count() == done.rows_queued > len(TEXTS) // 2
     assert not queued.filter(auto_coded=True).exists() and not queued.filter(audit=True).exists()
+
+
+def test_an_audit_keeps_a_place_drawn_at_random_when_the_queue_is_ordered_again(
+    tiny_taxonomy, admin_api, monkeypatch
+):
+    """Its answer is sure: ordered by it, an audit would sink to the bottom of the queue,
+    unjudged and told apart by its place."""
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 1.0}, format="json")
+    items = inputs_submit(taxonomy=tiny_taxonomy, texts=TEXTS, source="api")
+    audits = [item for item in items if item.audit]
+    assert audits
+    # The draw made certain: the place of an answer of probability 0.5.
+    monkeypatch.setattr("annotations.services.review.inputs._audit_place.random", lambda: 0.5)
+
+    def drawn(item) -> float:
+        return audit_priority(item.input.occurrences)
+
+    def priorities() -> dict[int, float]:
+        return dict(ReviewItem.objects.filter(audit=True).values_list("id", "priority"))
+
+    review_items_reorder(taxonomy=tiny_taxonomy)
+    assert priorities() == {item.id: pytest.approx(drawn(item)) for item in audits}
+    ReviewItem.objects.filter(audit=True).update(priority=0.0)
+    review_items_repredict(taxonomy=tiny_taxonomy)  # a new model goes live: predicted again
+    assert priorities() == {item.id: pytest.approx(drawn(item)) for item in audits}

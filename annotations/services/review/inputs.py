@@ -273,7 +273,9 @@ def _inputs_store(
                 item.changed_from_id = item.top_group_id
             item.prediction = prediction
             item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
-            item.priority = priority
+            # Predicted again (a new model, the text sent again), an audit keeps a place drawn
+            # at random, as when it was queued.
+            item.priority = audit_priority(input_row.occurrences) if item.audit else priority
             item.updated_at = timezone.now()
             if bulk_job_id is not None:
                 item.bulk_job_id = bulk_job_id  # the latest job to send it opens it

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotations.models import ReviewItem, Taxonomy
-from annotations.services.review.inputs import review_priorities_spread
+from annotations.services.review.inputs import audit_priority, review_priorities_spread
 from models_app.serving.normalize import rank_taxonomy_groups
 
 # Texts a normalize call ranks at once while ordering: the served path's batch size.
@@ -31,6 +31,7 @@ class ItemToReorder(NamedTuple):
     text: str
     occurrences: int
     changed: bool  # a new model version changed its answer while nobody had judged it
+    audit: bool  # drawn to audit an auto-coded answer: its place is drawn at random
 
 
 def review_items_to_reorder(*, taxonomy: Taxonomy, limit: int) -> list[ItemToReorder]:
@@ -38,14 +39,14 @@ def review_items_to_reorder(*, taxonomy: Taxonomy, limit: int) -> list[ItemToReo
     longest ago (``updated_at``), ``limit`` in all. Read as plain values: building 20,000
     items and their inputs as model instances took a tenth of a reorder."""
     open_items = ReviewItem.objects.filter(taxonomy=taxonomy, status__in=ReviewItem.OPEN_STATUSES)
-    columns = ("id", "input__text", "input__occurrences", "changed_from_id")
+    columns = ("id", "input__text", "input__occurrences", "changed_from_id", "audit")
     head = list(open_items.order_by("-priority", "id").values_list(*columns)[: limit - limit // 4])
     seen = [row[0] for row in head]
     rest = open_items.exclude(id__in=seen).order_by("updated_at", "id")
     rows = head + list(rest.values_list(*columns)[: limit - len(head)])
     return [
-        ItemToReorder(item_id, text, occurrences, changed_from is not None)
-        for item_id, text, occurrences, changed_from in rows
+        ItemToReorder(item_id, text, occurrences, changed_from is not None, audit)
+        for item_id, text, occurrences, changed_from, audit in rows
     ]
 
 
@@ -61,8 +62,13 @@ def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int
         answers += rank_taxonomy_groups(taxonomy, texts[start : start + _CHUNK], k=2)
     priorities = review_priorities_spread(
         answers, [item.occurrences for item in items], [item.changed for item in items]
-    )
-    return _priorities_write([item.id for item in items], priorities.tolist())
+    ).tolist()
+    # An audit's answer is sure: ordered by it, it would sink to the bottom, unjudged and told
+    # apart by its place. It keeps a place drawn at random, as when it was queued.
+    for at, item in enumerate(items):
+        if item.audit:
+            priorities[at] = audit_priority(item.occurrences)
+    return _priorities_write([item.id for item in items], priorities)
 
 
 def _priorities_write(item_ids: list[int], priorities: list[float]) -> int:
