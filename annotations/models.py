@@ -259,6 +259,9 @@ class AutoCodingPolicy(models.Model):
     # sets the policy again.
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_reason = models.TextField(blank=True)
+    # The last version its audit paused, kept when an admin sets the policy again: a bulk job
+    # still coding under that version or an earlier one stops (``models_app.bulk.run``).
+    paused_version = models.PositiveIntegerField(null=True, blank=True)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

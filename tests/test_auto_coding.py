@@ -263,6 +263,39 @@ def test_a_bulk_job_codes_rows_with_the_policy_it_started_with(tiny_taxonomy, ad
     assert (off.rows_auto_coded, off.auto_coding_threshold) == (0, None)
 
 
+def paused_by_its_audit(taxonomy) -> None:
+    """The policy paused as ``auto_coding_audit_check`` pauses it."""
+    policy = AutoCodingPolicy.objects.get(taxonomy=taxonomy)
+    policy.paused_at, policy.paused_version = timezone.now(), policy.version
+    policy.save(update_fields=["paused_at", "paused_version"])
+
+
+def test_a_pause_stays_for_a_running_job_when_an_admin_sets_the_policy_again(
+    tiny_taxonomy, admin_api, curator
+):
+    """Paused by its audit under the version a job started with, then set again by an admin:
+    the job does not go back to coding at the threshold its audit showed wrong."""
+    admin_api.put(URL, {"target_precision": 0.5, "audit_share": 0}, format="json")
+    job = upload(tiny_taxonomy, "title\n" + "\n".join(TEXTS * 2) + "\n", curator)
+    changed = []
+
+    def pause_then_set_again(_job) -> None:
+        if not changed:
+            paused_by_its_audit(tiny_taxonomy)
+            changed.append(admin_api.put(URL, {"target_precision": 0.5}, format="json").json())
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=5, after_chunk=pause_then_set_again)
+    assert (changed[0]["version"], changed[0]["active"]) == (2, True)
+    assert done.status == BulkJob.Status.SUCCEEDED and done.auto_coding_version == 1
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    coded = [at for at, row in enumerate(rows) if row["auto_coded"] == "True"]
+    assert coded and max(coded) < 5  # the first chunk only
+    # A job started under the new version codes again.
+    again = bulk_job_execute(job_id=upload(tiny_taxonomy, "title\n" + TEXTS[0], curator).id)
+    assert again.auto_coding_version == 2
+
+
 def test_a_bulk_jobs_coded_rows_are_audited_blind_and_a_pause_stops_its_coding(
     tiny_taxonomy, admin_api, curator
 ):
@@ -276,9 +309,7 @@ def test_a_bulk_jobs_coded_rows_are_audited_blind_and_a_pause_stops_its_coding(
 
     def pause(_job) -> None:
         if not paused:
-            policy = AutoCodingPolicy.objects.get(taxonomy=tiny_taxonomy)
-            policy.paused_at = timezone.now()
-            policy.save(update_fields=["paused_at"])
+            paused_by_its_audit(tiny_taxonomy)
             paused.append(ReviewItem.objects.filter(audit=True).count())
 
     done = bulk_job_execute(job_id=job.id, chunk_rows=5, after_chunk=pause)

@@ -208,10 +208,11 @@ def _auto_coding_now(job: BulkJob) -> tuple[float | None, int | None, float | No
 
 
 def _auto_coding_paused(job: BulkJob) -> bool:
-    """Whether the audit paused the policy the job started with. An admin's change leaves the
-    job coding as it began; the audit's pause stops it: its answers were shown wrong too often."""
+    """Whether the audit paused the policy the job started with, or a later version of it. An
+    admin's change leaves the job coding as it began; the audit's pause stops it, and stays for
+    it when an admin sets the policy again: its answers were shown wrong too often."""
     return AutoCodingPolicy.objects.filter(
-        taxonomy_id=job.taxonomy_id, version=job.auto_coding_version, paused_at__isnull=False
+        taxonomy_id=job.taxonomy_id, paused_version__gte=job.auto_coding_version
     ).exists()
 
 

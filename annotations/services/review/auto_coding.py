@@ -172,10 +172,11 @@ def auto_coding_audit_check(*, taxonomy: Taxonomy) -> AutoCodingPolicy | None:
             return None
         before = policy_summary(policy)
         policy.paused_at = timezone.now()
+        policy.paused_version = policy.version
         policy.paused_reason = (
             f"{shortfall}: nothing more is coded by itself until an admin sets the policy again"
         )
-        policy.save(update_fields=["paused_at", "paused_reason", "updated_at"])
+        policy.save(update_fields=["paused_at", "paused_version", "paused_reason", "updated_at"])
         audit_record(actor=None, action="auto_coding.pause", obj=policy, taxonomy=taxonomy,
                      before=before, after=policy_summary(policy))  # fmt: skip
     logger.warning("auto-coding of %s paused: %s", taxonomy.slug, policy.paused_reason)
