@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Group, Judgement, Member, ReviewItem
-from annotations.selectors.card import review_card_groups
+from annotations.selectors.card import review_card_groups, review_card_members
 from annotations.selectors.queue import review_conflicts
 from annotations.selectors.stats import curator_stats, review_counts
 from annotations.services.review.inputs import inputs_submit
@@ -169,3 +169,21 @@ def test_settlements_made_before_the_mark_are_marked_from_their_audit_events(
     migration.mark_earlier_settlements(apps, None)
 
     assert dict(Judgement.objects.values_list("id", "settlement")) == marked
+
+
+def test_the_second_curator_sees_nothing_of_where_the_first_put_the_text(
+    item, curator, other_curator
+):
+    """The first verdict stores the text as a member of its group at once; neither the card's
+    other members nor a new ranking of the text (it is sent again) may show it."""
+    first = item.prediction_id
+    nurses = group("29-1141")
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=nurses)
+    assert Member.objects.filter(group=nurses, text="Java Barista").exists()
+
+    (again,) = inputs_submit(taxonomy=item.taxonomy, texts=["Java Barista"], source="api")
+    assert (again.id, again.prediction_id, again.status) == (item.id, first, "pending")
+    groups = review_card_groups(again, user=other_curator)
+    assert all(g["source"] == "model" for g in groups)
+    members = review_card_members(groups=groups, text="Java Barista")
+    assert all("Java Barista" not in texts for texts in members.values())

@@ -24,6 +24,7 @@ from annotations.models import (
     ReviewItem,
 )
 from annotations.services.review.verdict_rules import LiveVerdict, rejected_group_ids
+from annotations.text_rule import comparison_key
 from models_app.serving.normalize import LOW_CONFIDENCE, tied_as_shown
 from models_app.siamese.text_match import matched_parts, nearest, words
 
@@ -100,10 +101,13 @@ def review_card_members(
         When(source=Member.Source.ADMIN, then=Value(1)),
         default=Value(2),
     )
+    shown = Member.objects.filter(group_id__in=group_ids).exclude(id__in=matched)
+    if text:
+        # The input's own text as a member is a curator's verdict on it (a double review's
+        # first): shown, it would tell the next curator where the first put it.
+        shown = shown.exclude(normalized_text=comparison_key(text))
     rows = (
-        Member.objects.filter(group_id__in=group_ids)
-        .exclude(id__in=matched)
-        .annotate(
+        shown.annotate(
             rank=Window(RowNumber(), partition_by=[F("group_id")], order_by=[source_rank, F("id")])
         )
         .filter(rank__lte=scan if text else per_group)

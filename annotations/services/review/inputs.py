@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from annotations.models import (
     Input,
+    Judgement,
     Prediction,
     ReviewItem,
     Taxonomy,
@@ -209,6 +210,16 @@ def _inputs_store(
             "prediction"
         )
     }
+    # An open item with a verdict keeps the ranking its curator judged: a double review's
+    # second curator judges it blind to the first (the text's new ranking would put the first
+    # curator's group on top), as ``live_ranking`` keeps it.
+    judged = set(
+        Judgement.objects.live()
+        .filter(review_item__in=[item for item in existing.values()
+                                 if item.status in ReviewItem.OPEN_STATUSES])
+        .exclude(verdict=Judgement.Verdict.SKIP)
+        .values_list("review_item_id", flat=True)
+    )  # fmt: skip
     new_items, updated_items = [], []
     if queued_by is not None:
         # Answers coded without review never wait: they take no room.
@@ -268,7 +279,7 @@ def _inputs_store(
                     vouched_policy_version=found.policy_version if found else None,
                 )
             )
-        elif item.status in ReviewItem.OPEN_STATUSES:
+        elif item.status in ReviewItem.OPEN_STATUSES and item.id not in judged:
             if changed and item.changed_from_id is None:
                 item.changed_from_id = item.top_group_id
             item.prediction = prediction
