@@ -113,16 +113,16 @@ def nul_refused(request) -> HttpResponse:
 
 
 def _holds_nul(request) -> bool:
-    """A NUL in the address, a query parameter or a page's form field."""
+    """A NUL in the address, or in a page's query parameter or form field. The API's
+    parameters and bodies are DRF's to read: its fields refuse a NUL naming the field, and a
+    lookup with one ends in ``process_exception`` above."""
     if "\x00" in request.path:
         return True
+    if request.path.startswith("/api/"):
+        return False
     fields = [request.GET]
-    # A page's form, read here as its view would; the API's bodies are DRF's to read (its
-    # fields refuse NUL, and a lookup with one ends in ``process_exception`` above).
-    if request.content_type == "application/x-www-form-urlencoded" and not request.path.startswith(
-        "/api/"
-    ):
-        fields.append(request.POST)
+    if request.content_type == "application/x-www-form-urlencoded":
+        fields.append(request.POST)  # read here as the page's view would read it
     return any(
         "\x00" in key or any("\x00" in value for value in values)
         for found in fields
@@ -131,8 +131,8 @@ def _holds_nul(request) -> bool:
 
 
 class NulCharacterMiddleware:
-    """Refuse a NUL character in the address, a query parameter or a page's form with a 400:
-    SQLite would look it up and PostgreSQL refuse it with a 500, and no text holds one."""
+    """Refuse a NUL character in the address, or a page's query or form, with a 400: SQLite
+    would look it up and PostgreSQL refuse it with a 500, and no text holds one."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
