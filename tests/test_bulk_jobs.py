@@ -544,6 +544,19 @@ def test_repeated_empty_and_spaced_column_names_keep_every_cell(tiny_taxonomy):
     }  # fmt: skip
 
 
+def test_a_column_whose_name_holds_inner_spaces_can_be_chosen_as_the_page_lists_it(
+    tiny_taxonomy,
+):
+    # The typed name is kept as every text is (spaces collapsed): so is the header's, to match.
+    data = "id,Job  Title,Soft\u00adhyphen\n1,icu nurse,x\n".encode()
+    done = bulk_job_execute(job_id=create(tiny_taxonomy, data, column="Job  Title").id)
+    assert done.status == "succeeded", done.error
+    assert result_rows(done)[0]["group_code"] == "29-1141"
+    other = create(tiny_taxonomy, data, column="Soft\u00adhyphen")
+    assert other.column == "Softhyphen"
+    assert bulk_job_execute(job_id=other.id).status == "succeeded"
+
+
 def test_a_column_named_for_a_text_file_is_ignored(tiny_taxonomy):
     job = create(tiny_taxonomy, b"icu nurse\n", "t.txt", column="title")
     assert job.column == ""

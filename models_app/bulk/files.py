@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from annotations.text_rule import TextError, clean_text
 from models_app.models import BulkJob
 from models_app.serving.engines import artifact_path
 from models_app.serving.normalize import Normalization
@@ -259,10 +260,20 @@ def read_header(path: Path, *, fmt: str, filename: str) -> tuple[list[str], int,
     return first.fields, first.end, first.next_line
 
 
+def _column_name(name: str) -> str | None:
+    """A header's name as a typed column name is kept (``clean_text``: spaces collapsed, the
+    characters the text rule drops dropped), so a name the page lists can be chosen; None
+    when no typed name could match it."""
+    try:
+        return clean_text(name, max_length=len(name) + 1)
+    except TextError:
+        return None
+
+
 def column_position(columns: list[str], column: str, *, filename: str) -> int:
-    """Where the header names ``column`` (names compared without the spaces around them);
+    """Where the header names ``column`` (compared as typed names are kept, ``_column_name``);
     ``BulkFileError`` when it does not, or names it more than once."""
-    found = [position for position, name in enumerate(columns) if name.strip() == column]
+    found = [position for position, name in enumerate(columns) if _column_name(name) == column]
     if not found:
         raise BulkFileError(
             f"{filename} has no column {column!r}; its columns are "
