@@ -217,6 +217,28 @@ def test_a_chunk_whose_worker_dies_is_queued_again_and_costs_that_chunk_only(
     assert list(done.chunks.values_list("attempts", "deaths")) == [(1, 0), (1, 0), (2, 1), (1, 0)]
 
 
+def test_a_count_the_database_refused_queues_the_chunk_again_and_is_no_death(
+    tiny_taxonomy, monkeypatch
+):
+    job = create(tiny_taxonomy)
+    (first, *_) = split(job, 3)
+    counting = bulk_run._eta
+
+    def deadlocked(*args):
+        raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(bulk_run, "_eta", deadlocked)  # inside the count's transaction
+    with pytest.raises(OperationalError):
+        bulk_chunk_execute(chunk_id=first.id, enqueue=False)
+    first.refresh_from_db()
+    assert (first.status, first.deaths, first.attempts) == ("queued", 0, 1)
+    assert BulkJob.objects.get(id=job.id).rows_done == 0  # nothing of it counted
+    monkeypatch.setattr(bulk_run, "_eta", counting)
+    done = bulk_chunk_execute(chunk_id=first.id, enqueue=False)
+    assert (done.status, done.deaths, done.attempts) == ("done", 0, 2)
+    assert BulkJob.objects.get(id=job.id).rows_done == first.rows
+
+
 def test_a_chunk_whose_worker_dies_twice_is_given_up_and_the_job_finishes_with_its_rows_as_errors(
     tiny_taxonomy, poison, monkeypatch
 ):

@@ -369,7 +369,12 @@ def bulk_chunk_execute(
         # is queued again for a retry rather than left to look like a silent worker's.
         _release(chunk, attempt)
         raise
-    return _count(job, chunk, attempt, written, enqueue)
+    try:
+        return _count(job, chunk, attempt, written, enqueue)
+    except Exception:
+        # The count rolled back (a deadlock, the database away a moment): the same, no death.
+        _release(chunk, attempt)
+        raise
 
 
 def _chunk_held(chunk: BulkChunk, attempt: int):
