@@ -274,6 +274,10 @@ class BulkJob(models.Model):
     index_build = models.ForeignKey(
         IndexBuild, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Pinned with them: the ranker whose probabilities the auto-coding threshold was set for,
+    # so a ranker fitted while the job runs does not move them (0: the starter; null: a job
+    # pinned before this was kept, answered with the live ranker).
+    ranker_pinned = models.BigIntegerField(null=True, blank=True)
     # Where the data rows start (past the header and a byte-order mark): the first chunk's.
     input_offset = models.BigIntegerField(default=0)
     input_line = models.BigIntegerField(default=1, help_text="The line input_offset starts")

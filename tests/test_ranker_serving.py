@@ -3,7 +3,9 @@ never a 500 when its files are damaged."""
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import shutil
 
 import pytest
@@ -11,6 +13,9 @@ import pytest
 from annotations.models import Group
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
+from models_app.bulk.jobs import bulk_job_create
+from models_app.bulk.run import bulk_job_execute
+from models_app.bulk.selectors import bulk_job_result
 from models_app.models import Deployment, RankerVersion
 from models_app.serving.engines import artifact_path, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
@@ -216,3 +221,48 @@ def test_a_texts_ranking_is_the_same_whatever_k_is_asked(tiny_taxonomy, settings
         ]
         for one, batched in zip(alone.groups, result.groups, strict=True):
             assert one.score == pytest.approx(batched.score, abs=2e-4)
+
+
+def test_a_bulk_job_answers_with_the_ranker_it_started_with_to_its_end(tiny_taxonomy, curator):
+    """Its auto-coding threshold was set for that ranker's probabilities: a ranker fitted while
+    it runs neither moves them nor is pruned away from under it."""
+    judge_all(tiny_taxonomy, curator)
+    started_with = live_ranker(tiny_taxonomy)
+    titles = ["Senior Tax Accountant", "java programmer", "barista with latte art", "ICU nurse"]
+    job = bulk_job_create(
+        taxonomy=tiny_taxonomy, upload=io.BytesIO(("title\n" + "\n".join(titles * 3)).encode()),
+        filename="titles.csv", column="title", user=None, enqueue=False,
+    )  # fmt: skip
+    refitted = []
+
+    def curators_go_on(_job) -> None:
+        if refitted:
+            return
+        # More verdicts, all the other way: a ranker fitted on them answers otherwise.
+        others_texts = [f"{title} {n}" for title in titles for n in range(3)]
+        for item in inputs_submit(taxonomy=tiny_taxonomy, texts=others_texts, source="api"):
+            others = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=item.top_group_id)
+            judgement_create(review_item=item, user=curator, verdict="reassign",
+                             group=others.order_by("code").first())  # fmt: skip
+        for _ in range(KEEP_RANKERS + 1):
+            refitted.append(ranker_fit(taxonomy=tiny_taxonomy))
+
+    done = bulk_job_execute(job_id=job.id, chunk_rows=4, after_chunk=curators_go_on)
+    assert done.status == "succeeded", done.error
+    assert live_ranker(tiny_taxonomy) == refitted[-1] != started_with
+    assert done.ranker_pinned == started_with.id
+    assert RankerVersion.objects.filter(id=started_with.id).exists()  # kept while it ran
+    forget_loaded_rankers()
+    engine = live_engine(tiny_taxonomy)
+    pinned = rank_taxonomy_groups(
+        tiny_taxonomy, titles, k=2, ranker=serving_ranker(engine, started_with.id)
+    )
+    now = rank_taxonomy_groups(tiny_taxonomy, titles, k=2)
+    assert [a.probability for a in pinned] != [a.probability for a in now]
+    expected = {a.text: a.probability for a in pinned}
+    with bulk_job_result(done, "csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 12
+    # The chunks after the refits (the first was answered before the curators' new members).
+    for row in rows[4:]:
+        assert float(row["probability"]) == pytest.approx(expected[row["title"]], abs=2e-4)

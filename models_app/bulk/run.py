@@ -88,6 +88,7 @@ from models_app.serving.engines import (
     engine_for_build,
 )
 from models_app.serving.normalize import Normalization, rank_taxonomy_groups
+from models_app.serving.rankers import serving_ranker
 from models_app.serving.vouching import vouching_threshold_now
 from models_app.siamese.artifacts import ArtifactError
 from siamweb.task_names import FINISH_BULK_JOB
@@ -183,6 +184,7 @@ def _pin(job: BulkJob) -> BulkJob:
         threshold, version, audit_share = _auto_coding_now(job)
         BulkJob.objects.filter(id=job.id, index_build__isnull=True).update(
             index_build=build, model_version_id=build.model_version_id,
+            ranker_pinned=deployment.ranker_id or 0,
             auto_coding_threshold=threshold, auto_coding_version=version,
             auto_coding_audit_share=audit_share,
         )  # fmt: skip
@@ -436,8 +438,13 @@ def _write_normalized(job: BulkJob, chunk: BulkChunk, attempt: int, engine) -> _
             errors.append(f"line {record.line}: {keys[column]} {exc}")
     good = [text for text in texts if text is not None]
     cache = _hits_cache(job.id)
+    ranker = None  # a job pinned before rankers were: the live one
+    if job.ranker_pinned is not None:
+        ranker = serving_ranker(engine, job.ranker_pinned or None)
     answers = iter(
-        rank_taxonomy_groups(job.taxonomy, good, k=2, engine=engine, hits_cache=cache)
+        rank_taxonomy_groups(
+            job.taxonomy, good, k=2, engine=engine, ranker=ranker, hits_cache=cache
+        )
         if good
         else []
     )

@@ -28,7 +28,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from annotations.models import Group, Judgement, Taxonomy
-from models_app.models import Deployment, RankerVersion
+from models_app.models import BulkJob, Deployment, RankerVersion
 from models_app.serving.candidate_inputs import candidate_inputs
 from models_app.serving.engines import LiveEngine, artifact_path, live_engine_and_ranker
 from models_app.serving.rankers import ServingRanker, engine_prior, serving_ranker
@@ -369,9 +369,14 @@ def rankers_prune(*, taxonomy: Taxonomy, keep: int) -> int:
     and folders. Only the live ranker is ever read again: a rollback's model gets a fit of its
     own, and the newest rows still say which verdicts the last fit saw (``rankers_due``)."""
     live_id = Deployment.objects.filter(taxonomy=taxonomy).values_list("ranker_id", flat=True)
+    # A running bulk job answers with the ranker it started with to its end.
+    pinned = BulkJob.objects.filter(
+        taxonomy=taxonomy, status__in=BulkJob.ACTIVE_STATUSES, ranker_pinned__isnull=False
+    ).values_list("ranker_pinned", flat=True)
     old = list(
         RankerVersion.objects.filter(taxonomy=taxonomy)
         .exclude(id__in=live_id.exclude(ranker_id=None))
+        .exclude(id__in=pinned)
         .order_by("-number")[keep - 1 :]
     )
     for version in old:
