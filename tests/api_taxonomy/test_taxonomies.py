@@ -104,7 +104,7 @@ def test_a_file_with_bad_rows_is_refused_whole_naming_them(db, admin_user):
     from annotations.models import Taxonomy
     from tests.api_taxonomy.conftest import client_for
 
-    bad = CSV + b"C-3,Gamma,,\n"
+    bad = CSV + b"B-2,Beta,,\n"  # an empty text in a group that has strings
     response = client_for(admin_user).post(
         f"{API}/taxonomies", {"slug": "skills", "format": "csv", "file": upload(bad)},
         format="multipart",
@@ -112,7 +112,10 @@ def test_a_file_with_bad_rows_is_refused_whole_naming_them(db, admin_user):
     assert response.status_code == 400
     body = response.json()
     assert body["file"] == ["1 of 4 rows are bad; nothing was imported"]
-    assert body["rows"] == ["skills.csv:5: text is empty"]
+    assert body["rows"] == [
+        "skills.csv:5: text is empty, but group B-2 has strings on other rows (an empty text "
+        "stands for a group without strings, alone on its row)"
+    ]
     assert not Taxonomy.objects.exists()
 
 
