@@ -112,33 +112,17 @@ def nul_refused(request) -> HttpResponse:
     return HttpResponse(NUL_DETAIL, status=400, content_type="text/plain; charset=utf-8")
 
 
-def _holds_nul(request) -> bool:
-    """A NUL in the address, or in a page's query parameter or form field. The API's
-    parameters and bodies are DRF's to read: its fields refuse a NUL naming the field, and a
-    lookup with one ends in ``process_exception`` above."""
-    if "\x00" in request.path:
-        return True
-    if request.path.startswith("/api/"):
-        return False
-    fields = [request.GET]
-    if request.content_type == "application/x-www-form-urlencoded":
-        fields.append(request.POST)  # read here as the page's view would read it
-    return any(
-        "\x00" in key or any("\x00" in value for value in values)
-        for found in fields
-        for key, values in found.lists()
-    )
-
-
 class NulCharacterMiddleware:
-    """Refuse a NUL character in the address, or a page's query or form, with a 400: SQLite
-    would look it up and PostgreSQL refuse it with a 500, and no text holds one."""
+    """Refuse a NUL character in the address with a 400: a view looks its segments up (a
+    group's code), which PostgreSQL refuses with a 500, and no name holds one. A NUL in a
+    parameter or a form is the fields' to refuse, naming them; one only the database catches
+    ends in ``TransientDatabaseErrorMiddleware.process_exception``."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request):
-        if _holds_nul(request):
+        if "\x00" in request.path:
             return nul_refused(request)
         return self.get_response(request)
 

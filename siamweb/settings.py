@@ -64,7 +64,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Before anything reads the body: a body longer than its address takes is refused unread.
     "siamweb.middleware.RequestSizeLimitMiddleware",
-    # A NUL in an address, query or page form is bad input, before any view looks it up.
+    # A NUL in an address is bad input, before any view looks a segment of it up.
     "siamweb.middleware.NulCharacterMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
