@@ -35,11 +35,15 @@ CHANGED_ANSWER_PRIORITY = 10.0
 _audit_place = secrets.SystemRandom()
 
 
-def review_priority(normalization: Normalization, occurrences: int, *, changed: bool) -> float:
+def review_priority(
+    normalization: Normalization, occurrences: int, *, changed: bool, audit: bool = False
+) -> float:
     """Most worth a look first: an answer a new model version changed, then what a verdict
     teaches most (``verdict_worth``: the live ranker's doubt times the text's traffic). Without
     a probability (no calibrated ranker can be read): a small margin between the top two
-    groups, a low top score and a frequent input."""
+    groups, a low top score and a frequent input. An audit: ``audit_priority``."""
+    if audit:
+        return audit_priority(occurrences)
     bonus = CHANGED_ANSWER_PRIORITY if changed else 0.0
     return float(review_priorities([normalization], [occurrences])[0]) + bonus
 
@@ -60,20 +64,29 @@ def review_priorities(normalizations: Sequence[Normalization], occurrences) -> n
 
 def audit_priority(occurrences: int) -> float:
     """The queue priority of an audited answer: what a verdict on an answer of a probability
-    drawn at random would be worth, so audits spread through the queue like other cards."""
+    drawn at random would be worth, so audits spread through the queue like other cards. Its
+    answer is sure: ordered by it, an audit would sink to the bottom of the queue, unjudged and
+    told apart by its place. Drawn again whenever the queue is ordered again."""
     worth = verdict_worth(np.array([_audit_place.random()]), np.array([occurrences]))
     return float(worth[0])
 
 
 def review_priorities_spread(
-    normalizations: Sequence[Normalization], occurrences, changed: Sequence[bool]
+    normalizations: Sequence[Normalization],
+    occurrences,
+    changed: Sequence[bool],
+    audits: Sequence[bool],
 ) -> np.ndarray:
     """``review_priority`` of many open answers at once (``changed``: a new model version
-    changed the answer), spread so that near-copies of one title, predicted into one group, do
-    not come in a row (``spread_near_copies``): the order a reorder writes, (N,)."""
+    changed the answer; ``audits``: drawn to audit), spread so that near-copies of one title,
+    predicted into one group, do not come in a row (``spread_near_copies``): the order a
+    reorder writes, (N,)."""
     worth = review_priorities(normalizations, occurrences)
     groups = np.array([n.groups[0].group_id if n.groups else -1 for n in normalizations])
-    return spread_near_copies(worth, groups) + np.where(changed, CHANGED_ANSWER_PRIORITY, 0.0)
+    spread = spread_near_copies(worth, groups) + np.where(changed, CHANGED_ANSWER_PRIORITY, 0.0)
+    for at in np.flatnonzero(audits).tolist():
+        spread[at] = audit_priority(occurrences[at])
+    return spread
 
 
 class ReviewQueueFull(ValueError):
@@ -245,18 +258,14 @@ def _inputs_store(
             and item.prediction.model_version_id != prediction.model_version_id
             and item.top_group_id != prediction.top_group_id
         )
+        found = vouched.get(key) if item is None else None
         priority = review_priority(
             normalizations[key],
             input_row.occurrences,
             changed=changed or (item is not None and item.changed_from_id is not None),
+            audit=item.audit if item is not None else bool(found and found.audit),
         )
         if item is None:
-            found = vouched.get(key)
-            if found is not None and found.audit:
-                # An audit's answer is sure, so its worth would sink it to the bottom of the
-                # queue, unjudged and told apart by its place: it takes the worth of an answer
-                # of any probability instead.
-                priority = audit_priority(input_row.occurrences)
             new_items.append(
                 ReviewItem(
                     input=input_row,
@@ -284,9 +293,7 @@ def _inputs_store(
                 item.changed_from_id = item.top_group_id
             item.prediction = prediction
             item.top_group_id, item.top_score = prediction.top_group_id, prediction.top_score
-            # Predicted again (a new model, the text sent again), an audit keeps a place drawn
-            # at random, as when it was queued.
-            item.priority = audit_priority(input_row.occurrences) if item.audit else priority
+            item.priority = priority
             item.updated_at = timezone.now()
             if bulk_job_id is not None:
                 item.bulk_job_id = bulk_job_id  # the latest job to send it opens it

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotations.models import ReviewItem, Taxonomy
-from annotations.services.review.inputs import audit_priority, review_priorities_spread
+from annotations.services.review.inputs import review_priorities_spread
 from models_app.serving.normalize import rank_taxonomy_groups
 
 # Texts a normalize call ranks at once while ordering: the served path's batch size.
@@ -61,14 +61,12 @@ def review_items_reorder(*, taxonomy: Taxonomy, limit: int | None = None) -> int
     for start in range(0, len(texts), _CHUNK):
         answers += rank_taxonomy_groups(taxonomy, texts[start : start + _CHUNK], k=2)
     priorities = review_priorities_spread(
-        answers, [item.occurrences for item in items], [item.changed for item in items]
-    ).tolist()
-    # An audit's answer is sure: ordered by it, it would sink to the bottom, unjudged and told
-    # apart by its place. It keeps a place drawn at random, as when it was queued.
-    for at, item in enumerate(items):
-        if item.audit:
-            priorities[at] = audit_priority(item.occurrences)
-    return _priorities_write([item.id for item in items], priorities)
+        answers,
+        [item.occurrences for item in items],
+        [item.changed for item in items],
+        [item.audit for item in items],
+    )
+    return _priorities_write([item.id for item in items], priorities.tolist())
 
 
 def _priorities_write(item_ids: list[int], priorities: list[float]) -> int:
