@@ -98,8 +98,9 @@ def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun
         raise RunStateError(f"{model_version.label} is already live")
     if not model_version_was_live(model_version):
         raise RunStateError(
-            f"{model_version.label} was never live (a candidate its gate did not promote): "
-            "there is nothing to roll back to; promote its run instead"
+            f"{model_version.label} was never live (a candidate its gate did not promote, or "
+            "a build that stopped before it went live): there is nothing to roll back to; a "
+            "rejected candidate is promoted from its run instead"
         )
     with transaction.atomic():
         # A rollback indexes every member too: a reindex still waiting gives its slot up.

@@ -426,8 +426,11 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
             "resumed_from_step": resumed_from_step,
         },
     )
+    # Named on the run at once, as a build's is: a cancel or failure while indexing it then
+    # deletes it (``run_version_discard``) instead of leaving a version no run names.
+    TrainingRun.objects.filter(id=run.id).update(model_version=candidate)
     build = index_build_create(model_version=candidate, progress=clock.phase("index"))
-    TrainingRun.objects.filter(id=run.id).update(model_version=candidate, index_build=build)
+    TrainingRun.objects.filter(id=run.id).update(index_build=build)
     laps.lap("index")
     clock.done("index")
 

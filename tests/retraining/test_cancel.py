@@ -271,3 +271,20 @@ def test_a_fine_tune_cancelled_before_its_switch_deletes_its_candidate(
     after = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
     assert after == before
     assert live_pointer(taxonomy) == live
+
+
+def test_a_fine_tune_cancelled_while_it_indexes_its_candidate_deletes_it(
+    taxonomy, curator, admin_user, monkeypatch
+):
+    correct_everything(taxonomy, curator)
+    before = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    live = live_pointer(taxonomy)
+    run = finetune_run_request(taxonomy=taxonomy, trigger="manual", enqueue=False)
+    made = cancelled_at(monkeypatch, "encode", admin_user)  # the candidate's index's first report
+    done = training_run_execute(run_id=run.id)
+    assert made[0] is not None  # the run named its stored candidate when the cancel came
+    assert done.status == "cancelled"
+    assert (done.model_version, done.index_build) == (None, None)
+    after = (taxonomy.model_versions.count(), IndexBuild.objects.count(), every_file(taxonomy))
+    assert after == before
+    assert live_pointer(taxonomy) == live

@@ -4,6 +4,7 @@ rollback, and a failed run retried."""
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import pytest
 import redis
@@ -25,8 +26,11 @@ from models_app.training.promotion import (
 )
 from models_app.training.retraining import finetune_run_request, training_run_retry
 from models_app.training.run_execution import training_run_execute
+from models_app.training.selectors.versions import model_version_was_live
+from models_app.training.services import runs
 from models_app.training.services.indexes import deployment_activate
 from models_app.training.services.runs import run_checkpoint_dir, training_run_request
+from tests.conftest import TINY_MODEL
 from tests.retraining.conftest import (
     CORRECTIONS,
     TRAINABLE,
@@ -257,3 +261,22 @@ def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(
     # Its data differ (the late curator member), so the old checkpoint was set aside.
     assert retry.model_version.metrics["resumed_from_step"] == 0
     assert not run_checkpoint_dir(failed).exists()  # done with: removed
+
+
+def test_a_build_that_failed_after_storing_its_version_is_never_offered_to_roll_back_to(
+    tiny_taxonomy, admin_user, monkeypatch
+):
+    live = live_version(tiny_taxonomy)
+    monkeypatch.setattr(
+        runs, "model_version_evaluate", mock.Mock(side_effect=RuntimeError("evaluation broke"))
+    )
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="build", config=TINY_MODEL,
+                               enqueue=False)  # fmt: skip
+    done = training_run_execute(run_id=run.id)
+    assert (done.status, done.error) == ("failed", "RuntimeError: evaluation broke")
+    stored = done.model_version
+    assert stored is not None and stored != live  # stored, indexed, never served
+    assert not model_version_was_live(stored)
+    with pytest.raises(RunStateError, match="was never live"):
+        model_version_rollback(model_version=stored, actor=admin_user)
+    assert live_version(tiny_taxonomy) == live

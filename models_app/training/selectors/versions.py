@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.paginator import Page, Paginator
+from django.db.models import Q
 
 from annotations.models import Judgement, Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
@@ -65,13 +66,16 @@ class VersionRow:
 
 
 def never_live_version_ids(*, taxonomy: Taxonomy) -> set[int]:
-    """Fine-tune candidates that never served: their run was not promoted and no rollback made
-    them live since. (Builds and imported versions go live as they are made.)"""
+    """Versions that never served: a fine-tune's candidate whose run was not promoted, and a
+    build's version whose run did not succeed (it stopped after storing it, before going
+    live), unless a rollback made them live since. Imported versions go live as they are
+    made."""
+    runs = TrainingRun.objects.filter(taxonomy=taxonomy).exclude(model_version=None)
     candidates = set(
-        TrainingRun.objects.filter(taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE)
-        .exclude(status=TrainingRun.Status.PROMOTED)
-        .exclude(model_version=None)
-        .values_list("model_version_id", flat=True)
+        runs.filter(
+            Q(kind=TrainingRun.Kind.FINETUNE) & ~Q(status=TrainingRun.Status.PROMOTED)
+            | Q(kind=TrainingRun.Kind.BUILD) & ~Q(status=TrainingRun.Status.SUCCEEDED)
+        ).values_list("model_version_id", flat=True)
     )
     rolled_back_to = set(
         TrainingRun.objects.filter(
