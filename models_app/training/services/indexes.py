@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Q
 
 from annotations.models import Member, Taxonomy
 from annotations.services.audit import audit_record
-from models_app.models import Deployment, IndexBuild, ModelVersion
+from models_app.models import BulkJob, Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.serving.engines import artifact_path, encoder_for, member_rows
 from models_app.serving.groups import description_vectors, descriptions_to_encode, group_rows
 from models_app.siamese.artifacts import ArtifactError, atomic_directory
@@ -152,17 +153,23 @@ def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
 
 
 def index_builds_prune(*, taxonomy: Taxonomy, keep: int) -> int:
-    """Delete all but the newest ``keep`` index builds (never the live one), rows and folders.
+    """Delete all but the newest ``keep - 1`` index builds not in use, rows and folders. In
+    use, never deleted: the live one, one a bulk job still to finish answers with, and a
+    rejected candidate's (an admin may still promote it, with that index).
 
     Every edit and scheduled check may lead to a reindex; without pruning each leaves a full
     index on disk. Model versions are kept: rolling back to one rebuilds its index.
     """
-    live_id = Deployment.objects.filter(taxonomy=taxonomy).values_list("index_build_id", flat=True)
-    old = list(
-        IndexBuild.objects.filter(taxonomy=taxonomy)
-        .exclude(id__in=live_id)
-        .order_by("-created_at", "-id")[keep - 1 :]
-    )
+    builds = IndexBuild.objects.filter(taxonomy=taxonomy)
+    in_use = (
+        Q(id__in=Deployment.objects.filter(taxonomy=taxonomy).values("index_build_id"))
+        | Q(id__in=BulkJob.objects.filter(
+            taxonomy=taxonomy, status__in=BulkJob.ACTIVE_STATUSES).values("index_build_id"))
+        | Q(id__in=TrainingRun.objects.filter(
+            taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE,
+            status=TrainingRun.Status.REJECTED).values("index_build_id"))
+    )  # fmt: skip
+    old = list(builds.exclude(in_use).order_by("-created_at", "-id")[keep - 1 :])
     for build in old:
         build.delete()
         shutil.rmtree(artifact_path(build.artifact_path), ignore_errors=True)
