@@ -9,6 +9,8 @@ from models_app.models import Deployment, IndexBuild, ModelVersion, TrainingRun
 from models_app.serving.engines import artifact_path, encoder_for, live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.index import MemberIndex
+from models_app.training import run_execution
+from models_app.training.retraining import training_run_retry
 from models_app.training.run_execution import training_run_execute
 from models_app.training.services.indexes import taxonomy_needs_reindex
 from models_app.training.services.runs import training_run_request, training_runs_fail_stale
@@ -171,6 +173,44 @@ def test_a_long_run_with_a_recent_heartbeat_is_left_alone(tiny_taxonomy):
     assert training_runs_fail_stale(silent_for_seconds=600) == 0
     run.refresh_from_db()
     assert run.status == "running"
+
+
+@pytest.mark.parametrize("given_up_at", ["index", "evaluate"])
+def test_a_run_given_up_on_as_silent_whose_worker_was_alive_stops_and_changes_nothing(
+    tiny_taxonomy, admin_user, monkeypatch, given_up_at
+):
+    """Its retry is queued the moment it is marked failed: the first worker must not then make
+    its own version live, nor write the run's status over."""
+    writer = run_execution.training_run_progress_writer
+    retries = []
+
+    def given_up_on(*, run_id):
+        report = writer(run_id=run_id)
+
+        def progress(stage, fraction, eta=None):
+            if stage == given_up_at and not retries:
+                assert training_runs_fail_stale(silent_for_seconds=-60) == 1
+                retries.append(
+                    training_run_retry(run=TrainingRun.objects.get(id=run_id), actor=admin_user)
+                )
+            report(stage, fraction, eta)
+
+        return progress
+
+    monkeypatch.setattr(run_execution, "training_run_progress_writer", given_up_on)
+    live = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build_id
+    versions = set(ModelVersion.objects.values_list("id", flat=True))
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="build", config=TINY_MODEL,
+                               enqueue=False)  # fmt: skip
+    done = training_run_execute(run_id=run.id)
+    assert done.status == "failed"
+    assert done.error.startswith("the worker stopped before the run finished")
+    assert Deployment.objects.get(taxonomy=tiny_taxonomy).index_build_id == live
+    assert set(ModelVersion.objects.values_list("id", flat=True)) == versions  # its own went
+    (retry,) = retries
+    retry.refresh_from_db()
+    assert (retry.status, retry.retry_of_id) == ("queued", run.id)
+    assert training_run_execute(run_id=retry.id).status == "succeeded"
 
 
 @pytest.mark.parametrize(

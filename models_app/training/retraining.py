@@ -52,6 +52,7 @@ from models_app.training.services.builds import encoder_fit, model_version_store
 from models_app.training.services.indexes import index_build_create
 from models_app.training.services.run_clock import RunClock, calibration, encode_rates
 from models_app.training.services.runs import (
+    RunAbandoned,
     queued_reindex_supersede,
     run_checkpoint_dir,
     run_first_attempt,
@@ -195,7 +196,8 @@ def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
 
 def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
     """An admin stops a run: a queued one at once, a running one at its next progress report
-    (a training's next steps, the gate's next measure), which comes before anything goes live.
+    (a training's next steps, an index's next batch, a fine-tune's report before its switch),
+    which comes before anything goes live.
     Refused for a run that has ended; asked again, nothing more happens. Audited."""
     now = timezone.now()
     runs = TrainingRun.objects.filter(id=run.id)
@@ -462,9 +464,16 @@ def finetune_execute(*, run: TrainingRun, progress: Progress) -> dict[str, Any]:
     report["eta"] = clock.report()
     candidate.metrics = {**candidate.metrics, "gate": report}
     candidate.save(update_fields=["metrics"])
-    TrainingRun.objects.filter(id=run.id).update(
-        status=TrainingRun.Status.EVALUATED, gate_report=report, heartbeat_at=timezone.now()
+    given_up = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
+    evaluated = (
+        TrainingRun.objects.filter(id=run.id)
+        .exclude(status__in=given_up)
+        .update(
+            status=TrainingRun.Status.EVALUATED, gate_report=report, heartbeat_at=timezone.now()
+        )
     )
+    if not evaluated:
+        raise RunAbandoned("given up on as silent during the gate")
     now_live = live_version(taxonomy)
     if now_live != parent:
         # An admin's switch raced this run's request (a switch waits for an active run): the

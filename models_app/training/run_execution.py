@@ -24,6 +24,8 @@ from models_app.training.services.indexes import (
     taxonomy_needs_reindex,
 )
 from models_app.training.services.runs import (
+    RUN_IN_PROGRESS,
+    RunAbandoned,
     RunCancelled,
     build_or_reindex,
     run_checkpoint_dir,
@@ -65,6 +67,13 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
 
     try:
         outcome = EXECUTE_BY_KIND[run.kind](run=run, progress=progress)
+    except RunAbandoned as exc:
+        # Marked failed already, and its retry may be running: the version it made (never
+        # live) goes; the checkpoints stay, for that retry to resume from.
+        logger.warning("training run %s stopped: %s", run_id, exc)
+        run_version_discard(TrainingRun.objects.select_related("model_version").get(id=run_id))
+        run.refresh_from_db()
+        return run
     except RunCancelled as exc:
         logger.info("training run %s %s", run_id, exc)
         TrainingRun.objects.filter(id=run_id).update(
@@ -88,9 +97,15 @@ def training_run_execute(*, run_id: int) -> TrainingRun | None:
         run_mark_failed(run_id=run_id, error=error, stopped=isinstance(exc, SoftTimeLimitExceeded))
         run.refresh_from_db()
         return run
-    TrainingRun.objects.filter(id=run_id).update(
+    finished = TrainingRun.objects.filter(id=run_id, status__in=RUN_IN_PROGRESS).update(
         stage="done", progress=1.0, eta_seconds=0.0, finished_at=timezone.now(), **outcome
     )
+    if not finished:
+        # Given up on as silent after its last report: what it did stands, its status (and its
+        # retry's checkpoints) too.
+        logger.warning("training run %s finished after it was marked failed", run_id)
+        run.refresh_from_db()
+        return run
     # A checkpoint (optimizer state included, about half a gigabyte) only serves a retry of a
     # failed run; a finished one needs it no more.
     shutil.rmtree(run_checkpoint_dir(run), ignore_errors=True)

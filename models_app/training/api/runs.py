@@ -233,8 +233,9 @@ class TrainingRunCancelApi(AdminApi):
         summary="Cancel a queued or running run (admins)",
         description="A queued run is cancelled at once (status `cancelled`); a running one has "
         "`cancel_requested_at` set and stops at its next progress report (a training's next "
-        "steps, the gate's next measure), before anything goes live: the live model keeps "
-        "serving. Asking again changes nothing; a run that has ended is a 409.",
+        "steps, an index's next batch, a fine-tune's report before its switch), before "
+        "anything goes live: the live model keeps serving. Asking again changes nothing; a "
+        "run that has ended is a 409.",
         request=None,
         responses={
             202: OutputSerializer,

@@ -248,23 +248,39 @@ class RunCancelled(Exception):
     what is live only after its last report, so a run stopped this way changed nothing."""
 
 
+class RunAbandoned(Exception):
+    """Raised by a run's progress report once the run was given up on as silent (marked failed
+    by ``training_runs_fail_stale``) while its worker was in fact alive: its retry may already
+    be running, so it stops before changing anything, as a cancelled run does."""
+
+
+# The statuses of a run a worker is carrying out: only such a run's reports are written.
+RUN_IN_PROGRESS = (TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATED)
+
+
 def training_run_progress_writer(*, run_id: int) -> Progress:
     """The progress callback a run's work reports to: the stage, its time left and the run's
     share done, which never goes down (a later stage starting at 0 % keeps the bar where it
     was; a stage met again, as training is after the held-out check, catches up before it moves
-    the bar). Each call is also the run's heartbeat, and where a cancel takes effect."""
+    the bar). Each call is also the run's heartbeat, and where a cancel takes effect, or the
+    stop of a run given up on as silent (``RunAbandoned``)."""
 
     def progress(stage: str, fraction: float, eta: float | None = None) -> None:
         runs = TrainingRun.objects.filter(id=run_id)
-        # One statement a report: a run asked to stop is not written, and only then read.
-        written = runs.filter(cancel_requested_at__isnull=True).update(
+        # One statement a report: a run asked to stop, or no longer in progress, is not
+        # written, and only then read.
+        written = runs.filter(cancel_requested_at__isnull=True, status__in=RUN_IN_PROGRESS).update(
             stage=stage,
             progress=Greatest(F("progress"), Value(run_progress_overall(stage, fraction))),
             eta_seconds=eta,
             heartbeat_at=timezone.now(),
         )
-        if not written and runs.filter(cancel_requested_at__isnull=False).exists():
+        if written:
+            return
+        if runs.filter(cancel_requested_at__isnull=False).exists():
             raise RunCancelled(f"cancelled by an admin during {stage!r}")
+        if runs.exclude(status__in=RUN_IN_PROGRESS).exists():
+            raise RunAbandoned(f"given up on as silent before {stage!r}")
 
     return progress
 
@@ -292,7 +308,8 @@ def run_mark_failed(*, run_id: int, error: str, stopped: bool) -> None:
 
 
 def _run_write_failed(*, run_id: int, error: str) -> None:
-    TrainingRun.objects.filter(id=run_id).update(
+    # A run given up on as silent keeps the reason it was marked failed with.
+    TrainingRun.objects.filter(id=run_id, status__in=RUN_IN_PROGRESS).update(
         status=TrainingRun.Status.FAILED, error=error, finished_at=timezone.now()
     )
 
