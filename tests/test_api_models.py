@@ -285,3 +285,23 @@ def test_model_endpoints_need_a_signed_in_curator(tiny_taxonomy, user_model):
     stranger = client_for(user_model.objects.create_user(username="sam", password="x-pass-123"))
     assert stranger.get(f"{API}/model-versions").status_code == 403
     assert stranger.get(f"{API}/training-runs").status_code == 403
+
+
+def test_a_rejected_candidate_cannot_be_made_live_by_activation_only_by_its_promotion(
+    admin_client, tiny_taxonomy, second_version
+):
+    """Its promotion lists the flips and marks the run promoted; an activation would skip both
+    and leave it 'rejected' while it serves."""
+    rejected = make_run(
+        tiny_taxonomy, status=TrainingRun.Status.REJECTED, model_version=second_version,
+        index_build=second_version.index_builds.get(),
+        parent_version=ModelVersion.objects.get(taxonomy=tiny_taxonomy, number=1),
+    )  # fmt: skip
+    before = live_version(tiny_taxonomy)
+    response = admin_client.post(f"{API}/model-versions/{second_version.id}/activate")
+    assert response.status_code == 409
+    assert "jobs/v2 was never live" in response.json()["model_version"][0]
+    assert live_version(tiny_taxonomy) == before
+    rejected.refresh_from_db()
+    assert rejected.status == "rejected"
+    assert not AuditEvent.objects.filter(action="deployment.activate").exists()

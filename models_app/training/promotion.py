@@ -68,9 +68,22 @@ def refuse_while_a_run_is_active(taxonomy: Taxonomy, action: str) -> None:
         )
 
 
+def refuse_never_live(model_version: ModelVersion) -> None:
+    """An admin's switch to a version is refused when it never served: a candidate its gate
+    did not promote goes live by its run's promotion (its flip report and what follows it), and
+    a build that stopped before going live was never measured."""
+    if not model_version_was_live(model_version):
+        raise RunStateError(
+            f"{model_version.label} was never live (a candidate its gate did not promote, or a "
+            "build that stopped before it went live); a rejected candidate goes live by "
+            "promoting its run"
+        )
+
+
 def model_version_activate(*, model_version: ModelVersion, actor) -> IndexBuild:
     """An admin makes ``model_version`` live with its newest index build, at once; asked for
-    the pair already live, nothing changes and nothing is recorded."""
+    the pair already live, nothing changes and nothing is recorded; ``refuse_never_live``."""
+    refuse_never_live(model_version)
     builds = IndexBuild.objects.filter(model_version=model_version)
     build = builds.order_by("-created_at", "-id").first()
     if build is None:
@@ -96,12 +109,7 @@ def model_version_rollback(*, model_version: ModelVersion, actor) -> TrainingRun
     (model and index swap together at the end). None when the taxonomy already has a run."""
     if live_version(model_version.taxonomy) == model_version:
         raise RunStateError(f"{model_version.label} is already live")
-    if not model_version_was_live(model_version):
-        raise RunStateError(
-            f"{model_version.label} was never live (a candidate its gate did not promote, or "
-            "a build that stopped before it went live): there is nothing to roll back to; a "
-            "rejected candidate is promoted from its run instead"
-        )
+    refuse_never_live(model_version)
     with transaction.atomic():
         # A rollback indexes every member too: a reindex still waiting gives its slot up.
         queued_reindex_supersede(
