@@ -134,10 +134,11 @@ def test_a_fine_tune_while_a_run_is_active_is_a_409(admin_client, curator, tiny_
     assert snapshot() == before
 
 
-def test_a_fine_tune_without_a_live_model_is_a_409_naming_the_taxonomy(admin_client, db):
+@pytest.mark.parametrize("kind", ["finetune", "reindex"])
+def test_a_run_of_the_live_model_without_one_is_a_409_naming_the_taxonomy(admin_client, db, kind):
     Taxonomy.objects.create(slug="skills", name="Skills")
     response = admin_client.post(
-        f"{API}/training-runs", {"taxonomy": "skills", "kind": "finetune"}, format="json"
+        f"{API}/training-runs", {"taxonomy": "skills", "kind": kind}, format="json"
     )
     assert response.status_code == 409
     (message,) = response.json()["taxonomy"]

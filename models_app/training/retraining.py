@@ -48,6 +48,7 @@ from models_app.training.finetune_recipe import (
 from models_app.training.gate import FLIP_INPUTS_COMPARED, FROZEN_SETS, Comparison, gate_reference
 from models_app.training.promotion import RunStateError, go_live, live_build, live_version
 from models_app.training.ranker_training import held_out_served_hits, ranker_fitted_for
+from models_app.training.selectors.runs import run_retried_as
 from models_app.training.services.builds import encoder_fit, model_version_store, version_config
 from models_app.training.services.indexes import index_build_create
 from models_app.training.services.run_clock import RunClock, calibration, encode_rates
@@ -180,6 +181,14 @@ def training_run_retry(*, run: TrainingRun, actor) -> TrainingRun | None:
     """Queue a failed run again; a fine-tune resumes from the failed run's checkpoints."""
     if run.status != TrainingRun.Status.FAILED:
         raise RunStateError(f"run {run.id} is {run.status}; only a failed run can be retried")
+    retried = run_retried_as(run)
+    if retried is not None:
+        # Its retry resumed from its checkpoints and took its place: a second would train again
+        # what the first may already have made live.
+        raise RunStateError(
+            f"run {run.id} was retried already, as run #{retried.id} ({retried.status}); "
+            "retry that one if it failed"
+        )
     retry = training_run_request(
         taxonomy=run.taxonomy,
         kind=run.kind,

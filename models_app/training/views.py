@@ -46,6 +46,7 @@ from models_app.training.selectors.runs import (
     RunRow,
     active_run_refusal,
     run_is_active,
+    run_retried_as,
     training_run_get,
     training_runs_recent,
 )
@@ -243,7 +244,9 @@ def _run_page(
         "can_promote": admin
         and run.kind == TrainingRun.Kind.FINETUNE
         and run.status == TrainingRun.Status.REJECTED,
-        "can_retry": admin and run.status == TrainingRun.Status.FAILED,
+        "can_retry": admin
+        and run.status == TrainingRun.Status.FAILED
+        and run_retried_as(run) is None,
         "can_cancel": admin and run_is_active(run) and run.cancel_requested_at is None,
         "error": error,
     }

@@ -13,6 +13,7 @@ from celery import current_app
 from annotations.models import AuditEvent, ReviewItem
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.verdicts import judgement_create
+from models_app.models import TrainingRun
 from models_app.serving.engines import live_engine
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.training import retraining
@@ -227,6 +228,10 @@ def test_a_failed_run_is_retried_as_a_new_run(taxonomy, admin_user):
     )
     with pytest.raises(RunStateError, match="only a failed run"):
         training_run_retry(run=retry, actor=admin_user)
+    # Once its retry has ended, the first attempt is not retried a second time beside it.
+    TrainingRun.objects.filter(id=retry.id).update(status=TrainingRun.Status.SUCCEEDED)
+    with pytest.raises(RunStateError, match=f"was retried already, as run #{retry.id}"):
+        training_run_retry(run=run, actor=admin_user)
 
 
 def test_a_retried_finetune_trains_on_what_the_failed_attempt_did(

@@ -20,7 +20,7 @@ from models_app.training.api.base import (
     training_runs,
 )
 from models_app.training.api.reports import FlipReportSerializer, GateReportSerializer
-from models_app.training.promotion import RunStateError, training_run_promote
+from models_app.training.promotion import RunStateError, live_version, training_run_promote
 from models_app.training.retraining import (
     finetune_now_request,
     training_run_cancel,
@@ -142,6 +142,9 @@ class TrainingRunListRequestApi(CuratorReadsAdminWritesApi):
         try:
             if kind == TrainingRun.Kind.FINETUNE:
                 run = finetune_now_request(taxonomy=taxonomy, requested_by=request.user)
+            elif kind == TrainingRun.Kind.REINDEX and live_version(taxonomy) is None:
+                # A reindex indexes the live model: without one it could only fail.
+                raise NoLiveModel(taxonomy)
             else:
                 run = training_run_request(
                     taxonomy=taxonomy,

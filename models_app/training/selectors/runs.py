@@ -116,3 +116,8 @@ def training_run_get(*, run_id: int) -> TrainingRun | None:
 
 def run_is_active(run: TrainingRun) -> bool:
     return run.status in TrainingRun.ACTIVE_STATUSES
+
+
+def run_retried_as(run: TrainingRun) -> TrainingRun | None:
+    """The newest retry of ``run``, if it was retried."""
+    return TrainingRun.objects.filter(retry_of=run).order_by("-id").first()
