@@ -379,6 +379,12 @@ def test_missing_or_unreadable_ranker_files_are_refused(tmp_path):
     (tmp_path / "history.npz").write_bytes(b"not a numpy file")
     with pytest.raises(ArtifactError, match="history"):
         load_ranker(tmp_path)
+    save_ranker(tmp_path, hand_prior(), VerdictHistory())
+    whole = (tmp_path / "history.npz").read_bytes()
+    for cut in (whole[:40], b"PK\x03\x04", b""):  # a zip cut short (BadZipFile), EOFError
+        (tmp_path / "history.npz").write_bytes(cut)
+        with pytest.raises(ArtifactError, match="history"):
+            load_ranker(tmp_path)
     (tmp_path / "ranker.json").write_text("{broken")
     with pytest.raises(ArtifactError, match="cannot be read"):
         load_ranker(tmp_path)

@@ -237,3 +237,18 @@ def test_cached_hits_are_the_hits_a_search_gives(tiny_taxonomy):
         found = engine.nearest_members(batch, 16)
         assert all(same_hits(c, f) for c, f in zip(cached, found, strict=True))
     assert len(cache._hits) == 3
+
+
+def test_a_cached_text_in_a_batch_of_new_ones_is_answered_though_they_push_it_out(tiny_taxonomy):
+    """A bulk job's later chunk: one title seen long ago, the rest new. Putting the new ones in
+    drops the least recently used, which is that very title: it is read first."""
+    engine = live_engine(tiny_taxonomy)
+    cache = HitsCache(size=3)
+    engine.nearest_members(["icu nurse", "java dev", "barista"], 16, cache=cache)
+    batch = ["icu nurse", "truck", "accountant", "tax clerk"]
+    answered = rank_taxonomy_groups(tiny_taxonomy, batch, k=2, engine=engine, hits_cache=cache)
+    alone = rank_taxonomy_groups(tiny_taxonomy, batch, k=2, engine=engine)
+    assert [[g.group_id for g in a.groups] for a in answered] == [
+        [g.group_id for g in a.groups] for a in alone
+    ]
+    assert len(cache._hits) == 3

@@ -8,17 +8,24 @@ import gc
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.conf import settings
 
+from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment
 from models_app.serving import engines
-from models_app.serving.engines import forget_loaded_engines, live_engine
+from models_app.serving.engines import (
+    artifact_path,
+    forget_loaded_engines,
+    live_engine,
+    preload_live_engines,
+)
 from models_app.serving.normalize import rank_taxonomy_groups
 from models_app.siamese.artifacts import ArtifactError
 from models_app.training.run_execution import training_run_execute
 from models_app.training.services.runs import training_run_request
-from tests.conftest import build_live_model
+from tests.conftest import TINY_CSV, build_live_model, forget_serving
 
 URL = "/api/v1/taxonomies/jobs/normalize"
 
@@ -112,3 +119,56 @@ def test_a_mended_build_is_loaded_on_the_next_try(tiny_taxonomy, monkeypatch):
     engine = live_engine(tiny_taxonomy)
     assert engine is not old and engine.index_build_id != old.index_build_id
     assert (folder / "exact-cosines" / "rough.npy").is_file()
+
+
+NEURAL_SPEC = {
+    "encoder": {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 16, "output_dim": 16},
+    "training": {"batch_size": 8, "max_steps": 20, "eval_every": 10, "threads": 1},
+}
+GIT_LFS_POINTER = (
+    b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 64 + b"\nsize 9\n"
+)
+
+
+@pytest.fixture
+def neural_taxonomy(db):
+    report = taxonomy_import(slug="jobs", path=TINY_CSV, fmt="csv", name="Tiny jobs")
+    build_live_model(report.taxonomy, NEURAL_SPEC)
+    return report.taxonomy
+
+
+@pytest.mark.parametrize("content", [b"", b"x", GIT_LFS_POINTER, b"<html>Not found</html>"])
+def test_a_weights_file_damaged_any_way_is_a_503_naming_it_and_never_stops_a_preload(
+    api_client, neural_taxonomy, content
+):
+    """torch's unpickler raises EOFError, UnpicklingError or IndexError on such files: each is
+    the artifact's fault, answered as one, and a web server's preload before it forks (which
+    any exception would stop) reports it and goes on."""
+    version = Deployment.objects.get(taxonomy=neural_taxonomy).index_build.model_version
+    folder = artifact_path(version.artifact_path)
+    shutil.rmtree(folder / "mapped-weights", ignore_errors=True)
+    (folder / "weights.pt").write_bytes(content)
+    forget_serving()  # a web process started now
+
+    response = api_client.post(URL, {"texts": ["java developer"]}, format="json")
+
+    assert response.status_code == 503
+    assert "are unreadable" in response.json()["detail"]
+    forget_serving()
+    (said,) = preload_live_engines().values()
+    assert said.startswith("not loaded: ArtifactError") and "are unreadable" in said
+
+
+def test_a_damaged_description_cache_is_encoded_again_not_a_500(api_client, tiny_taxonomy):
+    assert api_client.post(URL, {"texts": ["java developer"]}, format="json").status_code == 200
+    version = Deployment.objects.get(taxonomy=tiny_taxonomy).index_build.model_version
+    (cache,) = artifact_path("jobs/descriptions").glob(f"{version.id}.npz")
+    cache.write_bytes(cache.read_bytes()[:40])  # a zip cut short: BadZipFile
+    forget_serving()
+
+    response = api_client.post(URL, {"texts": ["java developer"]}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["results"][0]["groups"]
+    with np.load(cache) as stored:  # written anew
+        assert len(stored["keys"]) > 0

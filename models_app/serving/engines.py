@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from celery import current_app
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from annotations.models import Member, Taxonomy, TaxonomyRevision
@@ -127,9 +127,14 @@ class LiveEngine:
             )
         if cache is None:
             return found, vectors
-        for text, hits, vector in zip(missing, found, vectors, strict=True):
+        # What the cache holds of these texts is read before the new ones go in: putting them
+        # may drop the least recently used, which can be one of these very texts.
+        fresh = {text: (hits, vector) for text, hits, vector in zip(missing, found, vectors,
+                                                                     strict=True)}  # fmt: skip
+        held = {text: cache.get(text) for text in dict.fromkeys(texts) if text not in fresh}
+        for text, (hits, vector) in fresh.items():
             cache.put(text, hits, vector)
-        rows = [cache.get(text) for text in texts]
+        rows = [fresh[text] if text in fresh else held[text] for text in texts]
         stacked = (
             np.stack([vector for _, vector in rows])
             if rows
@@ -377,8 +382,13 @@ def preload_live_engines() -> dict[str, str]:
     for taxonomy in Taxonomy.objects.filter(deployment__isnull=False).order_by("id"):
         try:
             engine = live_engine(taxonomy)
-        except (ArtifactError, OSError) as exc:
-            loaded[taxonomy.slug] = f"not loaded: {exc}"
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            # Run before gunicorn forks: whatever one taxonomy's files raise, the server starts,
+            # and that taxonomy's requests say why in their own answers.
+            logger.exception("%s: live engine not preloaded", taxonomy.slug)
+            loaded[taxonomy.slug] = f"not loaded: {type(exc).__name__}: {exc}"
             continue
         loaded[taxonomy.slug] = engine.model_label if engine is not None else "no live model"
     return loaded

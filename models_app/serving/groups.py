@@ -21,6 +21,7 @@ import numpy as np
 
 from annotations.models import Group
 from models_app.serving.engines import LiveEngine, artifact_path
+from models_app.siamese.artifacts import DAMAGED_FILE_ERRORS
 from models_app.siamese.encoders import Encoder
 from models_app.siamese.ranker.candidates import GroupFacts
 
@@ -54,7 +55,7 @@ def description_vectors(
     try:
         with np.load(path) as stored:
             known = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
-    except (OSError, ValueError, KeyError):
+    except DAMAGED_FILE_ERRORS:
         known = {}  # none yet, or unreadable: encoded again and written anew
     keys = [_digest(text) if text else "" for text in descriptions]
     missing = sorted({(key, text) for key, text in zip(keys, descriptions, strict=True)
@@ -80,7 +81,7 @@ def descriptions_to_encode(
         try:
             with np.load(_cache_file(taxonomy_slug, model_version_id)) as stored:
                 known = set(stored["keys"].tolist())
-        except (OSError, ValueError, KeyError):
+        except DAMAGED_FILE_ERRORS:
             known = set()
     return len({_digest(text) for text in descriptions if text} - known)
 

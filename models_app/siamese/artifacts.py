@@ -8,14 +8,33 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import uuid
+import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
+
+
+# What reading a damaged file can raise besides OSError: a truncated or foreign .npz
+# (BadZipFile, zlib.error, EOFError, KeyError), a pickle-based .pt (UnpicklingError, EOFError,
+# IndexError), a value of the wrong shape or type (ValueError, TypeError).
+DAMAGED_FILE_ERRORS = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    EOFError,
+    zipfile.BadZipFile,
+    zlib.error,
+    pickle.UnpicklingError,
+)
 
 
 class ArtifactError(RuntimeError):

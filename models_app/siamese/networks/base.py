@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models_app.siamese.artifacts import ArtifactError, write_manifest
+from models_app.siamese.artifacts import DAMAGED_FILE_ERRORS, ArtifactError, write_manifest
 from models_app.siamese.configs import ENCODER_ARTIFACT, ConfigError
 from models_app.siamese.mapped import mapped_arrays
 
@@ -130,8 +130,10 @@ class NeuralEncoder(nn.Module):
         """The weights saved in ``folder``, decoded into this module."""
         try:
             state = torch.load(Path(folder) / _WEIGHTS, map_location="cpu", weights_only=True)
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise ArtifactError(f"encoder files in {folder} are unreadable: {exc}") from None
+        except (*DAMAGED_FILE_ERRORS, RuntimeError) as exc:
+            raise ArtifactError(
+                f"encoder files in {folder} are unreadable: {type(exc).__name__}: {exc}"
+            ) from None
         try:
             state = {
                 name: tensor.float() if tensor.is_floating_point() else tensor

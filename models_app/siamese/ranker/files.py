@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.artifacts import DAMAGED_FILE_ERRORS, ArtifactError
 from models_app.siamese.ranker.model import LinearRanker, hand_prior
 from models_app.siamese.ranker.verdict_history import VerdictHistory
 
@@ -57,7 +57,7 @@ def load_ranker(folder: Path) -> tuple[LinearRanker, VerdictHistory]:
             rejected_vectors=vectors.reshape(len(groups), -1) if len(groups) else vectors,
             group_count=int(counts["group_count"]),
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except DAMAGED_FILE_ERRORS as exc:
         raise ArtifactError(f"the verdict history in {folder} cannot be read: {exc}") from None
     if not np.isfinite(history.rejected_vectors).all():
         raise ArtifactError(f"the verdict history in {folder} holds non-finite vectors")
