@@ -334,3 +334,21 @@ def test_the_conflicts_of_texts_without_a_live_model_name_the_taxonomy(schema, a
         )
         assert response.status_code == 409
         assert list(response.json()) == ["taxonomy"]
+
+
+def test_a_normalize_answer_has_no_field_the_schema_leaves_out(api_client, schema, tiny_taxonomy):
+    """A client generated from the schema sees every field the API answers with."""
+    response = api_client.post(
+        "/api/v1/taxonomies/jobs/normalize", {"texts": ["java developer"], "k": 3}, format="json"
+    )
+    (result,) = response.json()["results"]
+    output = schema["paths"]["/api/v1/taxonomies/{slug}/normalize"]["post"]["responses"]["200"]
+    envelope = output["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    result_ref = _component(schema, envelope)["properties"]["results"]["items"]["$ref"]
+    result_schema = _component(schema, result_ref.rsplit("/", 1)[1])
+    group_ref = result_schema["properties"]["groups"]["items"]["$ref"]
+    group_schema = _component(schema, group_ref.rsplit("/", 1)[1])
+    assert set(result) == set(result_schema["properties"])
+    assert result["groups"] and all(
+        set(g) == set(group_schema["properties"]) for g in result["groups"]
+    )

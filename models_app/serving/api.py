@@ -70,6 +70,11 @@ class RankedGroupSerializer(serializers.Serializer):
     member_id = serializers.IntegerField(allow_null=True)
     member = serializers.CharField(allow_null=True, help_text="The member string that matched")
     source = serializers.CharField(help_text='"curator" when a verdict put the text here')
+    tied = serializers.BooleanField(
+        required=False,
+        help_text="Its probability, to two places as pages show it, equals the next group's "
+        "(or the one before's): the order between them is not to be trusted",
+    )
 
 
 class NormalizationSerializer(serializers.Serializer):
@@ -84,6 +89,10 @@ class NormalizationSerializer(serializers.Serializer):
     low_confidence = serializers.BooleanField(help_text="probability below 0.5")
     tied = serializers.BooleanField(
         help_text="The top two groups are tied on every piece of evidence: a person should choose"
+    )
+    none_of_these = serializers.BooleanField(
+        help_text="Curators said no group of the taxonomy fits this very text: no group is "
+        'offered and source is "curator"'
     )
     groups = RankedGroupSerializer(many=True)
 
