@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from django.template.defaultfilters import filesizeformat
@@ -79,8 +80,19 @@ def _unpack(upload, fmt: str, folder: Path) -> Path:
             name = Path(info.filename).name
             if info.is_dir() or name not in wanted or (target / name).exists():
                 continue
-            with archive.open(info) as source, (target / name).open("wb") as out:
-                copied = copy_capped(source, out, limit=budget)
+            try:
+                with archive.open(info) as source, (target / name).open("wb") as out:
+                    copied = copy_capped(source, out, limit=budget)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                raise ImportFileError(
+                    f"{info.filename} in {_upload_name(upload)} is damaged ({exc}); "
+                    "zip the O*NET text files again"
+                ) from None
+            except (RuntimeError, NotImplementedError) as exc:  # encrypted, or a method unknown
+                raise ImportFileError(
+                    f"{info.filename} in {_upload_name(upload)} cannot be read ({exc}); zip the "
+                    "O*NET text files without a password, compressed with deflate or not at all"
+                ) from None
             if copied > budget:
                 raise ImportFileError(
                     f"the zip unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from annotations.services.review.inputs import inputs_submit
 from tests.api_taxonomy.conftest import API
 
@@ -144,4 +146,45 @@ def test_a_bad_request_or_a_curator_imports_nothing(db, admin_user, curator):
         format="multipart",
     )  # fmt: skip
     assert forbidden.status_code == 403
+    assert not Taxonomy.objects.exists()
+
+
+def damaged_onet_zip(damage: str) -> bytes:
+    """O*NET's two files deflated, the first then damaged: its compressed bytes changed, or
+    marked as encrypted (as a zip made with a password is)."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        rows = "".join(f"11-{1000 + i}.00\tOccupation {i}\tDoes thing {i}\n" for i in range(200))
+        archive.writestr("Occupation Data.txt", "O*NET-SOC Code\tTitle\tDescription\n" + rows)
+        archive.writestr("Alternate Titles.txt", "O*NET-SOC Code\tAlternate Title\n")
+    body = bytearray(buffer.getvalue())
+    if damage == "bytes":
+        start = 30 + len("Occupation Data.txt")  # the first file's data, after its header
+        body[start + 20 : start + 60] = bytes(40)
+    else:
+        central = body.index(b"PK\x01\x02")  # the first file's entry in the central directory
+        body[central + 8] |= 1
+        body[6] |= 1  # and in its own header
+    return bytes(body)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [("bytes", "Occupation Data.txt in o.zip is damaged"),
+     ("encrypted", "Occupation Data.txt in o.zip cannot be read")],
+)  # fmt: skip
+def test_a_damaged_onet_zip_is_a_400_naming_the_file_inside(db, admin_user, damage, said):
+    from annotations.models import Taxonomy
+    from tests.api_taxonomy.conftest import client_for
+
+    response = client_for(admin_user).post(
+        f"{API}/taxonomies",
+        {"slug": "o", "format": "onet", "file": upload(damaged_onet_zip(damage), name="o.zip")},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert response.json()["file"][0].startswith(said)
     assert not Taxonomy.objects.exists()
