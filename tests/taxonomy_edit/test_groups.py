@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.models import FeedbackPair, Group, GroupRelation, Member, Prediction
+from annotations.models import (
+    FeedbackPair,
+    Group,
+    GroupRelation,
+    Member,
+    Prediction,
+    ReviewItem,
+)
 from annotations.services.review.inputs import inputs_submit
 from annotations.services.review.undo import judgement_undo
 from annotations.services.review.verdicts import judgement_create
@@ -147,11 +154,14 @@ def test_merging_carries_review_items_predictions_verdicts_and_pairs_to_the_targ
     assert open_item.top_group.code == judged_item.top_group.code == BARISTAS
     judgement = judgement_create(review_item=judged_item, user=curator, verdict="confirm")
     source = group(BARISTAS)
+    # A new model version had changed the open item's answer from Baristas (its card says so).
+    ReviewItem.objects.filter(id=open_item.id).update(changed_from=source)
 
     target = group_merge(source=source, target=group(NURSES), user=admin_user)
 
     open_item.refresh_from_db()
     assert open_item.top_group == target
+    assert open_item.changed_from == target
     prediction = Prediction.objects.get(id=open_item.prediction_id)
     assert prediction.top_group == target
     codes = [entry["code"] for entry in prediction.ranked_groups]

@@ -119,6 +119,8 @@ def group_merge(*, source: Group, target: Group, user) -> Group:
     review_items = ReviewItem.objects.filter(top_group=source).update(top_group=target)
     # The group an answer was vouched for moves too: an audit must not count it wrong.
     ReviewItem.objects.filter(vouched_group=source).update(vouched_group=target)
+    # So does the answer a new model changed (the card's "it was …", the queue's badge).
+    ReviewItem.objects.filter(changed_from=source).update(changed_from=target)
     Prediction.objects.filter(top_group=source).update(top_group=target)
     predictions_rewritten = _rewrite_predictions(taxonomy, source, target)
 

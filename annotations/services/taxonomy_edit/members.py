@@ -66,7 +66,8 @@ def member_move(*, member: Member, group: Group, user) -> Member:
       group) becomes the new group's name;
     - a positive ``reassign`` pair (text, new group's name) is added when no such pair existed;
     - a ``reassign_negative`` hard negative (text, an old group's string) is added, unless one is
-      already stored.
+      already stored;
+    - the text's negative pairs for the new group are deleted: they contradict the move.
 
     The move belongs to the admin from now on: the member and the rewritten pairs are detached
     from the verdict that first placed the text, so undoing that verdict no longer takes them
@@ -95,6 +96,11 @@ def member_move(*, member: Member, group: Group, user) -> Member:
     rewritten = FeedbackPair.objects.filter(
         taxonomy=taxonomy, text_a=member.text, label=True, group=old_group
     ).update(group=group, text_b=group.name, judgement=None)
+    # A pair saying the text is not in its new group (a verdict's false match there, say)
+    # would teach the opposite of the move beside it: it goes, as a merge's do.
+    contradicted, _ = FeedbackPair.objects.filter(
+        taxonomy=taxonomy, text_a=member.text, label=False, group=group
+    ).delete()
     added: list[FeedbackPair] = []
     if not rewritten and comparison_key(group.name) != member.normalized_text:
         added.append(
@@ -134,6 +140,7 @@ def member_move(*, member: Member, group: Group, user) -> Member:
             **_member_summary(member),
             "feedback_pairs_rewritten": rewritten,
             "feedback_pairs_added": len(added),
+            "feedback_pairs_removed": contradicted,
         },
     )
     return member
