@@ -257,7 +257,8 @@ def _parse_onet(path: Path, max_text_length: int) -> ParsedTaxonomy:
                     parsed.errors.append(RowError(location, "Title is too long for a group name"))
                     continue
                 try:
-                    parsed.groups[code] = (text, _description(row.get("Description")))
+                    description = _description(row["Description"]) if "Description" in row else None
+                    parsed.groups[code] = (text, description)
                 except TextError as exc:
                     parsed.errors.append(RowError(location, str(exc)))
                     continue
@@ -298,7 +299,7 @@ def _parse_esco(path: Path, max_text_length: int) -> ParsedTaxonomy:
         try:
             code = _code(code, "conceptUri")
             name = _clean(row["preferredLabel"], "preferredLabel", MAX_NAME_LENGTH)
-            description = _description(row.get("description"))
+            description = _description(row["description"]) if "description" in row else None
         except TextError as exc:
             parsed.errors.append(RowError(location, str(exc)))
             continue

@@ -446,3 +446,27 @@ def test_the_command_says_why_a_taxonomy_of_one_group_is_not_queued_to_serve(tmp
     assert "nothing queued: solo cannot serve yet: its strings are in 1 group" in out
     assert Taxonomy.objects.filter(slug="solo").exists()
     assert not TrainingRun.objects.exists()
+
+
+def test_esco_and_onet_files_without_a_description_column_keep_the_stored_ones(tmp_path):
+    uri = "Occupation,http://data.europa.eu/esco/occupation"
+    described = write(tmp_path, "occupations_en.csv",
+                      "conceptType,conceptUri,iscoGroup,preferredLabel,altLabels,description\n"
+                      f"{uri}/abc-1,2166,technical director,,Directs technical work\n")  # fmt: skip
+    taxonomy_import(slug="esco", path=described, fmt="esco")
+    (tmp_path / "plain").mkdir()
+    plain = write(tmp_path / "plain", "occupations_en.csv",
+                  "conceptType,conceptUri,iscoGroup,preferredLabel,altLabels\n"
+                  f"{uri}/abc-1,2166,technical director,head of technical\n")  # fmt: skip
+    taxonomy_import(slug="esco", path=plain, fmt="esco")
+    assert Group.objects.get(code="abc-1").description == "Directs technical work"
+
+    folder = tmp_path / "onet"
+    folder.mkdir()
+    occupations = "O*NET-SOC Code\tTitle\tDescription\n11-1011.00\tChief Executives\tRun things\n"
+    write(folder, "Occupation Data.txt", occupations)
+    write(folder, "Alternate Titles.txt", "O*NET-SOC Code\tAlternate Title\n11-1011.00\tCEO\n")
+    taxonomy_import(slug="o", path=folder, fmt="onet")
+    write(folder, "Occupation Data.txt", "O*NET-SOC Code\tTitle\n11-1011.00\tChief Executives\n")
+    taxonomy_import(slug="o", path=folder, fmt="onet")
+    assert Group.objects.get(code="11-1011.00").description == "Run things"
