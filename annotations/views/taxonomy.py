@@ -183,10 +183,10 @@ def taxonomy_detail(request: HttpRequest, slug: str) -> HttpResponse:
     context = {"taxonomy": taxonomy, "q": query, "matches": matches}
     if request.htmx:
         return render(request, "taxonomy/_group_list.html", context)
-    return _detail_page(request, taxonomy, context)
+    return taxonomy_detail_page(request, taxonomy, context)
 
 
-def _detail_page(
+def taxonomy_detail_page(
     request: HttpRequest,
     taxonomy: Taxonomy,
     context: dict,
@@ -226,7 +226,7 @@ def taxonomy_guidelines(request: HttpRequest, slug: str) -> HttpResponse:
         taxonomy_guidelines_update(taxonomy=taxonomy, text=text, user=request.user)
     except TaxonomyEditError as exc:
         context = {"taxonomy": taxonomy, "q": ""}
-        return _detail_page(
+        return taxonomy_detail_page(
             request, taxonomy, context, guidelines_text=text, guidelines_error=str(exc), status=400
         )
     messages.info(request, "Guidelines saved.")
@@ -240,7 +240,7 @@ def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
     taxonomy = taxonomy_or_404(slug)
     form = AutoCodingForm(request.POST)
     if not form.is_valid():
-        return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
+        return taxonomy_detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
                             auto_coding_error=form.refusal(), auto_coding_typed=request.POST,
                             status=400)  # fmt: skip
     try:
@@ -251,7 +251,7 @@ def taxonomy_auto_coding(request: HttpRequest, slug: str) -> HttpResponse:
             user=request.user,
         )
     except AutoCodingError as exc:
-        return _detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
+        return taxonomy_detail_page(request, taxonomy, {"taxonomy": taxonomy, "q": ""},
                             auto_coding_error=f"{refusal_in_percent(exc)}; nothing changed",
                             auto_coding_typed=request.POST, status=400)  # fmt: skip
     if policy.target_precision is None:

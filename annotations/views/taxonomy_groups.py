@@ -18,13 +18,12 @@ from annotations.models import Group, Member
 from annotations.selectors.taxonomy import (
     group_get,
     group_members_page,
-    taxonomy_counts,
     taxonomy_group_search,
 )
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
 from annotations.services.taxonomy_edit.groups import group_create, group_merge, group_rename
 from annotations.services.taxonomy_edit.members import member_add, member_move, member_remove
-from annotations.views.taxonomy import search_query, taxonomy_or_404
+from annotations.views.taxonomy import search_query, taxonomy_detail_page, taxonomy_or_404
 from siamweb.ids import IdError, parse_id
 from siamweb.web.decorators import admin_required
 
@@ -42,13 +41,9 @@ def taxonomy_group_create(request: HttpRequest, slug: str) -> HttpResponse:
         context = {"taxonomy": taxonomy, "code": code, "name": name, "error": _error(exc)}
         if request.htmx:
             return render(request, "taxonomy/_group_create.html", context, status=400)
-        query = ""
-        context |= {
-            "counts": taxonomy_counts(taxonomy),
-            "q": query,
-            "matches": taxonomy_group_search(taxonomy=taxonomy, query=query),
-        }
-        return render(request, "taxonomy/detail.html", context, status=400)
+        # The whole page as a GET shows it (guidelines, auto-coding, vouching): a form on it
+        # read from a partial context would save blanks over what is stored.
+        return taxonomy_detail_page(request, taxonomy, context | {"q": ""}, status=400)
     return _go_to(request, _group_url(group))
 
 

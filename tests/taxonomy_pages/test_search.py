@@ -8,6 +8,8 @@ import html
 import pytest
 
 from annotations.models import Group
+from annotations.services.review.auto_coding import auto_coding_set
+from annotations.services.taxonomy_edit.guidelines import taxonomy_guidelines_update
 from annotations.views import taxonomy as views_taxonomy
 from tests.taxonomy_pages.conftest import BARISTAS, DEVS, HTMX, NURSES, group, member, snapshot
 
@@ -99,3 +101,24 @@ def test_unknown_taxonomies_and_groups_are_404(client, tiny_taxonomy, admin_user
     assert client.get("/taxonomies/jobs/groups/99-9999/").status_code == 404
     other = member("Coffee Maker").id
     assert client.get(f"/taxonomies/jobs/groups/{DEVS}/members/{other}/move").status_code == 404
+
+
+def test_a_refused_new_group_without_htmx_shows_the_whole_page_as_stored(
+    client, tiny_taxonomy, admin_user
+):
+    """The page's other forms are filled from what is stored: saved from a page missing them,
+    the guidelines would be blanked and auto-coding switched off."""
+    taxonomy_guidelines_update(taxonomy=tiny_taxonomy, text="Pick **drivers** by CDL.",
+                               user=admin_user)  # fmt: skip
+    auto_coding_set(taxonomy=tiny_taxonomy, target_precision=0.95, audit_share=0.05,
+                    user=admin_user)  # fmt: skip
+    client.force_login(admin_user)
+    before = snapshot()
+    response = client.post("/taxonomies/jobs/groups/new", {"code": DEVS, "name": "X"})
+    assert response.status_code == 400
+    page = html.unescape(response.content.decode())
+    assert f"code: code {DEVS} is already taken in jobs" in page
+    assert response.context["guidelines_text"] == "Pick **drivers** by CDL."
+    assert response.context["auto_coding_fields"]["target_precision"] == "95"
+    assert "Off: every answer waits for review." not in page
+    assert snapshot() == before
