@@ -35,7 +35,12 @@ MAX_DESCRIPTION_LENGTH = 5000
 
 
 class ImportFileError(ValueError):
-    """The file as a whole cannot be read: missing, wrong encoding, wrong columns."""
+    """The file as a whole cannot be read: missing, wrong encoding, wrong columns. ``field``:
+    the request's field at fault, the file unless the slug or the name is."""
+
+    def __init__(self, message: str, *, field: str = "file") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ class TaxonomyListApi(CuratorReadsAdminWritesApi):
                 skip_bad_rows=data["skip_bad_rows"],
             )
         except ImportFileError as exc:
-            return field_error("file", str(exc))
+            return field_error(exc.field, str(exc))
         except ImportRejected as exc:
             rows = [str(error) for error in exc.errors[:MAX_ROW_ERRORS]]
             return Response({"file": [str(exc)], "rows": rows}, status=status.HTTP_400_BAD_REQUEST)

@@ -74,13 +74,13 @@ def taxonomy_import(
         validate_slug(slug)
     except ValidationError:
         raise ImportFileError(
-            f"taxonomy slug {slug!r} may hold only letters, digits, '-' and '_'"
+            f"taxonomy slug {slug!r} may hold only letters, digits, '-' and '_'", field="slug"
         ) from None
     if name is not None and name.strip():
         try:
             name = clean_text(name, max_length=Taxonomy._meta.get_field("name").max_length)
         except TextError as exc:
-            raise ImportFileError(f"taxonomy name {exc}") from None
+            raise ImportFileError(f"taxonomy name {exc}", field="name") from None
     else:
         name = None
     parsed = parse_taxonomy(path, fmt, max_text_length=settings.SIAMWEB_MAX_TEXT_LENGTH)

@@ -129,7 +129,7 @@ def taxonomy_list(request: HttpRequest) -> HttpResponse:
             user=request.user,
         )
     except ImportFileError as exc:
-        return _list_page(request, form, error=f"file: {exc}", status=400)
+        return _list_page(request, form, error=f"{exc.field}: {exc}", status=400)
     except ImportRejected as exc:
         return _list_page(
             request,

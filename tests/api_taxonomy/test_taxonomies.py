@@ -188,3 +188,22 @@ def test_a_damaged_onet_zip_is_a_400_naming_the_file_inside(db, admin_user, dama
     assert response.status_code == 400
     assert response.json()["file"][0].startswith(said)
     assert not Taxonomy.objects.exists()
+
+
+def test_a_bad_taxonomy_name_is_a_400_naming_the_name_not_the_file(db, admin_user, client):
+    from annotations.models import Taxonomy
+    from tests.api_taxonomy.conftest import client_for
+
+    response = client_for(admin_user).post(
+        f"{API}/taxonomies", {"slug": "skills", "format": "csv", "name": "Jobs\x01",
+                              "file": upload()}, format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json() == {"name": ["taxonomy name contains control characters"]}
+    client.force_login(admin_user)
+    page = client.post(
+        "/taxonomies/", {"slug": "skills", "format": "csv", "name": "Jobs\x01", "file": upload()}
+    )
+    assert page.status_code == 400
+    assert "name: taxonomy name contains control characters" in page.content.decode()
+    assert not Taxonomy.objects.exists()
