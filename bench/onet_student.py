@@ -48,6 +48,7 @@ from bench.title_tower import (  # noqa: E402
     metrics,
     without,
 )
+from models_app.siamese.artifacts import fsync_path  # noqa: E402
 from models_app.siamese.baselines import EncoderMatcher  # noqa: E402
 from models_app.siamese.distill import distill_encoder, distillation_texts  # noqa: E402
 from models_app.siamese.encoders import load_encoder, parse_config  # noqa: E402
@@ -232,13 +233,21 @@ def main() -> None:
             "trained_on_members": len(members),
         }
         (staging / "shipped.json").write_text(json.dumps(info, indent=2, sort_keys=True))
+        staging.chmod(0o755)  # mkdtemp's 0700 would keep whoever serves the checkout out
+        for path in staging.iterdir():
+            fsync_path(path)
+        fsync_path(staging)
         old = SHIPPED.with_name(".onet-old")
         shutil.rmtree(old, ignore_errors=True)
         SHIPPED.replace(old)
         staging.replace(SHIPPED)
+        fsync_path(SHIPPED.parent)
         shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        old = SHIPPED.with_name(".onet-old")
+        if not SHIPPED.exists() and old.exists():
+            old.replace(SHIPPED)  # stopped between the two renames: the shipped model stays
         raise
     size = sum(p.stat().st_size for p in SHIPPED.iterdir())
     print(f"wrote {SHIPPED} ({size / 1e6:.1f} MB)")

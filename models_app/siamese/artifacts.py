@@ -41,6 +41,16 @@ class ArtifactError(RuntimeError):
     """An artifact folder that is missing, incomplete or of an unexpected kind."""
 
 
+def fsync_path(path: Path) -> None:
+    """Flush a file's bytes, or a folder's entries (a rename in it), to the disk: a rename is
+    only as durable as what it names, after a power loss as well as after a crash."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
     """Yield a scratch folder; on success it becomes ``final`` in one rename."""
@@ -55,8 +65,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         # Every file, subfolders' too (a sentence-transformers model has a folder per module).
         for path in scratch.rglob("*"):
             if path.is_file():
-                with path.open("rb") as handle:
-                    os.fsync(handle.fileno())
+                fsync_path(path)
         scratch.rename(final)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from models_app.siamese.artifacts import ArtifactError
+from models_app.siamese.artifacts import ArtifactError, fsync_path
 from models_app.siamese.networks.base import NeuralEncoder
 
 logger = logging.getLogger(__name__)
@@ -411,13 +411,17 @@ def save_trained_part(folder: Path, model: Any, card: dict[str, Any]) -> None:
     try:
         save_file(trained_part(model), str(staging))
         staging.chmod(0o644)  # readable by whoever serves it, as the rest of the checkout
+        fsync_path(staging)  # on disk before any name points at it
         digest = file_digest(staging)
         layers = folder / f"{LAYERS_STEM}-{digest[:12]}.safetensors"
         staging.replace(layers)
         card = {**card, "layers_file": layers.name, "layers_sha256": digest}
         card_staging = folder / f".{CARD_FILE}.partial"
         card_staging.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+        fsync_path(card_staging)
+        fsync_path(folder)  # the layers' name, before the card that names them
         card_staging.replace(folder / CARD_FILE)
+        fsync_path(folder)  # the new card, before the old layers go
     finally:
         staging.unlink(missing_ok=True)
         (folder / f".{CARD_FILE}.partial").unlink(missing_ok=True)
