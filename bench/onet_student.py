@@ -114,7 +114,8 @@ def main() -> None:
     if args.write and shape != SHIPPED_SHAPE:
         parser.error(f"--write ships the documented shape only ({SHIPPED_SHAPE})")
 
-    onet, esco = onet_taxonomy(args.data), esco_taxonomy(args.data)
+    # The strings the shipped student was distilled from: O*NET's own, as the tower read them.
+    onet, esco = onet_taxonomy(args.data, short_forms=False), esco_taxonomy(args.data)
     teacher = TransformerEncoder.create([], parse_config({"kind": "transformer"}))
     card = read_card(SHIPPED_FOLDER)  # the title tower must be the one that serves
     members = [text for _, text in onet.members]

@@ -66,7 +66,7 @@ from models_app.siamese.ranker.model import (  # noqa: E402
 from models_app.siamese.ranker.verdict_history import OwnVerdict, VerdictHistory  # noqa: E402
 from models_app.siamese.search import MemberSearch, SearchConfig  # noqa: E402
 from models_app.siamese.specs import parse_search_config  # noqa: E402
-from models_app.siamese.text import comparison_key  # noqa: E402
+from models_app.siamese.text import comparison_key, spelled_out_forms  # noqa: E402
 from models_app.siamese.title_tower import SHIPPED_FOLDER as TITLE_TOWER_FOLDER  # noqa: E402
 from models_app.siamese.title_tower import read_card  # noqa: E402
 from models_app.siamese.towers import WHEEL_BASE, TransformerEncoder  # noqa: E402
@@ -116,9 +116,11 @@ def esco_taxonomy(data: Path) -> Taxonomy:
     )
 
 
-def onet_taxonomy(data: Path) -> Taxonomy:
-    """O*NET 27.0 as the product bundles it; JobBERT titles labelled through the crosswalk,
-    keeping those whose code O*NET 27.0 still has (the renumbered ones drop out)."""
+def onet_taxonomy(data: Path, *, short_forms: bool = True) -> Taxonomy:
+    """O*NET 27.0 as the product bundles and imports it (``short_forms``: with the shorter form
+    of each "Long Form (Abbreviation)" title as a member, as the import adds it); JobBERT
+    titles labelled through the crosswalk, keeping those whose code O*NET 27.0 still has (the
+    renumbered ones drop out)."""
     folder = ROOT / "data" / "onet"
     codes, names, descriptions, members, ids = [], [], [], [], {}
     with (folder / "Occupation Data.txt").open(encoding="utf-8") as handle:
@@ -138,6 +140,8 @@ def onet_taxonomy(data: Path) -> Taxonomy:
                 if (group, row[column].casefold()) not in seen:
                     seen.add((group, row[column].casefold()))
                     members.append((group, row[column]))
+    if short_forms:
+        members = with_short_forms(members)
     crosswalk = {}
     path = data / "esco_onet_crosswalk" / "esco_onet_crosswalk_Nov2020.csv"
     with path.open(encoding="utf-8", newline="") as handle:
@@ -153,6 +157,19 @@ def onet_taxonomy(data: Path) -> Taxonomy:
         ]
 
     return Taxonomy("onet", codes, names, descriptions, members, mapped(dev), mapped(stream))
+
+
+def with_short_forms(members: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``members`` and, after them, the shorter ``spelled_out_forms`` of each its group does
+    not hold yet (by comparison key): what the product's O*NET import adds."""
+    keys = {(group, comparison_key(text)) for group, text in members}
+    added = []
+    for group, text in members:
+        forms = spelled_out_forms(text)
+        if forms and (group, comparison_key(short := min(forms, key=len))) not in keys:
+            keys.add((group, comparison_key(short)))
+            added.append((group, short))
+    return members + added
 
 
 class CachedEncoder:

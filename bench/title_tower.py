@@ -205,7 +205,8 @@ def main() -> None:
             recipe, steps=10**9, learning_rate=1e-3, warmup_share=0.0, max_seconds=args.seconds
         )
 
-    esco, onet = esco_taxonomy(args.data), onet_taxonomy(args.data)
+    # O*NET's own strings: training adds every spelled-out form itself (with_spelled_out_forms).
+    esco, onet = esco_taxonomy(args.data), onet_taxonomy(args.data, short_forms=False)
     held, gone = clean_held_out(onet)
     onet_kept = without(onet.members, gone)
     material = {"esco": labelled(esco, esco.members), "onet": labelled(onet, onet_kept)}

@@ -52,6 +52,7 @@ from bench.ranker import (  # noqa: E402
     esco_taxonomy,
     onet_taxonomy,
     title_tower_encoder,
+    with_short_forms,
 )
 from bench.starter_ranker import (  # noqa: E402
     TAXONOMIES,
@@ -89,14 +90,15 @@ CLEAN = "O*NET alternate titles held out (clean)"
 def clean_set(data: Path) -> dict:
     """The held-out O*NET alternate titles' candidates, served by the title tower over the
     taxonomy without them (cached)."""
-    onet = onet_taxonomy(data)
+    onet = onet_taxonomy(data, short_forms=False)
     encoder = title_tower_encoder()
-    path = CACHE / f"vouching-clean-{encoder.name}-{FEATURE_SET}.pkl"
+    path = CACHE / f"vouching-clean-short-forms-{encoder.name}-{FEATURE_SET}.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
     held, gone = clean_held_out(onet)
+    # The import's short forms of the titles kept, none of a title held out.
     kept = Taxonomy("onet-clean", onet.codes, onet.names, onet.descriptions,
-                    without(onet.members, gone), [], [])  # fmt: skip
+                    with_short_forms(without(onet.members, gone)), [], [])  # fmt: skip
     served = Served(kept, encoder, SearchConfig(lexical_weight=0.0), PRIOR_DESCRIPTION_WEIGHT)
     texts = [text for text, _ in held]
     found = {

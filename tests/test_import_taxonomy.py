@@ -314,8 +314,13 @@ def test_the_bundled_onet_imports_every_string():
     report = taxonomy_import(slug="onet", path=ONET, fmt="onet")
     assert report.rows_read == 53_770
     assert report.groups_created == 1_016
-    # Three rows repeat a title already listed for the same occupation.
-    assert (report.members_created, report.duplicates) == (53_767, 3)
+    # Three rows repeat a title already listed for the same occupation; 2,179 titles written
+    # "Long Form (Abbreviation)" give their group their shorter form as a member too.
+    assert (report.members_created, report.duplicates) == (53_767 + 2_179, 3)
+    nurses = set(Member.objects.filter(group__code="29-1141.00").values_list("text", flat=True))
+    assert {"Emergency Room Registered Nurse (ER RN)", "ER RN"} <= nurses
+    assert {"Emergency Department RN (Emergency Department Registered Nurse)",
+            "Emergency Department RN"} <= nurses  # fmt: skip
     assert report.relations == 18_460
     assert GroupRelation.objects.filter(
         group__code="15-1252.00", related__code="15-1251.00"
@@ -470,3 +475,26 @@ def test_esco_and_onet_files_without_a_description_column_keep_the_stored_ones(t
     write(folder, "Occupation Data.txt", "O*NET-SOC Code\tTitle\n11-1011.00\tChief Executives\n")
     taxonomy_import(slug="o", path=folder, fmt="onet")
     assert Group.objects.get(code="11-1011.00").description == "Run things"
+
+
+def test_an_onet_title_spelled_long_and_short_gives_its_group_the_short_form_too(tmp_path):
+    folder = tmp_path / "onet"
+    folder.mkdir()
+    occupations = ("O*NET-SOC Code\tTitle\tDescription\n11-1011.00\tChief Executives\tRun things\n"
+                   "29-1141.00\tRegistered Nurses\tNurse\n")  # fmt: skip
+    write(folder, "Occupation Data.txt", occupations)
+    write(folder, "Alternate Titles.txt", "O*NET-SOC Code\tAlternate Title\n"
+          "11-1011.00\tChief Executive Officer (CEO)\n11-1011.00\tceo\n"
+          "29-1141.00\tTravel Registered Nurse (Travel RN)\n"
+          "29-1141.00\tNurse (ICU) (Nights)\n")  # fmt: skip
+    report = taxonomy_import(slug="o", path=folder, fmt="onet")
+    assert sorted(Member.objects.values_list("group__code", "text")) == [
+        ("11-1011.00", "Chief Executive Officer (CEO)"),
+        ("11-1011.00", "Chief Executives"),
+        ("11-1011.00", "ceo"),  # the file's own, already the short form: not twice
+        ("29-1141.00", "Nurse (ICU) (Nights)"),  # two parentheses: no form of it
+        ("29-1141.00", "Registered Nurses"),
+        ("29-1141.00", "Travel RN"),
+        ("29-1141.00", "Travel Registered Nurse (Travel RN)"),
+    ]
+    assert (report.members_created, report.duplicates) == (7, 0)

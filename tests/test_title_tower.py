@@ -14,6 +14,7 @@ import torch
 from models_app.siamese import title_tower, towers
 from models_app.siamese.artifacts import ArtifactError
 from models_app.siamese.encoders import parse_config
+from models_app.siamese.text import spelled_out_forms
 from models_app.siamese.title_tower import (
     CARD_FILE,
     LabelledTaxonomy,
@@ -21,7 +22,6 @@ from models_app.siamese.title_tower import (
     apply_trained_part,
     base_digest,
     save_trained_part,
-    spelled_out_forms,
     title_tower_state,
     train_title_tower,
     transformer_of,

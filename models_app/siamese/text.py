@@ -46,3 +46,23 @@ def char_ngram_strings(text: str, ngram_min: int, ngram_max: int) -> Iterator[st
     for n in range(ngram_min, ngram_max + 1):
         for i in range(len(padded) - n + 1):
             yield padded[i : i + n]
+
+
+# "Long Form (Abbreviation)" or "Short (Long Form) Rest": one parenthesis holding another way to
+# write the title, as O*NET writes 2,238 of its alternate titles.
+_PARENTHESIS = re.compile(r"^(?P<before>[^()]*)\((?P<inside>[^()]+)\)(?P<after>[^()]*)$")
+
+
+def spelled_out_forms(text: str) -> list[str]:
+    """The two ways a member with one parenthesis writes its title, each alone: "Chief Executive
+    Officer (CEO)" is also "Chief Executive Officer" and "CEO", "Technical Surveillance
+    Countermeasures (TSCM) Specialist" also "TSCM Specialist". Pulled to their group like any
+    member, they teach the title tower the abbreviations a taxonomy spells out, and the shorter
+    one is a member of its own in an O*NET import; none for a text without exactly one
+    parenthesis."""
+    found = _PARENTHESIS.match(text)
+    if found is None:
+        return []
+    before, inside, after = (found.group(name).strip() for name in ("before", "inside", "after"))
+    forms = [" ".join(f"{before} {after}".split()), " ".join(f"{inside} {after}".split())]
+    return [form for form in forms if form and form.casefold() != text.casefold()]

@@ -23,7 +23,6 @@ import logging
 import math
 import os
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,6 +34,7 @@ import torch
 
 from models_app.siamese.artifacts import ArtifactError, fsync_path
 from models_app.siamese.networks.base import NeuralEncoder
+from models_app.siamese.text import spelled_out_forms
 
 logger = logging.getLogger(__name__)
 
@@ -113,25 +113,6 @@ class TrainingReport:
     examples: dict[str, int]
     loss_first: float
     loss_last: float
-
-
-# "Long Form (Abbreviation)" or "Short (Long Form) Rest": one parenthesis holding another way to
-# write the title, as O*NET writes 2,238 of its alternate titles.
-_PARENTHESIS = re.compile(r"^(?P<before>[^()]*)\((?P<inside>[^()]+)\)(?P<after>[^()]*)$")
-
-
-def spelled_out_forms(text: str) -> list[str]:
-    """The two ways a member with one parenthesis writes its title, each alone: "Chief Executive
-    Officer (CEO)" is also "Chief Executive Officer" and "CEO", "Technical Surveillance
-    Countermeasures (TSCM) Specialist" also "TSCM Specialist". Pulled to their group like any
-    member, they teach the tower the abbreviations a taxonomy spells out; none for a text
-    without exactly one parenthesis."""
-    found = _PARENTHESIS.match(text)
-    if found is None:
-        return []
-    before, inside, after = (found.group(name).strip() for name in ("before", "inside", "after"))
-    forms = [" ".join(f"{before} {after}".split()), " ".join(f"{inside} {after}".split())]
-    return [form for form in forms if form and form.casefold() != text.casefold()]
 
 
 def with_spelled_out_forms(members: dict[str, list[str]]) -> dict[str, list[str]]:
