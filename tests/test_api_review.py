@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -215,6 +217,19 @@ def test_bad_queue_filters_are_a_400_naming_the_field(api_client, items, params,
 def test_a_bad_cursor_is_a_404_that_says_so(api_client, items):
     response = api_client.get(f"{API}/review-items", {"cursor": "garbage"})
     assert response.status_code == 404
+    assert response.json() == {"detail": "Invalid cursor"}
+
+
+@pytest.mark.parametrize("path", ["review-items", "judgements", "feedback-pairs"])
+@pytest.mark.parametrize("position", ["abc", "", "nan", "1e999", "9" * 30, "1.5"])
+def test_a_cursor_edited_by_hand_is_a_404_too(api_client, items, path, position):
+    """Its form is DRF's to check, its position (an id, a priority) the list's."""
+    cursor = base64.b64encode(f"p={position}".encode()).decode()
+    response = api_client.get(f"{API}/{path}", {"cursor": cursor})
+    if path == "review-items" and position == "1.5":  # a priority: a number like any
+        assert response.status_code == 200
+        return
+    assert response.status_code == 404, response.content
     assert response.json() == {"detail": "Invalid cursor"}
 
 

@@ -5,13 +5,12 @@ served, and the choice fields of curation's rows."""
 from __future__ import annotations
 
 from rest_framework import status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from annotations.models import FeedbackPair, Input, Judgement, Member, ReviewItem
 from annotations.services.review.verdict_rules import VerdictError
 from annotations.services.taxonomy_edit.checks import TaxonomyEditError
-from siamweb.web.api import field_error
+from siamweb.web.api import CheckedCursor, field_error
 from siamweb.web.fields import named_choice_field
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -24,11 +23,12 @@ IDEMPOTENCY_KEY_MAX_LENGTH = 100  # Judgement.idempotency_key's column
 USERNAME_PATTERN = r"^[\w.@+-]+$"
 
 
-class CursorQueueOrder(CursorPagination):
+class CursorQueueOrder(CheckedCursor):
     """Keyset pagination in queue order: the index the queue is read from."""
 
     page_size = 50
     ordering = ("-priority", "id")
+    position_is_integer = False  # a priority
 
 
 def verdict_error_response(exc: VerdictError) -> Response:

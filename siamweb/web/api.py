@@ -3,6 +3,7 @@ permissions, pagination, and errors as JSON naming the field."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.db.models import QuerySet
@@ -72,7 +73,27 @@ class PagePagination(PageNumberPagination):
         return super().get_page_number(request, paginator)
 
 
-class CursorNewestFirst(CursorPagination):
+class CheckedCursor(CursorPagination):
+    """A cursor whose position is a value of the ordering's first field: DRF checks a cursor's
+    form but hands its position to the query as it comes, so a hand-edited one ("p=abc", a
+    number past a bigint, "nan") was a 500 from the database instead of DRF's 404."""
+
+    position_is_integer = True
+
+    def decode_cursor(self, request):
+        cursor = super().decode_cursor(request)
+        if cursor is None or cursor.position is None:
+            return cursor
+        try:
+            value = (int if self.position_is_integer else float)(cursor.position)
+        except ValueError:
+            raise NotFound(self.invalid_cursor_message) from None
+        if not math.isfinite(value) or abs(value) >= 2**63:
+            raise NotFound(self.invalid_cursor_message)
+        return cursor
+
+
+class CursorNewestFirst(CheckedCursor):
     """Keyset pagination on the primary key, newest first."""
 
     page_size = 50
