@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from rest_framework.authtoken.models import TokenProxy
 
 from annotations.models import (
     AuditEvent,
@@ -14,6 +15,11 @@ from annotations.models import (
     ReviewItem,
     Taxonomy,
 )
+
+# DRF registers its tokens with an admin that lists every user's key and makes one for anyone:
+# an admin could act as any curator, unaudited. Each user handles their own token on
+# /accounts/token/ (audited, the key shown once).
+admin.site.unregister(TokenProxy)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

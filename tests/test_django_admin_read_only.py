@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from rest_framework.authtoken.models import Token
 
 from annotations.models import Member
 
@@ -39,3 +40,14 @@ def test_an_admin_cannot_delete_a_member_from_the_admin_site(admin_client_ada, t
     )
     assert response.status_code == 403
     assert Member.objects.filter(id=member.id).exists()
+
+
+def test_no_api_key_is_shown_or_made_on_the_admin_site(admin_client_ada, curator):
+    """A key there would let an admin act as the curator, and no audit event would say so."""
+    key = Token.objects.create(user=curator).key
+    listed = admin_client_ada.get("/admin/authtoken/tokenproxy/")
+    assert listed.status_code == 404
+    made = admin_client_ada.post("/admin/authtoken/tokenproxy/add/", {"user": curator.id})
+    assert made.status_code == 404
+    assert list(Token.objects.values_list("key", flat=True)) == [key]
+    assert key not in admin_client_ada.get("/admin/").content.decode()
