@@ -12,6 +12,9 @@ from django.core.management.base import CommandError
 from annotations.models import Taxonomy
 from models_app.models import Deployment, ModelVersion, TrainingRun
 from models_app.serving.engines import artifact_path
+from models_app.serving.normalize import rank_taxonomy_groups
+from models_app.siamese.encoders import load_encoder
+from tests.conftest import build_live_model
 
 SPEC = {
     "encoder": {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 16, "output_dim": 16},
@@ -132,3 +135,22 @@ def test_a_corrupt_live_index_is_a_clear_error_not_a_silent_fallback(tiny_taxono
     assert response.status_code == 503
     assert "cannot be loaded" in response.json()["detail"]
     assert Deployment.objects.get().index_build_id == build.id
+
+
+def test_a_model_that_served_exports_without_what_serving_wrote_beside_it(tiny_taxonomy, tmp_path):
+    spec = {
+        "encoder": {"kind": "ngram_bag", "buckets": 1024, "embedding_dim": 16, "output_dim": 16},
+        "training": {"batch_size": 8, "max_steps": 20, "eval_every": 10, "threads": 1},
+    }
+    version = build_live_model(tiny_taxonomy, spec).model_version
+    rank_taxonomy_groups(tiny_taxonomy, ["java developer"], k=1)  # loads it: mapped weights
+    assert (artifact_path(version.artifact_path) / "mapped-weights").is_dir()
+
+    run("export_model", "jobs", "--version", str(version.number), str(tmp_path / "m"))
+
+    assert not (tmp_path / "m" / "mapped-weights").exists()
+    exported = load_encoder(tmp_path / "m")
+    assert exported.encode(["java developer"]).shape == (1, 16)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CommandError, match="is a file; name a folder"):
+        run("export_model", "jobs", "--version", "1", str(tmp_path / "file"))

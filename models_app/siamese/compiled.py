@@ -49,14 +49,18 @@ from models_app.siamese.artifacts import (
     read_manifest,
     write_manifest,
 )
+from models_app.siamese.networks.base import MAPPED_WEIGHTS
 
 logger = logging.getLogger(__name__)
 
 COMPILED_FOLDER = "compiled-onnx"
 COMPILED_ARTIFACT = "compiled-encoder"
 _MODEL_FILE = "model.onnx"
+# Folders a process writes into a version folder from its files (the weights as served, the
+# compiled copy): derived, never part of the version itself.
+DERIVED_FOLDERS = (COMPILED_FOLDER, MAPPED_WEIGHTS)
 # Files of a version folder that are derived from it, not part of what is compiled.
-_DERIVED = {COMPILED_FOLDER, "mapped-weights", MANIFEST}
+_DERIVED = {*DERIVED_FOLDERS, MANIFEST}
 # A folder compiled by another recipe is stale: change this with the export or quantisation.
 RECIPE = (
     "onnx opset 17 eager export, ort fusions but attention, "

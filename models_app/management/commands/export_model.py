@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from models_app.models import ModelVersion
 from models_app.serving.engines import artifact_path
+from models_app.siamese.compiled import DERIVED_FOLDERS
 from models_app.training.services.builds import SHIPPED_INFO
 from siamweb.taxonomy_reads import taxonomy_get
 
@@ -35,12 +36,20 @@ class Command(BaseCommand):
         model = ModelVersion.objects.filter(taxonomy=taxonomy, number=version).first()
         if model is None:
             raise CommandError(f"taxonomy {slug!r} has no model version {version}")
+        if destination.exists() and not destination.is_dir():
+            raise CommandError(f"{destination} is a file; name a folder")
         if destination.exists() and any(destination.iterdir()):
             raise CommandError(f"{destination} is not empty; remove it first")
         destination.mkdir(parents=True, exist_ok=True)
         source = artifact_path(model.artifact_path)
         for path in source.iterdir():
-            shutil.copyfile(path, destination / path.name)
+            # What serving wrote beside the version's files is made again wherever it loads.
+            if path.name in DERIVED_FOLDERS or path.name.startswith("."):
+                continue
+            if path.is_dir():  # a sentence-transformers tower keeps a folder a module
+                shutil.copytree(path, destination / path.name)
+            else:
+                shutil.copyfile(path, destination / path.name)
         info = {
             "taxonomy": slug,
             "version": model.label,
@@ -51,5 +60,5 @@ class Command(BaseCommand):
             "command": command,
         }
         (destination / SHIPPED_INFO).write_text(json.dumps(info, indent=2, sort_keys=True))
-        size = sum(p.stat().st_size for p in destination.iterdir())
+        size = sum(p.stat().st_size for p in destination.rglob("*") if p.is_file())
         self.stdout.write(f"{model.label} → {destination} ({size / 1e6:.1f} MB)")

@@ -23,7 +23,7 @@ from models_app.siamese.mapped import mapped_arrays
 WORD = re.compile(r"\w+", re.UNICODE)
 _WEIGHTS = "weights.pt"
 _VOCABULARY = "vocabulary.json"
-_MAPPED_WEIGHTS = "mapped-weights"  # the weights as served, one .npy a tensor
+MAPPED_WEIGHTS = "mapped-weights"  # the weights as served, one .npy a tensor
 
 
 def require(condition: bool, message: str) -> None:
@@ -158,7 +158,7 @@ class NeuralEncoder(nn.Module):
                 name: tensor.detach().cpu().numpy() for name, tensor in self.state_dict().items()
             }
 
-        arrays = mapped_arrays(Path(folder) / _MAPPED_WEIGHTS, of=_WEIGHTS, compute=decoded,
+        arrays = mapped_arrays(Path(folder) / MAPPED_WEIGHTS, of=_WEIGHTS, compute=decoded,
                                mode="c")  # fmt: skip
         state = {name: torch.from_numpy(array) for name, array in arrays.items()}
         try:
@@ -166,7 +166,7 @@ class NeuralEncoder(nn.Module):
         except (RuntimeError, KeyError) as exc:
             raise ArtifactError(
                 f"mapped weights in {folder} do not fit the encoder: {exc}; delete "
-                f"{Path(folder) / _MAPPED_WEIGHTS} to have them written again"
+                f"{Path(folder) / MAPPED_WEIGHTS} to have them written again"
             ) from None
 
     @classmethod
