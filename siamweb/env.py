@@ -6,6 +6,7 @@ bad deployment fails at start-up with a message that says what to fix.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -57,6 +58,8 @@ def env_float(name: str, *, default: float, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):  # float() reads "nan" and "inf", which no setting means
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
     return value
@@ -90,6 +93,10 @@ def env_path(name: str, *, default: Path) -> Path:
     if raw is None or raw.strip() == "":
         return default
     path = Path(raw).expanduser()
+    if not path.is_absolute():
+        # Resolved against each process's working directory, the web server and a worker
+        # started elsewhere would read two different folders (two databases, under SQLite).
+        raise ImproperlyConfigured(f"{name} must be an absolute path, got {raw!r}")
     if path.exists() and not path.is_dir():
         raise ImproperlyConfigured(f"{name} must name a directory, but {raw!r} is a file")
     return path.resolve()

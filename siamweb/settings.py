@@ -312,6 +312,11 @@ SIAMWEB_MAX_TEXT_LENGTH = env_int("SIAMWEB_MAX_TEXT_LENGTH", default=200, minimu
 SIAMWEB_MAX_TEXTS_PER_REQUEST = env_int("SIAMWEB_MAX_TEXTS_PER_REQUEST", default=1000, minimum=1)
 SIAMWEB_DEFAULT_K = env_int("SIAMWEB_DEFAULT_K", default=5, minimum=1)
 SIAMWEB_MAX_K = env_int("SIAMWEB_MAX_K", default=50, minimum=1)
+if SIAMWEB_DEFAULT_K > SIAMWEB_MAX_K:
+    # A request that names no k would get more groups than one that asks for the most.
+    raise ImproperlyConfigured(
+        f"SIAMWEB_DEFAULT_K ({SIAMWEB_DEFAULT_K}) must be at most SIAMWEB_MAX_K ({SIAMWEB_MAX_K})"
+    )
 # Nearest members fetched per requested group: several members of one group crowd the top hits.
 SIAMWEB_MEMBERS_PER_GROUP = env_int("SIAMWEB_MEMBERS_PER_GROUP", default=8, minimum=1)
 # Nearest members the ranker reads a text at least: its candidates are the best groups of these.
@@ -436,6 +441,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", default=3600, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3900, minimum=1)
+if CELERY_TASK_SOFT_TIME_LIMIT > CELERY_TASK_TIME_LIMIT:
+    # Celery refuses to send any task so set: every .delay() and beat's every check would fail.
+    raise ImproperlyConfigured(
+        f"CELERY_TASK_SOFT_TIME_LIMIT ({CELERY_TASK_SOFT_TIME_LIMIT} s) must be at most "
+        f"CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT} s): raise both"
+    )
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Training goes to its own queue so GPU hosts can take it and nothing else waits behind it;

@@ -83,6 +83,17 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
         ({"SIAMWEB_GATE_ALPHA": "0.5"}, "SIAMWEB_GATE_ALPHA must be below 0.5"),
         ({"SIAMWEB_GATE_ALPHA": "0"}, "SIAMWEB_GATE_ALPHA must be at least"),
         ({"SIAMWEB_GATE_ALPHA": "five percent"}, "SIAMWEB_GATE_ALPHA"),
+        ({"SIAMWEB_GATE_ALPHA": "nan"}, "SIAMWEB_GATE_ALPHA must be a finite number"),
+        ({"SIAMWEB_FINETUNE_MAX_MINUTES": "inf"}, "must be a finite number"),
+        ({"SIAMWEB_VAR_DIR": "relative/var"}, "SIAMWEB_VAR_DIR must be an absolute path"),
+        (
+            {"SIAMWEB_DEFAULT_K": "60"},
+            "SIAMWEB_DEFAULT_K (60) must be at most SIAMWEB_MAX_K (50)",
+        ),
+        (
+            {"CELERY_TASK_SOFT_TIME_LIMIT": "4000"},
+            "CELERY_TASK_SOFT_TIME_LIMIT (4000 s) must be at most CELERY_TASK_TIME_LIMIT (3900 s)",
+        ),
     ],
 )
 def test_malformed_values_stop_start_up_naming_the_variable(tmp_path, env, message):
