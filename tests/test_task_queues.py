@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from models_app.models import Deployment, RankerVersion
 from models_app.siamese.specs import PRETRAINED_SPEC, STUDENT_SPEC, TOWER_SPEC
+from models_app.training import ranker_training
 from models_app.training.ranker_training import (
     ranker_fit_claim,
     ranker_fit_release,
@@ -19,6 +20,7 @@ from models_app.training.ranker_training import (
 from models_app.training.services.runs import training_run_queue
 from siamweb import task_names
 from tests.test_match_probability import judge_all
+from worker import tasks
 
 
 def queue_of(task_name: str) -> str:
@@ -80,3 +82,21 @@ def test_a_ranker_of_another_feature_set_is_due_for_a_refit_at_once(tiny_taxonom
     assert rankers_due() == []  # the live ranker has every verdict
     RankerVersion.objects.filter(taxonomy=tiny_taxonomy).update(feature_set="r0-retired")
     assert rankers_due() == [tiny_taxonomy]
+
+
+def test_a_fit_that_raises_holds_the_next_one_back_until_its_claim_goes_stale(
+    tiny_taxonomy, monkeypatch, settings
+):
+    """Else beat, every SIAMWEB_RANKER_CHECK_SECONDS, would queue the same failing fit again."""
+
+    def broken(*, taxonomy):
+        raise RuntimeError("the fit broke")
+
+    monkeypatch.setattr(ranker_training, "ranker_fit", broken)
+    assert ranker_fit_claim(taxonomy=tiny_taxonomy)
+    with pytest.raises(RuntimeError, match="the fit broke"):
+        tasks.fit_ranker.run(tiny_taxonomy.id, repredict=False, claimed=True)
+    assert not ranker_fit_claim(taxonomy=tiny_taxonomy)
+    old = timezone.now() - timezone.timedelta(seconds=settings.SIAMWEB_RANKER_FIT_STALE_SECONDS + 1)
+    Deployment.objects.filter(taxonomy=tiny_taxonomy).update(ranker_fit_queued_at=old)
+    assert ranker_fit_claim(taxonomy=tiny_taxonomy)

@@ -120,11 +120,12 @@ def fit_ranker(taxonomy_id: int, repredict: bool = True, claimed: bool = False) 
     live (``repredict``), the open review items are predicted again with it. ``claimed``: beat
     queued it under the taxonomy's fit claim, released when it ends."""
     taxonomy = Taxonomy.objects.get(id=taxonomy_id)
-    try:
-        version = ranker_training.ranker_fit(taxonomy=taxonomy)
-    finally:
-        if claimed:
-            ranker_training.ranker_fit_release(taxonomy=taxonomy)
+    version = ranker_training.ranker_fit(taxonomy=taxonomy)
+    if claimed:
+        # Released once the fit ended, not when it raised: that claim holds the next fit back
+        # until it goes stale (SIAMWEB_RANKER_FIT_STALE_SECONDS), where beat would otherwise
+        # queue the same failing fit every few seconds.
+        ranker_training.ranker_fit_release(taxonomy=taxonomy)
     if repredict:
         repredict_pending_inputs.delay(taxonomy_id)
     elif version is not None and version.status == RankerVersion.Status.LIVE:

@@ -429,5 +429,5 @@ def ranker_fit_claim(*, taxonomy: Taxonomy) -> bool:
 
 
 def ranker_fit_release(*, taxonomy: Taxonomy) -> None:
-    """The queued fit ended (whatever its outcome): the next one may be queued."""
+    """The queued fit ended: the next one may be queued."""
     Deployment.objects.filter(taxonomy=taxonomy).update(ranker_fit_queued_at=None)
