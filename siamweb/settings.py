@@ -461,27 +461,33 @@ CELERY_TASK_ROUTES = {
     task_names.REFIT_DUE_RANKERS: {"queue": task_names.RANKER_QUEUE},
 }
 SIAMWEB_REINDEX_CHECK_SECONDS = env_int("SIAMWEB_REINDEX_CHECK_SECONDS", default=300, minimum=5)
+# Each check's message expires after its own interval: the next one is on its way by then.
+# Without, the checks queued while their worker was down or busy ran back to back after.
 CELERY_BEAT_SCHEDULE = {
-    "reindex-taxonomies-with-new-members": {
-        "task": task_names.REINDEX_STALE_TAXONOMIES,
-        "schedule": float(SIAMWEB_REINDEX_CHECK_SECONDS),
-    },
-    "retrain-taxonomies-with-new-verdicts": {
-        "task": task_names.RETRAIN_DUE_TAXONOMIES,
-        "schedule": float(SIAMWEB_RETRAIN_CHECK_SECONDS),
-    },
-    "resume-bulk-jobs-of-dead-workers": {
-        "task": task_names.RESUME_STALE_BULK_JOBS,
-        "schedule": float(SIAMWEB_BULK_STALE_SECONDS),
-    },
-    "refit-rankers-with-new-verdicts": {
-        "task": task_names.REFIT_DUE_RANKERS,
-        "schedule": float(SIAMWEB_RANKER_CHECK_SECONDS),
-    },
-    "delete-bulk-jobs-past-their-keep": {
-        "task": task_names.DELETE_EXPIRED_BULK_JOBS,
-        "schedule": 3600.0,
-    },
+    name: {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds)}}
+    for name, task, seconds in (
+        (
+            "reindex-taxonomies-with-new-members",
+            task_names.REINDEX_STALE_TAXONOMIES,
+            SIAMWEB_REINDEX_CHECK_SECONDS,
+        ),
+        (
+            "retrain-taxonomies-with-new-verdicts",
+            task_names.RETRAIN_DUE_TAXONOMIES,
+            SIAMWEB_RETRAIN_CHECK_SECONDS,
+        ),
+        (
+            "resume-bulk-jobs-of-dead-workers",
+            task_names.RESUME_STALE_BULK_JOBS,
+            SIAMWEB_BULK_STALE_SECONDS,
+        ),
+        (
+            "refit-rankers-with-new-verdicts",
+            task_names.REFIT_DUE_RANKERS,
+            SIAMWEB_RANKER_CHECK_SECONDS,
+        ),
+        ("delete-bulk-jobs-past-their-keep", task_names.DELETE_EXPIRED_BULK_JOBS, 3600),
+    )
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

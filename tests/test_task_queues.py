@@ -100,3 +100,11 @@ def test_a_fit_that_raises_holds_the_next_one_back_until_its_claim_goes_stale(
     old = timezone.now() - timezone.timedelta(seconds=settings.SIAMWEB_RANKER_FIT_STALE_SECONDS + 1)
     Deployment.objects.filter(taxonomy=tiny_taxonomy).update(ranker_fit_queued_at=old)
     assert ranker_fit_claim(taxonomy=tiny_taxonomy)
+
+
+def test_a_beat_check_not_started_within_its_interval_expires(settings):
+    """Queued while their worker was down or busy, checks would otherwise run back to back."""
+    schedule = settings.CELERY_BEAT_SCHEDULE
+    assert len(schedule) == 5
+    for entry in schedule.values():
+        assert entry["options"]["expires"] == entry["schedule"] > 0
