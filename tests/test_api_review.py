@@ -203,6 +203,13 @@ def test_the_queue_filters_by_status_group_taxonomy_and_score(api_client, items,
         ({"taxonomy": "nope"}, "taxonomy"),
         ({"job": "seven"}, "job"),
         ({"job": 0}, "job"),
+        # An id follows the one rule every id does (docs/api.md): not "9_0" read as 90, nor
+        # 9.0, "+9", " 9 " or a full-width digit read as 9.
+        ({"job": "9_0"}, "job"),
+        ({"job": "9.0"}, "job"),
+        ({"job": "+9"}, "job"),
+        ({"job": " 9 "}, "job"),
+        ({"job": "\uff19"}, "job"),
     ],
 )
 def test_bad_queue_filters_are_a_400_naming_the_field(api_client, items, params, field):
@@ -372,3 +379,11 @@ def test_a_list_costs_the_same_few_queries_however_many_rows_it_shows(
     few = queries()
     judged_inputs([f"nurse {n}" for n in range(12)])
     assert queries() == few <= 6
+
+
+@pytest.mark.parametrize("field", ["score_min", "score_max"])
+def test_a_claims_score_bound_is_a_number_not_a_boolean(api_client, items, field):
+    """DRF's FloatField reads true as 1.0: a client's bug would filter silently."""
+    response = api_client.post(f"{API}/review-items/claim", {field: True}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == [field]

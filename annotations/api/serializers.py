@@ -18,8 +18,10 @@ from annotations.models import (
 from annotations.selectors.card import review_card_groups
 from annotations.selectors.queue import QueueFilters
 from models_app.serving.api import RankedGroupSerializer
+from siamweb.ids import IdSerializerField
 from siamweb.web.fields import (
     IdField,
+    NumberField,
     TaxonomySlugField,
 )
 
@@ -136,13 +138,12 @@ class QueueFilterSerializer(serializers.Serializer):
         required=False,
         help_text="Items whose top predicted group is this one (id)",
     )
-    score_min = serializers.FloatField(required=False)
-    score_max = serializers.FloatField(required=False)
+    score_min = NumberField(required=False)
+    score_max = NumberField(required=False)
     status = QueueStatusField(required=False)
-    job = serializers.IntegerField(
-        required=False, min_value=1, max_value=2**63 - 1,
-        help_text="Items this bulk job sent for review (its id)",
-    )  # fmt: skip
+    job = IdSerializerField(
+        required=False, min_value=1, help_text="Items this bulk job sent for review (its id)"
+    )
 
     def validate(self, data: dict) -> dict:
         group, taxonomy = data.get("group"), data.get("taxonomy")
