@@ -67,6 +67,17 @@ def test_a_txt_file_holds_one_text_per_line_and_trailing_empty_lines_are_not_row
 
 
 @pytest.mark.parametrize(
+    "data",
+    [b"Nurse\rDoctor\rChef\r", b"Nurse\r\nDoctor\rChef\n", b"Nurse\n\rDoctor\r\nChef"],
+)
+def test_a_bare_carriage_return_ends_a_line_as_old_macs_and_excel_write_it(data):
+    """Split on line feeds alone, such a file was one text: "Nurse Doctor Chef"."""
+    parsed = parse_inputs_file(data=data, filename="titles.txt")
+    assert parsed.texts == ["Nurse", "Doctor", "Chef"]
+    assert parsed.errors == []
+
+
+@pytest.mark.parametrize(
     ("data", "filename", "blank"),
     [
         (b"text\nnurse\n\nwelder\n", "titles.csv", 1),

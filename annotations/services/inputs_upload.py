@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -132,13 +133,18 @@ def parse_inputs_file(*, data: bytes, filename: str) -> ParsedUpload:
     return parsed
 
 
+# A line ends as Windows, Unix or the old Mac (and Excel's "CSV (Macintosh)") end it: a bare
+# CR split on nothing would join a file's texts into one.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _lines(text: str) -> Iterator[tuple[int, object]]:
     """One text per line."""
-    lines = text.split("\n")
-    if lines[-1] == "":  # what follows the last line's newline is no line
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":  # what follows the last line's break is no line
         lines.pop()
     for number, line in enumerate(lines, start=1):
-        yield number, BLANK if blank_line([line]) else line.removesuffix("\r")
+        yield number, BLANK if blank_line([line]) else line
 
 
 def _csv_rows(text: str, filename: str) -> Iterator[tuple[int, object]]:
