@@ -211,7 +211,7 @@ def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
     now = timezone.now()
     runs = TrainingRun.objects.filter(id=run.id)
     # A fine-tune fixes its verdicts when it starts; one stopped before keeps those there are
-    # now, which the schedule then counts as tried (``cancelled_until``).
+    # now, which the schedule then counts as tried (``stopped_until``).
     until = feedback_last_id(run.taxonomy) if run.kind == TrainingRun.Kind.FINETUNE else None
     stopped = runs.filter(status=TrainingRun.Status.QUEUED).update(
         status=TrainingRun.Status.CANCELLED,
@@ -241,14 +241,18 @@ def training_run_cancel(*, run: TrainingRun, actor) -> TrainingRun:
     return run
 
 
-def cancelled_until(taxonomy: Taxonomy) -> int:
-    """The last feedback pair any cancelled fine-tune kept (0 without one): the schedule waits
-    for as many new verdicts after it as it needs to start one, so that a cancel is not undone
-    by the next check."""
-    cancelled = TrainingRun.objects.filter(
-        taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE, status=TrainingRun.Status.CANCELLED
+def stopped_until(taxonomy: Taxonomy) -> int:
+    """The last feedback pair any cancelled or failed fine-tune kept (0 without one): the
+    schedule waits for as many new verdicts after it as it needs to start one, so that a
+    cancel is not undone by the next check, nor a fine-tune that fails (out of memory, past
+    its time limit) started again on the same verdicts every check. An admin's Retry resumes
+    a failed one from its checkpoints."""
+    stopped = TrainingRun.objects.filter(
+        taxonomy=taxonomy,
+        kind=TrainingRun.Kind.FINETUNE,
+        status__in=(TrainingRun.Status.CANCELLED, TrainingRun.Status.FAILED),
     )
-    return cancelled.aggregate(until=Max("feedback_until"))["until"] or 0
+    return stopped.aggregate(until=Max("feedback_until"))["until"] or 0
 
 
 def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
@@ -263,7 +267,7 @@ def retrain_due_taxonomies(*, now=None) -> list[TrainingRun]:
         if is_pretrained_as_it_comes(live):
             continue  # the ranker learns its verdicts; its first training trains the tower
         seen, _ = feedback_learnt(taxonomy, live=live)
-        new_verdicts = new_verdict_count(taxonomy, after=max(seen, cancelled_until(taxonomy)))
+        new_verdicts = new_verdict_count(taxonomy, after=max(seen, stopped_until(taxonomy)))
         old = now - live.created_at > timedelta(hours=settings.SIAMWEB_RETRAIN_MAX_AGE_HOURS)
         if new_verdicts >= settings.SIAMWEB_RETRAIN_MIN_VERDICTS or (old and new_verdicts):
             trigger = (

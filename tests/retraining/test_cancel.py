@@ -149,6 +149,25 @@ def test_the_schedule_does_not_start_a_cancelled_fine_tune_again_on_the_same_ver
     assert finetune_now_request(taxonomy=taxonomy, requested_by=admin_user) is not None
 
 
+def test_the_schedule_does_not_start_a_failed_fine_tune_again_on_the_same_verdicts(
+    taxonomy, curator, admin_user, settings
+):
+    """A fine-tune that fails every time (out of memory, past its time limit) would otherwise
+    be started again at every check, holding the training worker for nothing."""
+    settings.SIAMWEB_RETRAIN_MIN_VERDICTS = len(CORRECTIONS)
+    correct_everything(taxonomy, curator)
+    (run,) = retrain_due_taxonomies()
+    TrainingRun.objects.filter(id=run.id).update(
+        status="failed", error="MemoryError", feedback_until=feedback_last_id(taxonomy)
+    )
+    assert retrain_due_taxonomies() == []
+    # The admin's Retry resumes it; new verdicts enough start one by themselves.
+    from models_app.training.retraining import training_run_retry
+
+    run.refresh_from_db()
+    assert training_run_retry(run=run, actor=admin_user) is not None
+
+
 def test_a_cancelled_retry_keeps_the_checkpoints_its_failed_first_attempt_resumes_from(
     taxonomy, admin_user
 ):
