@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import OperationalError
 
 from annotations.services.taxonomy import taxonomy_import
 from models_app.models import Deployment, ModelVersion, TrainingRun
@@ -278,3 +279,26 @@ def test_a_trained_towers_fine_tune_asked_for_the_title_recipe_learns_by_it(new_
     # Both phases trained by the title recipe, each to its share of the step cap.
     assert candidate.metrics["steps"] > 0
     assert finetune.gate_report["decision"] in ("promote", "reject")
+
+
+def test_a_transient_error_after_the_run_does_not_drop_what_follows_it(new_taxonomy, monkeypatch):
+    """The task is tried again; its run, claimed already, is not run twice, but the training
+    it was to queue is queued all the same."""
+    run = taxonomy_model_refresh(taxonomy=new_taxonomy)
+    real = tasks.first_training_request
+    failures = []
+
+    def broker_gone_once(**kwargs):
+        if not failures:
+            failures.append(1)
+            raise OperationalError("the connection dropped")
+        return real(**kwargs)
+
+    monkeypatch.setattr(tasks, "first_training_request", broker_gone_once)
+    monkeypatch.setattr(tasks.execute_training_run, "retry_backoff", False)
+    result = tasks.execute_training_run.apply(args=[run.id])
+    assert failures and result.get() == "succeeded"
+    runs = TrainingRun.objects.filter(taxonomy=new_taxonomy)
+    assert runs.filter(id=run.id, status="succeeded").exists()
+    queued = runs.filter(status="queued").get()
+    assert (queued.kind, queued.config) == ("build", TOWER_SPEC)

@@ -35,6 +35,7 @@ from models_app.bulk import run as bulk_run
 from models_app.models import RankerVersion, TrainingRun
 from models_app.training import promotion, ranker_training, retraining
 from models_app.training.run_execution import training_run_execute
+from models_app.training.selectors.runs import training_run_get
 from models_app.training.services.builds import model_version_compile
 from models_app.training.services.indexes import taxonomy_needs_reindex
 from models_app.training.services.runs import (
@@ -91,13 +92,20 @@ def _failure_recorded(
         raise
 
 
-@_retried_task(task_names.EXECUTE_TRAINING_RUN, retry_backoff_max=300)
-def execute_training_run(run_id: int) -> str | None:
+@_retried_task(task_names.EXECUTE_TRAINING_RUN, retry_backoff_max=300, bind=True)
+def execute_training_run(self, run_id: int) -> str | None:
     """Carry out a queued run; the run's final status, or None when it was not queued any more
     (another delivery of the same message already took it)."""
     run = training_run_execute(run_id=run_id)
     if run is None:
-        return None
+        if not self.request.retries:
+            return None
+        # This try's predecessor ran the run and then met a transient error in what follows
+        # it (a broker gone for a moment): what follows must not be dropped with it. Each
+        # step below reads what the run did, and asks again for nothing already underway.
+        run = training_run_get(run_id=run_id)
+        if run is None or run.status in TrainingRun.ACTIVE_STATUSES:
+            return None
     if promotion.run_moved_live_model(run):
         # A ranker reads its model's scores: the new live model gets its own, then the open
         # items are predicted again with both.
