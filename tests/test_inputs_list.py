@@ -4,8 +4,9 @@ import re
 
 import pytest
 
-from annotations.models import Input
+from annotations.models import Group, Input
 from annotations.services.review.inputs import inputs_submit
+from annotations.services.review.verdicts import judgement_create
 from annotations.services.taxonomy import taxonomy_import
 from tests.conftest import TINY_CSV
 from tests.test_match_probability import judge_all
@@ -71,6 +72,27 @@ def test_the_predicted_group_carries_the_chance_the_card_words_not_a_bare_simila
     # The similarity stays as evidence in the title, never as the figure shown.
     [similarity] = re.findall(r"nearest member: ([0-9.]+)\)", page)
     assert abs(float(similarity) - item.top_score) <= 0.0005
+
+
+def test_a_group_the_curators_chose_instead_carries_no_chance_said_of_another(
+    client, curator, tiny_taxonomy
+):
+    """The prediction's chance was said of the model's group: beside the curators' group it
+    would read as theirs."""
+    judge_all(tiny_taxonomy, curator)
+    [item] = inputs_submit(
+        taxonomy=tiny_taxonomy, texts=["Senior Tax Accountant Remote"], source="api"
+    )
+    item.refresh_from_db()
+    assert item.prediction.ranked_groups[0]["probability"] is not None
+    other = Group.objects.filter(taxonomy=tiny_taxonomy).exclude(id=item.top_group_id).first()
+    judgement_create(review_item=item, user=curator, verdict="reassign", group=other)
+    client.force_login(curator)
+    page = client.get("/inputs/", {"q": "senior tax accountant remote"}).content.decode()
+    row = page[page.index('data-testid="input-row"') :]
+    row = row[: row.index("</tr>")]
+    assert other.name in row
+    assert 'data-testid="input-chance"' not in row
 
 
 def test_it_filters_by_taxonomy_and_by_text(client, curator, tiny_taxonomy, other_taxonomy):

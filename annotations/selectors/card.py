@@ -148,11 +148,14 @@ def member_marker(text: str) -> Callable[[str], list[tuple[str, bool]]]:
 def review_items_probability(items) -> dict[int, float]:
     """The chance each item's top group is right, as the ranker said when it predicted the item
     (by item id; review items with their prediction loaded). Items predicted before the
-    taxonomy's ranker was calibrated have none."""
+    taxonomy's ranker was calibrated have none, nor items whose top group is the curators'
+    answer now, not the prediction's first (the chance was said of another group)."""
     found = {}
     for item in items:
         groups = item.prediction.ranked_groups
-        probability = groups[0].get("probability") if groups else None
+        if not groups or groups[0].get("group_id") != item.top_group_id:
+            continue
+        probability = groups[0].get("probability")
         if probability is not None:
             found[item.id] = float(probability)
     return found
