@@ -13,8 +13,9 @@ export PYTHONUNBUFFERED := 1
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
-# torch goes in first and pinned: `pip install torch==2.13.0` takes the local CPU wheel, while an
-# open range asked for later would pull the CUDA build and several GB with it.
+# torch goes in first and pinned: where pip has a CPU wheel of it (the project's machines set one
+# up), `pip install torch==2.13.0` takes it, while an open range asked for later could pull the
+# CUDA build and several GB with it. Elsewhere, PyPI's torch for the platform is what comes.
 $(VENV)/.runtime: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -270,7 +270,11 @@ SIAMWEB_BAD_TOKEN_RATE = env_rate("SIAMWEB_BAD_TOKEN_RATE", default="20/min")
 # Calls a user makes to their own token's endpoints (/api/v1/account/token…).
 SIAMWEB_TOKEN_API_RATE = env_rate("SIAMWEB_TOKEN_API_RATE", default="30/hour")
 # An API token older than this is refused (401, saying so); 0: tokens never expire.
-SIAMWEB_API_TOKEN_MAX_AGE_DAYS = env_int("SIAMWEB_API_TOKEN_MAX_AGE_DAYS", default=90, minimum=0)
+# At most a century: a token's expiry date must stay a date (past year 9999, every page and
+# token-authenticated call reading it would fail).
+SIAMWEB_API_TOKEN_MAX_AGE_DAYS = env_int(
+    "SIAMWEB_API_TOKEN_MAX_AGE_DAYS", default=90, minimum=0, maximum=36_500
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

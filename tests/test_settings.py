@@ -87,6 +87,10 @@ def test_database_url_and_broker_url_select_the_real_services(tmp_path):
         ({"SIAMWEB_FINETUNE_MAX_MINUTES": "inf"}, "must be a finite number"),
         ({"SIAMWEB_VAR_DIR": "relative/var"}, "SIAMWEB_VAR_DIR must be an absolute path"),
         (
+            {"SIAMWEB_API_TOKEN_MAX_AGE_DAYS": "3000000"},
+            "SIAMWEB_API_TOKEN_MAX_AGE_DAYS must be at most 36500",
+        ),
+        (
             {"SIAMWEB_DEFAULT_K": "60"},
             "SIAMWEB_DEFAULT_K (60) must be at most SIAMWEB_MAX_K (50)",
         ),
