@@ -17,8 +17,13 @@ from pathlib import Path
 
 import ftfy
 
-from annotations.text_rule import TextError, clean_multiline_text, clean_text
-from models_app.siamese.text import comparison_key, spelled_out_forms
+from annotations.text_rule import (
+    TextError,
+    clean_multiline_text,
+    clean_text,
+    comparison_key,
+    spelled_out_forms,
+)
 from siamweb.csv_cells import spreadsheet_text
 from siamweb.uploads import NotUtf8Error, blank_line, separator_advice, utf8_text
 

@@ -23,6 +23,7 @@ from models_app.siamese.text import (
     VARIATION_SELECTORS,
     ZERO_WIDTH_JOINERS,
     comparison_key,
+    spelled_out_forms,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "clean_text",
     "comparison_key",
     "refusal",
+    "spelled_out_forms",  # the ways one title is written, which curation's O*NET import reads
 ]
 
 _WHITESPACE = re.compile(r"\s+")
