@@ -26,6 +26,9 @@ class ModelVersion(models.Model):
     data_sha256 = models.CharField(max_length=64, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    went_live_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an index build of it first went live"
+    )
 
     class Meta:
         ordering = ["taxonomy", "-number"]

@@ -83,7 +83,6 @@ def refuse_never_live(model_version: ModelVersion) -> None:
 def model_version_activate(*, model_version: ModelVersion, actor) -> IndexBuild:
     """An admin makes ``model_version`` live with its newest index build, at once; asked for
     the pair already live, nothing changes and nothing is recorded; ``refuse_never_live``."""
-    refuse_never_live(model_version)
     builds = IndexBuild.objects.filter(model_version=model_version)
     build = builds.order_by("-created_at", "-id").first()
     if build is None:
@@ -92,6 +91,7 @@ def model_version_activate(*, model_version: ModelVersion, actor) -> IndexBuild:
         )
     if live_build(model_version.taxonomy) == build:
         return build
+    refuse_never_live(model_version)
     with transaction.atomic():
         refuse_while_a_run_is_active(model_version.taxonomy, f"make {model_version.label} live")
         deployment_activate(index_build=build, actor=actor)

@@ -243,7 +243,8 @@ def _run_page(
         "flip": flip_report_of(run),
         "can_promote": admin
         and run.kind == TrainingRun.Kind.FINETUNE
-        and run.status == TrainingRun.Status.REJECTED,
+        and run.status == TrainingRun.Status.REJECTED
+        and run.index_build_id is not None,
         "can_retry": admin
         and run.status == TrainingRun.Status.FAILED
         and run_retried_as(run) is None,

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from models_app.bulk.jobs import bulk_job_create
 from models_app.bulk.run import bulk_job_execute
-from models_app.models import Deployment, IndexBuild, TrainingRun
+from models_app.models import BulkJob, Deployment, IndexBuild, TrainingRun
 from models_app.serving.engines import artifact_path
 from models_app.training.promotion import live_version, training_run_promote
 from models_app.training.run_execution import training_run_execute
@@ -80,3 +80,30 @@ def test_a_bulk_jobs_index_outlives_reindexes_until_the_job_ends(tiny_taxonomy):
     # Once the job has ended, the next activation's pruning may delete it.
     reindexed(tiny_taxonomy, 1)
     assert not IndexBuild.objects.filter(id=started_with.id).exists()
+
+
+def test_a_job_or_run_with_no_build_named_does_not_stop_pruning(tiny_taxonomy):
+    """A queued bulk job names its build only when its first chunk starts, and an older
+    rejected candidate may have lost its index: neither keeps anything else from going."""
+    first = live_build(tiny_taxonomy)
+    bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(b"title\nnurse\n"),
+                    filename="t.csv", column="title", user=None, enqueue=False)  # fmt: skip
+    TrainingRun.objects.create(
+        taxonomy=tiny_taxonomy, kind=TrainingRun.Kind.FINETUNE,
+        status=TrainingRun.Status.REJECTED, index_build=None, finished_at=timezone.now(),
+    )  # fmt: skip
+    reindexed(tiny_taxonomy, KEEP_INDEX_BUILDS + 1)
+    assert IndexBuild.objects.filter(taxonomy=tiny_taxonomy).count() == KEEP_INDEX_BUILDS
+    assert not IndexBuild.objects.filter(id=first.id).exists()
+
+
+def test_a_failed_bulk_jobs_build_stays_for_its_retry(tiny_taxonomy):
+    started_with = live_build(tiny_taxonomy)
+    job = bulk_job_create(taxonomy=tiny_taxonomy, upload=io.BytesIO(b"title\nnurse\n"),
+                          filename="t.csv", column="title", user=None, enqueue=False)  # fmt: skip
+    BulkJob.objects.filter(id=job.id).update(
+        status=BulkJob.Status.FAILED, index_build=started_with,
+        model_version=started_with.model_version,
+    )  # fmt: skip
+    reindexed(tiny_taxonomy, KEEP_INDEX_BUILDS + 1)
+    assert IndexBuild.objects.filter(id=started_with.id).exists()

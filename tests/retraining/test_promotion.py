@@ -285,3 +285,25 @@ def test_a_build_that_failed_after_storing_its_version_is_never_offered_to_roll_
     with pytest.raises(RunStateError, match="was never live"):
         model_version_rollback(model_version=stored, actor=admin_user)
     assert live_version(tiny_taxonomy) == live
+
+
+def test_a_version_that_served_under_a_failed_run_can_be_rolled_back_to(
+    tiny_taxonomy, admin_user, monkeypatch
+):
+    """A first start makes an interrupted build's version live, and a run given up on can
+    finish after its last report: the version served, whatever its run's status says."""
+    monkeypatch.setattr(
+        runs, "model_version_evaluate", mock.Mock(side_effect=RuntimeError("evaluation broke"))
+    )
+    run = training_run_request(taxonomy=tiny_taxonomy, kind="build", config=TINY_MODEL,
+                               enqueue=False)  # fmt: skip
+    stored = training_run_execute(run_id=run.id).model_version
+    assert not model_version_was_live(stored)
+    deployment_activate(index_build=stored.index_builds.get())  # as the first start does
+    build_again = training_run_request(taxonomy=tiny_taxonomy, kind="build", config=TINY_MODEL,
+                                       enqueue=False)  # fmt: skip
+    monkeypatch.undo()
+    assert training_run_execute(run_id=build_again.id).status == "succeeded"
+    assert live_version(tiny_taxonomy) != stored
+    assert model_version_was_live(stored)
+    assert model_version_rollback(model_version=stored, actor=admin_user) is not None

@@ -208,7 +208,8 @@ class TrainingRunRetryApi(AdminApi):
     @extend_schema(
         summary="Queue a failed run again (admins)",
         description="A new run of the same kind and config, with `retry_of` set; it resumes "
-        "from the failed run's checkpoints. Only a failed run can be retried.",
+        "from the failed run's checkpoints. Only a failed run can be retried, and once: a "
+        "retry that failed is retried in its turn.",
         request=None,
         responses={
             202: OutputSerializer,

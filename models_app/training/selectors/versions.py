@@ -68,9 +68,14 @@ class VersionRow:
 def never_live_version_ids(*, taxonomy: Taxonomy) -> set[int]:
     """Versions that never served: a fine-tune's candidate whose run was not promoted, and a
     build's version whose run did not succeed (it stopped after storing it, before going
-    live), unless a rollback made them live since. Imported versions go live as they are
-    made."""
-    runs = TrainingRun.objects.filter(taxonomy=taxonomy).exclude(model_version=None)
+    live), unless they went live all the same (``went_live_at``: a first start that made an
+    interrupted build's version live, a run that finished after it was given up on) or a
+    rollback made them live since. Imported versions go live as they are made."""
+    runs = (
+        TrainingRun.objects.filter(taxonomy=taxonomy)
+        .exclude(model_version=None)
+        .filter(model_version__went_live_at=None)
+    )
     candidates = set(
         runs.filter(
             Q(kind=TrainingRun.Kind.FINETUNE) & ~Q(status=TrainingRun.Status.PROMOTED)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Q
+from django.utils import timezone
 
 from annotations.models import Member, Taxonomy
 from annotations.services.audit import audit_record
@@ -139,6 +139,10 @@ def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
     deployment, _ = Deployment.objects.update_or_create(
         taxonomy=index_build.taxonomy, defaults={"index_build": index_build}
     )
+    # What a rollback or an activation may go back to: a version that once served.
+    ModelVersion.objects.filter(id=index_build.model_version_id, went_live_at=None).update(
+        went_live_at=timezone.now()
+    )
     if actor is not None:
         audit_record(
             actor=actor,
@@ -154,22 +158,35 @@ def deployment_activate(*, index_build: IndexBuild, actor=None) -> Deployment:
 
 def index_builds_prune(*, taxonomy: Taxonomy, keep: int) -> int:
     """Delete all but the newest ``keep - 1`` index builds not in use, rows and folders. In
-    use, never deleted: the live one, one a bulk job still to finish answers with, and a
-    rejected candidate's (an admin may still promote it, with that index).
+    use, never deleted: the live one, one a bulk job answers with (running, or failed and so
+    retriable), and the newest ``keep`` rejected candidates' (an admin may still promote them,
+    with that index).
 
     Every edit and scheduled check may lead to a reindex; without pruning each leaves a full
     index on disk. Model versions are kept: rolling back to one rebuilds its index.
     """
-    builds = IndexBuild.objects.filter(taxonomy=taxonomy)
-    in_use = (
-        Q(id__in=Deployment.objects.filter(taxonomy=taxonomy).values("index_build_id"))
-        | Q(id__in=BulkJob.objects.filter(
-            taxonomy=taxonomy, status__in=BulkJob.ACTIVE_STATUSES).values("index_build_id"))
-        | Q(id__in=TrainingRun.objects.filter(
-            taxonomy=taxonomy, kind=TrainingRun.Kind.FINETUNE,
-            status=TrainingRun.Status.REJECTED).values("index_build_id"))
-    )  # fmt: skip
-    old = list(builds.exclude(in_use).order_by("-created_at", "-id")[keep - 1 :])
+    # Ids read as lists (a NULL in an ``IN`` subquery would make ``NOT IN`` exclude every
+    # build, and nothing would ever be pruned again).
+    live = Deployment.objects.filter(taxonomy=taxonomy).values_list("index_build_id", flat=True)
+    # A failed bulk job may be retried, from its checkpoint, with the build it started with.
+    pinned = BulkJob.objects.filter(
+        taxonomy=taxonomy, status__in=(*BulkJob.ACTIVE_STATUSES, BulkJob.Status.FAILED)
+    ).values_list("index_build_id", flat=True)
+    # The newest rejected candidates only: an older one's promotion answers that its index
+    # is gone, and its page no longer offers it.
+    rejected = (
+        TrainingRun.objects.filter(
+            taxonomy=taxonomy,
+            kind=TrainingRun.Kind.FINETUNE,
+            status=TrainingRun.Status.REJECTED,
+        )
+        .exclude(index_build=None)
+        .order_by("-id")
+        .values_list("index_build_id", flat=True)[:keep]
+    )
+    in_use = {build_id for ids in (live, pinned, rejected) for build_id in ids if build_id}
+    builds = IndexBuild.objects.filter(taxonomy=taxonomy).exclude(id__in=in_use)
+    old = list(builds.order_by("-created_at", "-id")[keep - 1 :])
     for build in old:
         build.delete()
         shutil.rmtree(artifact_path(build.artifact_path), ignore_errors=True)
