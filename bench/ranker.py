@@ -159,16 +159,20 @@ def onet_taxonomy(data: Path, *, short_forms: bool = True) -> Taxonomy:
     return Taxonomy("onet", codes, names, descriptions, members, mapped(dev), mapped(stream))
 
 
-def with_short_forms(members: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """``members`` and, after them, the shorter ``spelled_out_forms`` of each its group does
-    not hold yet (by comparison key): what the product's O*NET import adds."""
+def with_short_forms(
+    members: list[tuple[int, str]], *, both: bool = False
+) -> list[tuple[int, str]]:
+    """``members`` and, after them, the shorter ``spelled_out_forms`` of each (``both``: each
+    form) its group does not hold yet (by comparison key): what the product's O*NET import
+    adds, the shorter form only."""
     keys = {(group, comparison_key(text)) for group, text in members}
     added = []
     for group, text in members:
         forms = spelled_out_forms(text)
-        if forms and (group, comparison_key(short := min(forms, key=len))) not in keys:
-            keys.add((group, comparison_key(short)))
-            added.append((group, short))
+        for form in forms if both else forms and [min(forms, key=len)]:
+            if (group, comparison_key(form)) not in keys:
+                keys.add((group, comparison_key(form)))
+                added.append((group, form))
     return members + added
 
 

@@ -50,25 +50,9 @@ from bench.title_tower import clean_held_out, without  # noqa: E402
 from models_app.siamese.ranker.files import STARTER_FILE  # noqa: E402
 from models_app.siamese.ranker.model import PRIOR_DESCRIPTION_WEIGHT, LinearRanker  # noqa: E402
 from models_app.siamese.search import SearchConfig  # noqa: E402
-from models_app.siamese.text import comparison_key, spelled_out_forms  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "spelled_out_members.json"
 MODES = ("short", "both")
-
-
-def with_forms(members: list[tuple[int, str]], mode: str) -> list[tuple[int, str]]:
-    """``members`` and, after them, each one's spelled-out forms (the shorter, or both) that
-    its group does not hold yet."""
-    if mode == "short":
-        return with_short_forms(members)
-    keys = {(group, comparison_key(text)) for group, text in members}
-    added = []
-    for group, text in members:
-        for form in spelled_out_forms(text):
-            if (group, comparison_key(form)) not in keys:
-                keys.add((group, comparison_key(form)))
-                added.append((group, form))
-    return members + added
 
 
 def top_right(taxonomy, encoder, search, starter, titles) -> np.ndarray:
@@ -115,7 +99,7 @@ def main() -> None:
         plain = top_right(replace(taxonomy, members=members), encoder, search, starter, titles)
         row = {"titles": len(titles), "without": round(float(plain.mean()), 4)}
         for mode in MODES:
-            added = replace(taxonomy, members=with_forms(members, mode))
+            added = replace(taxonomy, members=with_short_forms(members, both=mode == "both"))
             found = top_right(added, encoder, search, starter, titles)
             row[mode] = {
                 "members_added": len(added.members) - len(members),
@@ -131,7 +115,11 @@ def main() -> None:
                   f"[{low:+.4f}, {high:+.4f}])", end="")  # fmt: skip
         print(flush=True)
     for mode in ("without", *MODES):
-        members = onet.members if mode == "without" else with_forms(onet.members, mode)
+        members = (
+            onet.members
+            if mode == "without"
+            else with_short_forms(onet.members, both=mode == "both")
+        )
         places = demo_places(replace(onet, members=members), student, student_search, starter)
         report["demo"][mode] = places
         near = sum(place is not None and place <= 2 for place in places.values())
